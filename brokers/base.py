@@ -1,0 +1,220 @@
+"""The contract between the workload runner and one broker system (SPEC §2).
+
+A broker folder under ``brokers/`` exports one :class:`BrokerSystem` named ``SYSTEM``. It
+bundles everything the rest of brokerbench may know about that system:
+
+* a typed parameter model (``[broker.params]`` of a scenario, unknown keys rejected),
+* a client adapter with the three operations ``send`` / ``receive`` / ``ack``, blocking
+  (:class:`Adapter`, run in threads) or asyncio (:class:`AsyncAdapter`, run as tasks),
+* ``prepare`` (create the queue/topic/table a sweep point uses) and ``describe`` (version
+  and replication settings read back from the servers, for the run context),
+* how to start it on this machine (:class:`LocalDeployment`), and its reference
+  topology on AWS (:class:`Topology`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Hashable, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class BrokerParams(BaseModel):
+    """Base of every system's ``[broker.params]`` model: strict, frozen, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=BrokerParams)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """Where the broker answers: ``host:port`` strings plus system-specific extras.
+
+    Picklable, so that every client node process can connect on its own.
+    """
+
+    hosts: tuple[str, ...]
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
+
+    @property
+    def first(self) -> tuple[str, int]:
+        return split_host_port(self.hosts[0])
+
+    def addresses(self) -> list[tuple[str, int]]:
+        return [split_host_port(h) for h in self.hosts]
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One message handed out by ``receive``: its payload and what ``ack`` needs."""
+
+    body: bytes
+    receipt: Hashable
+    redelivered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """The queue/topic/stream/table one sweep point sends to, unique per point."""
+
+    name: str
+
+
+class Adapter(abc.ABC, Generic[P]):
+    """A blocking client for one worker (one instance per worker thread)."""
+
+    @abc.abstractmethod
+    def send(self, batch: Sequence[bytes]) -> None:
+        """Return only when the broker accepted the whole batch with the configured guarantee."""
+
+    @abc.abstractmethod
+    def receive(self, max_n: int) -> list[Received]:
+        """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
+
+    @abc.abstractmethod
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        """Confirm processing of the given messages."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class AsyncAdapter(abc.ABC, Generic[P]):
+    """An asyncio client for one worker (one instance per worker task)."""
+
+    @abc.abstractmethod
+    async def send(self, batch: Sequence[bytes]) -> None: ...
+
+    @abc.abstractmethod
+    async def receive(self, max_n: int) -> list[Received]: ...
+
+    @abc.abstractmethod
+    async def ack(self, receipts: Sequence[Hashable]) -> None: ...
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Nodes by role, e.g. ``{"broker": 3}`` or ``{"zookeeper": 3, "bookie": 3, "broker": 2}``."""
+
+    roles: dict[str, int]
+    replication: str = ""
+
+    @property
+    def node_count(self) -> int:
+        return sum(self.roles.values())
+
+
+class LocalCluster(abc.ABC):
+    """Broker processes started on this machine; stopped (and data removed) by ``stop``."""
+
+    endpoints: Endpoints
+    topology: str
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    def dead_nodes(self) -> list[str]:
+        """Names of nodes whose process has exited (empty while all run)."""
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LocalDeployment(abc.ABC):
+    """How to run a system on this machine."""
+
+    #: Local topologies this system supports, e.g. ("single", "cluster").
+    topologies: tuple[str, ...] = ("single",)
+    #: Debian packages ``brokerbench setup`` installs for it.
+    debian_packages: tuple[str, ...] = ()
+    #: What the local stand-in is, where it is not the real server (shown by ``brokers``).
+    stand_in: str = ""
+
+    @abc.abstractmethod
+    def missing(self) -> str | None:
+        """Why it cannot start here (one line naming what to install), or None."""
+
+    def install(self, log: Callable[[str], None]) -> None:  # noqa: B027 - optional hook
+        """Fetch what ``missing`` reports (artifacts beyond Debian packages)."""
+
+    @abc.abstractmethod
+    def start(self, topology: str, params: Any, workdir: Path) -> LocalCluster:
+        """Start the topology under ``workdir`` and wait until it is ready."""
+
+
+class CloudRecipe(abc.ABC):
+    """How a broker node on AWS is installed and configured (rendered into cloud-init).
+
+    Configuration files come from the same templates the local deployment renders; only
+    addresses, paths and sizes differ.
+    """
+
+    @abc.abstractmethod
+    def install_commands(self) -> list[str]:
+        """Shell commands that install the pinned broker version on Debian/Ubuntu."""
+
+    @abc.abstractmethod
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        """Absolute path → content of the configuration files of node ``index`` of ``role``.
+
+        ``cluster`` maps every role of the topology to its nodes' private addresses.
+        """
+
+    @abc.abstractmethod
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        """Shell commands that start (and, for the last node, initialise) the node."""
+
+    def ports(self) -> list[int]:
+        """TCP ports clients and peers use (opened inside the security group only)."""
+        return []
+
+
+@dataclass(frozen=True)
+class BrokerSystem(Generic[P]):
+    """Everything brokerbench knows about one system; exported as ``SYSTEM``.
+
+    ``connect`` builds one worker's client: for blocking systems it returns an
+    :class:`Adapter`; for ``asyncio=True`` systems it is an ``async`` function returning an
+    :class:`AsyncAdapter`. It raises :class:`~brokers.errors.BrokerConnectionError` naming
+    the host when the broker cannot be reached. ``prepare`` runs once per sweep point in
+    the coordinator, before any node starts.
+    """
+
+    name: str
+    title: str
+    params_model: type[P]
+    connect: Callable[[Endpoints, P, Destination], Adapter[P] | AsyncAdapter[P]]
+    prepare: Callable[[Endpoints, P, Destination], None]
+    describe: Callable[[Endpoints, P], dict[str, Any]]
+    reference_topology: Topology
+    local: LocalDeployment | None = None
+    cloud: CloudRecipe | None = None
+    #: Said in the report next to this system's numbers (e.g. asynchronous replication).
+    caveats: tuple[str, ...] = ()
+    #: The client library's distribution name, for the run context.
+    client_package: str = ""
+    #: True when ``connect`` returns an :class:`AsyncAdapter` (workers run as asyncio tasks).
+    asyncio: bool = False

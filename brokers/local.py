@@ -1,0 +1,224 @@
+"""Shared machinery for brokers started on this machine: ports, processes, readiness, clean-up.
+
+Broker folders use these helpers to build their :class:`~brokers.base.LocalCluster`; the
+helpers know nothing about any particular system. Servers listen on loopback only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brokers.base import Endpoints, LocalCluster
+from brokers.errors import BrokerStartError, BrokerUnavailable
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+    """``count`` distinct TCP ports that are free on ``host`` right now."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def find_binary(name: str, package: str, search: Sequence[str] = ()) -> str:
+    """Absolute path of ``name`` (on PATH or in ``search`` dirs), else a one-line error."""
+    for directory in search:
+        candidate = Path(directory) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise BrokerUnavailable(
+        f"{name} not found: install the Debian package {package} "
+        f"(apt-get install {package}) or run 'make setup'"
+    )
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])
+
+
+def run_checked(cmd: Sequence[str], what: str, timeout: float = 120, **kwargs: object) -> str:
+    """Run a helper command (initdb, rabbitmqctl …); a failure names ``what`` and its output."""
+    try:
+        done = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+        )  # type: ignore[call-overload]
+    except subprocess.TimeoutExpired:
+        raise BrokerStartError(f"{what} did not finish within {timeout:.0f} s") from None
+    except FileNotFoundError as exc:
+        raise BrokerStartError(f"{what}: {exc.filename} not found") from None
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise BrokerStartError(f"{what} failed: {detail[-1] if detail else done.returncode}")
+    return str(done.stdout)
+
+
+@dataclass
+class ManagedProcess:
+    """One server process in its own session (Ctrl-C in the terminal does not reach it)."""
+
+    name: str
+    cmd: list[str]
+    log_path: Path
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise BrokerStartError(f"{self.name}: {self.cmd[0]} not found") from None
+        finally:
+            log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 15) -> None:
+        if not self.alive():
+            return
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    what: str,
+    timeout: float,
+    log_path: Path | None = None,
+    process: ManagedProcess | None = None,
+    interval: float = 0.2,
+) -> None:
+    """Poll ``ready`` until true; a timeout or an exited process raises naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if process is not None and not process.alive():
+            code = process.proc.returncode if process.proc else "?"
+            tail = log_tail(log_path) if log_path else ""
+            raise BrokerStartError(
+                f"{what} exited with code {code} while starting"
+                + (f"; log {log_path}: {tail}" if log_path else "")
+            )
+        time.sleep(interval)
+    raise BrokerStartError(
+        f"{what} did not start within {timeout:.0f} s" + (f"; log: {log_path}" if log_path else "")
+    )
+
+
+def wait_for_port(
+    process: ManagedProcess, host: str, port: int, timeout: float = 60
+) -> None:
+    wait_until(
+        lambda: port_open(host, port),
+        f"{process.name} ({host}:{port})",
+        timeout,
+        log_path=process.log_path,
+        process=process,
+    )
+
+
+class ProcessCluster(LocalCluster):
+    """A set of :class:`ManagedProcess` nodes under one work directory.
+
+    ``stop`` ends them in reverse start order and deletes the work directory (unless
+    ``keep`` is set, for debugging), and is safe to call twice.
+    """
+
+    def __init__(self, topology: str, workdir: Path, keep: bool = False) -> None:
+        self.topology = topology
+        self.workdir = workdir
+        self.keep = keep
+        self.nodes: list[ManagedProcess] = []
+        self.endpoints = Endpoints(hosts=())
+        self._stopped = False
+
+    def add(self, node: ManagedProcess) -> ManagedProcess:
+        self.nodes.append(node.start())
+        return node
+
+    def dead_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes if not n.alive()]
+
+    def node(self, name: str) -> ManagedProcess:
+        return next(n for n in self.nodes if n.name == name)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for node in reversed(self.nodes):
+            try:
+                node.stop()
+            except Exception:  # noqa: BLE001 - clean-up keeps going
+                node.kill()
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_cluster(
+    cluster: ProcessCluster, build: Callable[[ProcessCluster], None]
+) -> ProcessCluster:
+    """Run ``build`` (which adds and waits for nodes); on any failure stop what started."""
+    try:
+        build(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster

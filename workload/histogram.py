@@ -1,0 +1,83 @@
+"""Mergeable log-scale latency histograms (SPEC §3).
+
+Bucket ``i`` holds values in ``(γ^(i-1), γ^i]`` microseconds with ``γ = (1+α)/(1-α)`` and
+``α = 1 %``; it is represented by ``2γ^i/(γ+1)``, which is within α of every value in it.
+Bucket 0 holds everything up to 1 µs, the last bucket everything from 10 minutes up.
+Histograms are sparse ``{bucket: count}`` maps and merge by adding counts, so percentiles
+of merged histograms are exact to the bucket width — never averages of percentiles.
+The analysis job uses the same constants to read the buckets back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+ALPHA = 0.01
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+_INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
+MAX_US = 600e6  # 10 minutes
+MAX_BUCKET = math.ceil(math.log(MAX_US) * _INV_LOG_GAMMA)
+
+
+def bucket_of(us: float) -> int:
+    """The bucket of a latency in microseconds."""
+    if us <= 1.0:
+        return 0
+    i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
+    return i if i < MAX_BUCKET else MAX_BUCKET
+
+
+def bucket_value(i: int) -> float:
+    """The representative latency (µs) of bucket ``i``."""
+    return 2.0 * GAMMA**i / (GAMMA + 1.0)
+
+
+class Histogram:
+    """A sparse bucket → count map with O(1) recording."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: Mapping[int, int] | None = None) -> None:
+        self.counts: dict[int, int] = dict(counts or {})
+
+    def record(self, us: float) -> None:
+        if us <= 1.0:
+            i = 0
+        else:
+            i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
+            if i > MAX_BUCKET:
+                i = MAX_BUCKET
+        counts = self.counts
+        counts[i] = counts.get(i, 0) + 1
+
+    def merge(self, other: Histogram) -> Histogram:
+        for i, n in other.counts.items():
+            self.counts[i] = self.counts.get(i, 0) + n
+        return self
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def percentile(self, q: float) -> float | None:
+        """The value (µs) below or at which a fraction ``q`` of the samples lie; None if empty."""
+        return percentile_of(self.counts.items(), q)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+
+def percentile_of(buckets: Iterable[tuple[int, int]], q: float) -> float | None:
+    """Percentile of (bucket, count) pairs: the bucket holding the sample of rank ⌈q·n⌉."""
+    ordered = sorted(buckets)
+    total = sum(n for _, n in ordered)
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for i, n in ordered:
+        seen += n
+        if seen >= rank:
+            return bucket_value(i)
+    return bucket_value(ordered[-1][0])

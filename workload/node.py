@@ -1,0 +1,211 @@
+"""One client node: a process (locally) or a machine (on AWS) running ``threads`` workers of
+one role, reporting progress once a second and writing its results when it ends.
+
+A node always writes what it recorded — also when a worker gave up, the broker died or
+the run was interrupted — and a status file saying how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from brokers import registry
+from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
+from workload import message
+from workload.recording import WorkerRecorder
+from workload.results import NodeStatus, write_node, write_status
+from workload.scenario import LoadSection
+from workload.worker import (
+    ReceiverLoop,
+    SenderLoop,
+    WorkerSettings,
+    run_receiver,
+    run_receiver_async,
+    run_sender,
+    run_sender_async,
+)
+
+
+class StopFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class ProgressSink(Protocol):
+    def put(self, item: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything a node needs; picklable so it crosses into a spawned process."""
+
+    run_dir: Path
+    run_id: str
+    tag: str
+    point: int
+    role: str  # "sender" | "receiver"
+    node: int
+    system: str
+    endpoints: Endpoints
+    params: dict[str, Any]
+    destination: str
+    load: LoadSection
+
+
+@dataclass(frozen=True)
+class Progress:
+    point: int
+    role: str
+    node: int
+    sent: int
+    received: int
+    errors: int
+    done: bool = False
+
+
+def run_node(spec: NodeSpec, stop: StopFlag, progress: ProgressSink | None = None) -> NodeStatus:
+    """Run the workers of one node to the end and write their results."""
+    system = registry.get(spec.system)
+    params = system.params_model.model_validate(spec.params)
+    destination = Destination(spec.destination)
+    pool = message.message_pool(spec.load.pool_size, spec.load.message_size, seed=spec.node)
+    recorders = [WorkerRecorder(spec.role, spec.node, w) for w in range(spec.load.threads)]
+    settings = [
+        WorkerSettings(
+            tag=spec.tag,
+            node=spec.node,
+            worker=w,
+            load=spec.load,
+            pool=pool,
+            stop_requested=stop.is_set,
+            seed=hash((spec.run_id, spec.point, spec.node, w)) & 0xFFFFFFFF,
+        )
+        for w in range(spec.load.threads)
+    ]
+    errors: list[str] = []
+
+    def report(done: bool = False) -> None:
+        if progress is not None:
+            progress.put(
+                Progress(
+                    spec.point,
+                    spec.role,
+                    spec.node,
+                    sum(r.total_sent for r in recorders),
+                    sum(r.total_received for r in recorders),
+                    sum(r.total_errors for r in recorders),
+                    done,
+                )
+            )
+
+    def connect() -> Any:
+        return system.connect(spec.endpoints, params, destination)
+
+    try:
+        if system.asyncio:
+            asyncio.run(_run_async(spec, connect, settings, recorders, errors, report))
+        else:
+            _run_threads(spec, connect, settings, recorders, errors, report)
+    except Exception as exc:  # noqa: BLE001 - the node must still write what it has
+        errors.append(_one_line(exc))
+    finally:
+        write_node(spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders)
+        status = NodeStatus(
+            point=spec.point,
+            role=spec.role,
+            node=spec.node,
+            ok=not errors,
+            error=errors[0] if errors else "",
+            sent=sum(r.total_sent for r in recorders),
+            received=sum(r.total_received for r in recorders),
+            errors=sum(r.total_errors for r in recorders),
+        )
+        write_status(spec.run_dir, status)
+        report(done=True)
+    return status
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _run_threads(
+    spec: NodeSpec,
+    connect: Callable[[], Any],
+    settings: list[WorkerSettings],
+    recorders: list[WorkerRecorder],
+    errors: list[str],
+    report: Callable[[], None],
+) -> None:
+    def work(i: int) -> None:
+        adapter: Adapter | None = None
+        try:
+            adapter = connect()
+            assert adapter is not None
+            if spec.role == "sender":
+                run_sender(adapter, SenderLoop(settings[i], recorders[i]))
+            else:
+                run_receiver(adapter, ReceiverLoop(settings[i], recorders[i]))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(_one_line(exc))
+        finally:
+            if adapter is not None:
+                try:
+                    adapter.close()
+                except Exception:  # noqa: BLE001, S110 - closing a dead connection
+                    pass
+
+    threads = [
+        threading.Thread(target=work, args=(i,), name=f"{spec.role}-{i}", daemon=True)
+        for i in range(len(settings))
+    ]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(timeout=1.0 / len(threads))
+        report()
+
+
+async def _run_async(
+    spec: NodeSpec,
+    connect: Callable[[], Any],
+    settings: list[WorkerSettings],
+    recorders: list[WorkerRecorder],
+    errors: list[str],
+    report: Callable[[], None],
+) -> None:
+    async def work(i: int) -> None:
+        adapter: AsyncAdapter | None = None
+        try:
+            adapter = await connect()
+            assert adapter is not None
+            if spec.role == "sender":
+                await run_sender_async(adapter, SenderLoop(settings[i], recorders[i]))
+            else:
+                await run_receiver_async(adapter, ReceiverLoop(settings[i], recorders[i]))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(_one_line(exc))
+        finally:
+            if adapter is not None:
+                try:
+                    await adapter.close()
+                except Exception:  # noqa: BLE001, S110
+                    pass
+
+    tasks = [asyncio.create_task(work(i)) for i in range(len(settings))]
+    while not all(t.done() for t in tasks):
+        await asyncio.wait(tasks, timeout=1.0)
+        report()
+
+
+def node_process(spec: NodeSpec, stop: StopFlag, progress: ProgressSink) -> None:
+    """Entry point of a spawned node process: Ctrl-C is the coordinator's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_node(spec, stop, progress)

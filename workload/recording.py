@@ -1,0 +1,97 @@
+"""What one worker records: per-second counters and latency histograms, plus the message
+identities that loss and duplicate accounting needs (SPEC §3, §5).
+
+A recorder belongs to one worker (one thread or task), so it needs no locks; the node
+reads its running totals for progress and writes it out at the end (``workload.results``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+from workload.histogram import Histogram
+from workload.message import Identity
+
+
+@dataclass(slots=True)
+class SecondStats:
+    sent: int = 0
+    received: int = 0
+    acked: int = 0
+    errors: int = 0
+    redelivered: int = 0
+    foreign: int = 0
+    send_latency: Histogram = field(default_factory=Histogram)
+    processing_latency: Histogram = field(default_factory=Histogram)
+    send_delay: Histogram = field(default_factory=Histogram)
+
+
+class WorkerRecorder:
+    """Counters and histograms keyed by wall-clock second, for one worker."""
+
+    def __init__(self, role: str, node: int, worker: int) -> None:
+        self.role = role
+        self.node = node
+        self.worker = worker
+        self.seconds: dict[int, SecondStats] = {}
+        #: Confirmed sequence ranges [lo, hi] (inclusive), contiguous runs merged.
+        self.sent_ranges: list[list[int]] = []
+        self.rx_node = array("i")
+        self.rx_worker = array("i")
+        self.rx_seq = array("q")
+        self.rx_second = array("q")
+        self.total_sent = 0
+        self.total_received = 0
+        self.total_errors = 0
+        self.last_error = ""
+
+    def _at(self, now_ns: int) -> SecondStats:
+        second = now_ns // 1_000_000_000
+        stats = self.seconds.get(second)
+        if stats is None:
+            stats = self.seconds[second] = SecondStats()
+        return stats
+
+    # sender side
+    def batch_sent(
+        self, done_ns: int, started_ns: int, intended_ns: int, seq_lo: int, seq_hi: int
+    ) -> None:
+        """A send call for sequence numbers ``seq_lo..seq_hi`` returned successfully."""
+        stats = self._at(done_ns)
+        count = seq_hi - seq_lo + 1
+        stats.sent += count
+        stats.send_latency.record((done_ns - started_ns) / 1000.0)
+        if started_ns > intended_ns:
+            stats.send_delay.record((started_ns - intended_ns) / 1000.0)
+        self.total_sent += count
+        ranges = self.sent_ranges
+        if ranges and ranges[-1][1] + 1 == seq_lo:
+            ranges[-1][1] = seq_hi
+        else:
+            ranges.append([seq_lo, seq_hi])
+
+    def failed(self, now_ns: int, error: BaseException) -> None:
+        self._at(now_ns).errors += 1
+        self.total_errors += 1
+        self.last_error = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+    # receiver side
+    def received(self, now_ns: int, identity: Identity, redelivered: bool) -> None:
+        stats = self._at(now_ns)
+        stats.received += 1
+        if redelivered:
+            stats.redelivered += 1
+        stats.processing_latency.record((now_ns - identity.intended_ns) / 1000.0)
+        self.rx_node.append(identity.node)
+        self.rx_worker.append(identity.worker)
+        self.rx_seq.append(identity.seq)
+        self.rx_second.append(now_ns // 1_000_000_000)
+        self.total_received += 1
+
+    def foreign(self, now_ns: int) -> None:
+        """A message that is not from this run and sweep point (left over in the broker)."""
+        self._at(now_ns).foreign += 1
+
+    def acked(self, now_ns: int, count: int) -> None:
+        self._at(now_ns).acked += count
