@@ -15,10 +15,10 @@ bundles everything the rest of brokerbench may know about that system:
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Hashable, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -89,7 +89,7 @@ class Adapter(abc.ABC, Generic[P]):
     def ack(self, receipts: Sequence[Hashable]) -> None:
         """Confirm processing of the given messages."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release connections."""
 
 
@@ -105,7 +105,7 @@ class AsyncAdapter(abc.ABC, Generic[P]):
     @abc.abstractmethod
     async def ack(self, receipts: Sequence[Hashable]) -> None: ...
 
-    async def close(self) -> None:  # noqa: B027 - optional hook
+    async def close(self) -> None:
         """Release connections."""
 
 

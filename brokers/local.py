@@ -162,9 +162,7 @@ def wait_until(
     )
 
 
-def wait_for_port(
-    process: ManagedProcess, host: str, port: int, timeout: float = 60
-) -> None:
+def wait_for_port(process: ManagedProcess, host: str, port: int, timeout: float = 60) -> None:
     wait_until(
         lambda: port_open(host, port),
         f"{process.name} ({host}:{port})",
@@ -206,7 +204,7 @@ class ProcessCluster(LocalCluster):
         for node in reversed(self.nodes):
             try:
                 node.stop()
-            except Exception:  # noqa: BLE001 - clean-up keeps going
+            except Exception:
                 node.kill()
         if not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -222,3 +220,69 @@ def start_cluster(
         cluster.stop()
         raise
     return cluster
+
+
+def cache_dir(*parts: str) -> Path:
+    """Where downloaded artifacts live between runs (``BROKERBENCH_CACHE`` overrides)."""
+    base = Path(os.environ.get("BROKERBENCH_CACHE") or Path.home() / ".cache" / "brokerbench")
+    path = base.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def maven_fetch(
+    pom: Path, dest: Path, log: Callable[[str], None], goal_args: Sequence[str] = ()
+) -> Path:
+    """Copy the dependencies a pom lists into ``dest`` once (later calls reuse them).
+
+    ``goal_args`` replaces the default ``dependency:copy-dependencies`` goal (e.g. to
+    unpack a distribution). A partial download never counts as complete.
+    """
+    marker = dest / ".complete"
+    if marker.exists():
+        return dest
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise BrokerUnavailable(
+            "mvn not found: install the Debian package maven (apt-get install maven)"
+        )
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"fetching {pom.parent.name} artifacts from Maven Central into {dest} (once)…")
+    goal = list(goal_args) or [
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+    ]
+    cmd = [mvn, "-B", "-q", "-f", str(pom), *goal, f"-DoutputDirectory={tmp}"]
+    run_checked(cmd, f"mvn for {pom}", timeout=1800)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    marker.touch()
+    return dest
+
+
+def java_command(
+    main: str,
+    classpath: Sequence[Path | str],
+    xmx: str,
+    args: Sequence[str] = (),
+    jvm: Sequence[str] = (),
+) -> list[str]:
+    """A ``java`` command line with an explicit heap limit (every JVM here gets one)."""
+    java = shutil.which("java")
+    if java is None:
+        raise BrokerUnavailable(
+            "java not found: install the Debian package openjdk-17-jre-headless"
+        )
+    return [
+        java,
+        f"-Xmx{xmx}",
+        f"-Xms{xmx}" if xmx.endswith("m") and int(xmx[:-1]) <= 512 else "-Xms64m",
+        "-XX:+UseSerialGC" if xmx.endswith("m") and int(xmx[:-1]) <= 256 else "-XX:+UseG1GC",
+        *jvm,
+        "-cp",
+        os.pathsep.join(str(p) for p in classpath),
+        main,
+        *args,
+    ]

@@ -19,7 +19,9 @@ SCENARIOS = ROOT / "workload" / "scenarios"
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, system in registry.systems().items():
-        config.addinivalue_line("markers", f"{name}: needs {system.title} (real server or stand-in)")
+        config.addinivalue_line(
+            "markers", f"{name}: needs {system.title} (real server or stand-in)"
+        )
 
 
 def brokerbench(*args: str, timeout: float = 600, env: dict[str, str] | None = None):

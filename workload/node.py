@@ -111,7 +111,7 @@ def run_node(spec: NodeSpec, stop: StopFlag, progress: ProgressSink | None = Non
             asyncio.run(_run_async(spec, connect, settings, recorders, errors, report))
         else:
             _run_threads(spec, connect, settings, recorders, errors, report)
-    except Exception as exc:  # noqa: BLE001 - the node must still write what it has
+    except Exception as exc:
         errors.append(_one_line(exc))
     finally:
         write_node(spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders)
@@ -152,13 +152,13 @@ def _run_threads(
                 run_sender(adapter, SenderLoop(settings[i], recorders[i]))
             else:
                 run_receiver(adapter, ReceiverLoop(settings[i], recorders[i]))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(_one_line(exc))
         finally:
             if adapter is not None:
                 try:
                     adapter.close()
-                except Exception:  # noqa: BLE001, S110 - closing a dead connection
+                except Exception:
                     pass
 
     threads = [
@@ -190,13 +190,13 @@ async def _run_async(
                 await run_sender_async(adapter, SenderLoop(settings[i], recorders[i]))
             else:
                 await run_receiver_async(adapter, ReceiverLoop(settings[i], recorders[i]))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(_one_line(exc))
         finally:
             if adapter is not None:
                 try:
                     await adapter.close()
-                except Exception:  # noqa: BLE001, S110
+                except Exception:
                     pass
 
     tasks = [asyncio.create_task(work(i)) for i in range(len(settings))]

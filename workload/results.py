@@ -98,7 +98,12 @@ def node_file(point: int, role: str, node: int) -> str:
 
 
 def write_node(
-    run_dir: Path, run_id: str, point: int, role: str, node: int, recorders: Iterable[WorkerRecorder]
+    run_dir: Path,
+    run_id: str,
+    point: int,
+    role: str,
+    node: int,
+    recorders: Iterable[WorkerRecorder],
 ) -> None:
     """Write one node's recorders as one Parquet file per table (atomically renamed)."""
     recorders = list(recorders)

@@ -36,14 +36,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$")
 def parse_duration(value: Any) -> Any:
     """``"90s"``, ``"2m"``, ``"500ms"`` or a plain number of seconds → seconds (float)."""
     if isinstance(value, bool):
-        raise ValueError("expected a duration such as 30 or \"30s\"")
+        raise ValueError('expected a duration such as 30 or "30s"')
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
         match = _DURATION.match(value)
         if match:
             return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    raise ValueError(f"{value!r} is not a duration (use e.g. 30, \"30s\", \"2m\", \"500ms\")")
+    raise ValueError(f'{value!r} is not a duration (use e.g. 30, "30s", "2m", "500ms")')
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
@@ -103,7 +103,9 @@ class BrokerSection(Strict):
         system = registry.get(self.system)
         if self.deployment == "local":
             if system.local is None:
-                raise ValueError(f"{self.system} cannot be started locally; use deployment = 'endpoints'")
+                raise ValueError(
+                    f"{self.system} cannot be started locally; use deployment = 'endpoints'"
+                )
             if self.topology not in system.local.topologies:
                 raise ValueError(
                     f"topology {self.topology!r} is not one of {', '.join(system.local.topologies)}"
@@ -210,7 +212,9 @@ def load_scenario(path: str | Path) -> Scenario:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError([f"{path}: cannot read: {exc}"]) from None
     if not text.strip():
-        raise ScenarioError([f"{path}: the file is empty; a scenario needs at least name and [broker]"])
+        raise ScenarioError(
+            [f"{path}: the file is empty; a scenario needs at least name and [broker]"]
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

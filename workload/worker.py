@@ -104,7 +104,9 @@ class SenderLoop:
             batch = [
                 message.stamp(
                     pool[self.rng.randrange(len(pool))],
-                    message.header(self.s.tag, self.s.node, self.s.worker, self.seq + i, now, intended),
+                    message.header(
+                        self.s.tag, self.s.node, self.s.worker, self.seq + i, now, intended
+                    ),
                 )
                 for i in range(size)
             ]
@@ -176,7 +178,7 @@ def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
         batch, started = loop.next_batch()
         try:
             adapter.send(batch)
-        except Exception as exc:  # noqa: BLE001 - every failure counts, none is "sent"
+        except Exception as exc:
             time.sleep(loop.failed(exc))
         else:
             loop.sent(started)
@@ -189,7 +191,7 @@ def run_receiver(adapter: Adapter, loop: ReceiverLoop) -> None:
             if receipts:
                 adapter.ack(receipts)
                 loop.acked(receipts)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             time.sleep(loop.failed(exc))
 
 
@@ -202,7 +204,7 @@ async def run_sender_async(adapter: AsyncAdapter, loop: SenderLoop) -> None:
         batch, started = loop.next_batch()
         try:
             await adapter.send(batch)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             await asyncio.sleep(loop.failed(exc))
         else:
             loop.sent(started)
@@ -215,5 +217,5 @@ async def run_receiver_async(adapter: AsyncAdapter, loop: ReceiverLoop) -> None:
             if receipts:
                 await adapter.ack(receipts)
                 loop.acked(receipts)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             await asyncio.sleep(loop.failed(exc))
