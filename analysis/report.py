@@ -1,0 +1,154 @@
+"""What a person reads: the SPEC §3 table on the terminal and a self-contained HTML report
+(inline SVG charts, no network) with the table, throughput and latency over time per sweep
+point, and the run context."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+TABLE = [
+    ("threads", "threads", "{}"),
+    ("sender_nodes", "senders", "{}"),
+    ("receiver_nodes", "receivers", "{}"),
+    ("send_msgs_per_s", "send msgs/s", "{:,.0f}"),
+    ("receive_msgs_per_s", "receive msgs/s", "{:,.0f}"),
+    ("processing_latency_p95_ms", "proc p95 ms", "{:,.1f}"),
+    ("send_latency_p95_ms", "send p95 ms", "{:,.2f}"),
+    ("lost", "lost", "{}"),
+    ("duplicated", "dup", "{}"),
+]
+
+
+def _cell(value: Any, fmt: str) -> str:
+    if value in (None, ""):
+        return "–"
+    try:
+        return fmt.format(float(value) if "f" in fmt else value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
+    """The printed table for one broker's run."""
+    header = [title for _, title, _ in TABLE]
+    body = [[_cell(r.get(key), fmt) for key, _, fmt in TABLE] for r in rows]
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
+    ]
+    lines = [f"{broker}", "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r, cells in zip(rows, body, strict=True):
+        flag = (
+            ""
+            if str(r.get("receivers_kept_up", "True")) in ("True", "true", "")
+            else "  ← receivers did not keep up"
+        )
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + flag)
+    return "\n".join(lines)
+
+
+def _svg_lines(
+    series: dict[str, list[tuple[float, float]]], unit: str, width: int = 560, height: int = 180
+) -> str:
+    points = [p for values in series.values() for p in values]
+    if not points:
+        return "<p class=muted>no data</p>"
+    xmin = min(x for x, _ in points)
+    xmax = max(max(x for x, _ in points), xmin + 1)
+    ymax = max(max(y for _, y in points), 1e-9) * 1.1
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    pad = 40
+    parts = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">']
+    parts.append(
+        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#999"/>'
+    )
+    parts.append(f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - 20}" stroke="#999"/>')
+    parts.append(f'<text x="2" y="14" font-size="10">{ymax:,.1f} {html.escape(unit)}</text>')
+    parts.append(f'<text x="{pad}" y="{height - 5}" font-size="10">0 s</text>')
+    parts.append(
+        f'<text x="{width - 60}" y="{height - 5}" font-size="10">{xmax - xmin:,.0f} s</text>'
+    )
+    for i, (name, values) in enumerate(series.items()):
+        color = colors[i % len(colors)]
+        coords = " ".join(
+            f"{pad + (x - xmin) / (xmax - xmin) * (width - pad - 10):.1f},"
+            f"{height - 20 - y / ymax * (height - 30):.1f}"
+            for x, y in sorted(values)
+        )
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>'
+        )
+        parts.append(
+            f'<text x="{pad + 10 + 150 * i}" y="24" font-size="10" fill="{color}">{html.escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _windows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
+    directory = run_dir / "analysis" / "windows"
+    if not directory.is_dir():
+        return {}
+    table = pq.read_table(directory).to_pylist()
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for row in table:
+        by_point.setdefault(int(row["point"]), []).append(row)
+    return by_point
+
+
+def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
+    """Write ``analysis/report.html`` for one run and return its path."""
+    broker = context["broker"]
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in TABLE)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in TABLE)
+        + "</tr>"
+        for r in rows
+    )
+    sections = []
+    windows = _windows(run_dir)
+    for r in rows:
+        w = windows.get(int(r["point"]), [])
+        t0 = min((x["window_start"] for x in w), default=0)
+        rate = {
+            "send msgs/s": [(x["window_start"] - t0, x["send_msgs_per_s"] or 0) for x in w],
+            "receive msgs/s": [(x["window_start"] - t0, x["receive_msgs_per_s"] or 0) for x in w],
+        }
+        lat = {
+            "processing p95": [
+                (x["window_start"] - t0, x["processing_latency_p95"] or 0) for x in w
+            ],
+            "send p95": [(x["window_start"] - t0, x["send_latency_p95"] or 0) for x in w],
+        }
+        sections.append(
+            f"<h3>Point {int(r['point']) + 1}: {html.escape(str(r.get('label')))}</h3>"
+            f"<div class=row><div><h4>Throughput per window</h4>{_svg_lines(rate, 'msgs/s')}</div>"
+            f"<div><h4>Latency p95 per window</h4>{_svg_lines(lat, 'ms')}</div></div>"
+        )
+    caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
+    stand_in = broker.get("stand_in")
+    page = f"""<!doctype html><html><head><meta charset="utf-8">
+<title>brokerbench — {html.escape(context["run_id"])}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}.row{{display:flex;gap:2em;flex-wrap:wrap}}
+.muted{{color:#888}}pre{{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}}</style></head><body>
+<h1>{html.escape(broker["title"])} — {html.escape(context["scenario"]["name"])}</h1>
+<p>Run <code>{html.escape(context["run_id"])}</code>, {html.escape(str(context.get("started")))} → {html.escape(str(context.get("finished")))}, status <b>{html.escape(str(context.get("status")))}</b>.
+Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str(broker.get("topology")))} ({html.escape(str(broker.get("deployment")))}).</p>
+{f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
+{f"<ul>{caveats}</ul>" if caveats else ""}
+<table><tr>{head}</tr>{body}</table>
+<p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per second of the measurement period.</p>
+{"".join(sections)}
+<h2>Run context</h2><pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre>
+</body></html>"""
+    path = run_dir / "analysis" / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
+    return path

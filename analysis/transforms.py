@@ -1,0 +1,209 @@
+"""The analysis as pure DataFrame → DataFrame functions (SPEC §3, §5).
+
+Inputs are the raw tables every client node writes (``workload.results``): per-second
+counters and histograms, confirmed sequence ranges and received identities. Histograms
+are merged by adding bucket counts — across workers, nodes and seconds — never by
+averaging percentiles. Nothing here collects per-message data to the driver.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from workload.histogram import GAMMA
+
+KEY = ["run_id", "point"]
+METRICS = ("send_latency", "processing_latency", "send_delay")
+COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")
+QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999, "max": 1.0}
+#: A point is flagged when receivers acked less than this share of the send rate.
+KEEP_UP_RATIO = 0.95
+
+
+def bucket_ms(bucket: Column) -> Column:
+    """Representative latency of a histogram bucket, in milliseconds."""
+    return F.lit(2.0 / (GAMMA + 1.0) / 1000.0) * F.pow(F.lit(GAMMA), bucket.cast("double"))
+
+
+def counters_per_second(seconds: DataFrame) -> DataFrame:
+    """Counters summed over all workers and nodes: one row per (run, point, second)."""
+    return seconds.groupBy(*KEY, "second").agg(*(F.sum(c).alias(c) for c in COUNTERS))
+
+
+def histogram_per_second(seconds: DataFrame) -> DataFrame:
+    """Histograms merged over workers and nodes, long format: (run, point, metric, second,
+    bucket, count)."""
+    parts = [
+        seconds.select(
+            *KEY,
+            "second",
+            F.lit(metric).alias("metric"),
+            F.explode(metric).alias("bucket", "count"),
+        )
+        for metric in METRICS
+    ]
+    long = parts[0]
+    for part in parts[1:]:
+        long = long.unionByName(part)
+    return long.groupBy(*KEY, "metric", "second", "bucket").agg(F.sum("count").alias("count"))
+
+
+def measurement_periods(counters: DataFrame, warmup_s: int) -> DataFrame:
+    """Per point: the seconds in which senders confirmed messages, less the warm-up.
+
+    Columns: run_id, point, start, end (inclusive), seconds.
+    """
+    sending = (
+        counters.where(F.col("sent") > 0)
+        .groupBy(*KEY)
+        .agg(F.min("second").alias("first"), F.max("second").alias("end"))
+    )
+    start = F.least(F.col("first") + F.lit(warmup_s), F.col("end"))
+    return sending.select(*KEY, start.alias("start"), "end").withColumn(
+        "seconds", F.col("end") - F.col("start") + 1
+    )
+
+
+def window_starts(periods: DataFrame, window_s: int, step_s: int) -> DataFrame:
+    """Window starts per point: windows of ``window_s`` sliding by ``step_s`` that lie wholly
+    inside the period; a period shorter than one window is one window of its own length."""
+    last_start = F.col("end") - F.lit(window_s) + 1
+    fits = last_start >= F.col("start")
+    starts = F.when(fits, F.sequence(F.col("start"), last_start, F.lit(step_s))).otherwise(
+        F.array(F.col("start"))
+    )
+    length = F.when(fits, F.lit(window_s)).otherwise(F.col("seconds"))
+    return periods.select(
+        *KEY, F.explode(starts).alias("window_start"), length.alias("window_seconds")
+    )
+
+
+def _in_window(df: DataFrame, windows: DataFrame) -> DataFrame:
+    return df.join(windows, on=KEY).where(
+        (F.col("second") >= F.col("window_start"))
+        & (F.col("second") < F.col("window_start") + F.col("window_seconds"))
+    )
+
+
+def percentiles(hist: DataFrame, group: list[str]) -> DataFrame:
+    """Percentiles (ms) of merged (bucket, count) rows within each ``group``.
+
+    The q-th percentile is the bucket holding the sample of rank ⌈q·n⌉ — the same rule as
+    :func:`workload.histogram.percentile_of`.
+    """
+    merged = hist.groupBy(*group, "bucket").agg(F.sum("count").alias("count"))
+    ordered = (
+        Window.partitionBy(*group)
+        .orderBy("bucket")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    whole = Window.partitionBy(*group)
+    ranked = merged.withColumn("cum", F.sum("count").over(ordered)).withColumn(
+        "total", F.sum("count").over(whole)
+    )
+    picks = [
+        F.min(
+            F.when(
+                F.col("cum") >= F.greatest(F.lit(1), F.ceil(F.col("total") * q)), F.col("bucket")
+            )
+        ).alias(name)
+        for name, q in QUANTILES.items()
+    ]
+    out = ranked.groupBy(*group).agg(F.first("total").alias("samples"), *picks)
+    return out.select(
+        *group, "samples", *(bucket_ms(F.col(name)).alias(f"{name}_ms") for name in QUANTILES)
+    )
+
+
+def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> DataFrame:
+    """Per window: throughput and latency percentiles of every metric (the time series)."""
+    group = [*KEY, "window_start", "window_seconds"]
+    rates = (
+        _in_window(counters, windows)
+        .groupBy(*group)
+        .agg(
+            (F.sum("sent") / F.first("window_seconds")).alias("send_msgs_per_s"),
+            (F.sum("acked") / F.first("window_seconds")).alias("receive_msgs_per_s"),
+        )
+    )
+    lat = percentiles(_in_window(hist, windows), [*group, "metric"])
+    wide = (
+        lat.groupBy(*group)
+        .pivot("metric", list(METRICS))
+        .agg(*(F.first(f"{q}_ms").alias(q) for q in ("p50", "p95", "p99")))
+    )
+    return rates.join(wide, on=group, how="left").orderBy(*group)
+
+
+def headline(series: DataFrame) -> DataFrame:
+    """Per point: the maximum p95 over the windows (SPEC §3's headline latency)."""
+    return series.groupBy(*KEY).agg(
+        F.max("processing_latency_p95").alias("processing_latency_p95_ms"),
+        F.max("send_latency_p95").alias("send_latency_p95_ms"),
+        F.max("send_delay_p95").alias("send_delay_p95_ms"),
+    )
+
+
+def throughput(counters: DataFrame, periods: DataFrame) -> DataFrame:
+    """Per point: send and receive rates over the measurement period, totals, keep-up flag."""
+    inside = counters.join(periods, on=KEY).where(
+        (F.col("second") >= F.col("start")) & (F.col("second") <= F.col("end"))
+    )
+    rates = inside.groupBy(*KEY).agg(
+        (F.sum("sent") / F.first("seconds")).alias("send_msgs_per_s"),
+        (F.sum("acked") / F.first("seconds")).alias("receive_msgs_per_s"),
+        F.first("seconds").alias("measured_seconds"),
+    )
+    totals = counters.groupBy(*KEY).agg(*(F.sum(c).alias(c) for c in COUNTERS))
+    flag = F.col("receive_msgs_per_s") < F.col("send_msgs_per_s") * F.lit(KEEP_UP_RATIO)
+    return totals.join(rates, on=KEY, how="left").withColumn(
+        "receivers_kept_up", ~F.coalesce(flag, F.lit(False))
+    )
+
+
+def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
+    """Per point: confirmed, lost (confirmed, never received), duplicated (received more
+    than once), and received messages whose send was never confirmed."""
+    confirmed = sent_ranges.groupBy(*KEY).agg(
+        F.sum(F.col("seq_hi") - F.col("seq_lo") + 1).alias("confirmed")
+    )
+    ident = [*KEY, "sender_node", "sender_worker", "seq"]
+    distinct = received.groupBy(*ident).agg(F.count(F.lit(1)).alias("copies"))
+    dupes = distinct.groupBy(*KEY).agg(
+        F.sum(F.col("copies") - 1).alias("duplicated"), F.count(F.lit(1)).alias("distinct_received")
+    )
+    ranges = sent_ranges.select(
+        *KEY,
+        F.col("node").alias("sender_node"),
+        F.col("worker").alias("sender_worker"),
+        "seq_lo",
+        "seq_hi",
+    )
+    matched = (
+        distinct.join(ranges, on=[*KEY, "sender_node", "sender_worker"])
+        .where((F.col("seq") >= F.col("seq_lo")) & (F.col("seq") <= F.col("seq_hi")))
+        .groupBy(*KEY)
+        .agg(F.count(F.lit(1)).alias("confirmed_received"))
+    )
+    out = confirmed.join(dupes, on=KEY, how="full").join(matched, on=KEY, how="left")
+    out = out.fillna(0, ["confirmed", "duplicated", "distinct_received", "confirmed_received"])
+    return out.select(
+        *KEY,
+        "confirmed",
+        (F.col("confirmed") - F.col("confirmed_received")).alias("lost"),
+        "duplicated",
+        (F.col("distinct_received") - F.col("confirmed_received")).alias("unconfirmed_received"),
+    )
+
+
+def whole_run(hist: DataFrame) -> DataFrame:
+    """Per point: whole-run percentiles of each metric, one row per metric."""
+    return percentiles(hist, [*KEY, "metric"])
+
+
+def seconds_of(duration: float) -> int:
+    """Window lengths and steps are whole seconds (records are per second)."""
+    return max(1, math.ceil(duration))

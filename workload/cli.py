@@ -1,0 +1,204 @@
+"""The ``brokerbench`` command line.
+
+Exit codes: 0 success, 2 invalid input (scenario, arguments), 1 a failed run (broker
+unreachable or died, a node failed), 130 interrupted. User errors are one line each, never
+a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from brokers import registry
+from brokers.errors import BrokerError
+from workload.errors import RunFailed, ScenarioError, UserError
+
+DEFAULT_RESULTS = Path("results")
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _err(message: str) -> None:
+    print(f"brokerbench: {message}", file=sys.stderr, flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from workload.runner import run_scenario
+
+    outcome = run_scenario(args.scenario, args.results, console=_say)
+    code = 0
+    for error in outcome.errors:
+        _err(error)
+        code = 1
+    if outcome.interrupted:
+        _err("interrupted; what was recorded is kept and analysed")
+        code = 130
+    if not args.no_analysis:
+        _report(outcome.run_dir)
+    if code == 1:
+        _err(f"the run failed; results so far are in {outcome.run_dir}")
+    return code
+
+
+def _report(run_dir: Path) -> None:
+    from analysis.job import analyse
+    from analysis.report import text_table, write_html
+    from analysis.session import spark_session
+    from workload.context import read_context
+
+    _say("analysing with Spark (local mode)…")
+    spark = spark_session()
+    try:
+        rows = analyse(spark, run_dir)
+    finally:
+        spark.stop()
+    context = read_context(run_dir)
+    print()
+    print(text_table(context["broker"]["title"], rows))
+    for caveat in context["broker"].get("caveats", []):
+        print(f"  note: {caveat}")
+    if context["broker"].get("stand_in"):
+        print(f"  note: local stand-in: {context['broker']['stand_in']}")
+    print()
+    _say(f"summary: {run_dir / 'analysis' / 'summary.csv'}")
+    _say(f"report:  {write_html(run_dir, context, rows)}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dirs = (
+        [args.results]
+        if (args.results / "context.json").exists()
+        else sorted(p.parent for p in args.results.glob("*/context.json"))
+    )
+    if not run_dirs:
+        raise UserError(f"{args.results}: no runs found (a run directory holds context.json)")
+    for run_dir in run_dirs:
+        _report(run_dir)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from workload.scenario import load_scenario
+    from workload.sweep import expand
+
+    failed = False
+    for path in args.scenarios:
+        try:
+            points = expand(load_scenario(path))
+        except ScenarioError as exc:
+            failed = True
+            for line in exc.lines:
+                _err(line)
+        else:
+            _say(f"{path}: ok ({len(points)} sweep point(s))")
+    return 2 if failed else 0
+
+
+def cmd_brokers(args: argparse.Namespace) -> int:
+    rows = []
+    for name, system in registry.systems().items():
+        if system.local is None:
+            where = "AWS only"
+        else:
+            missing = system.local.missing()
+            where = f"not installed: {missing}" if missing else "runs locally"
+            if system.local.stand_in and not missing:
+                where += f" (stand-in: {system.local.stand_in})"
+        topologies = ", ".join(system.local.topologies) if system.local else "-"
+        rows.append((name, system.title, topologies, where))
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from workload.scenario import Scenario
+
+    print(json.dumps(Scenario.model_json_schema(), indent=2))
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from workload.setup import setup
+
+    return setup(args.systems or list(registry.systems()), console=_say)
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="brokerbench",
+        description="Benchmark message brokers with safe settings: start real brokers, run "
+        "sender and receiver workers from a TOML scenario, and analyse the results with Spark.",
+        epilog="Example: brokerbench run workload/scenarios/postgresql-smoke.toml",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a scenario and print its results table")
+    run.add_argument("scenario", type=Path, help="scenario TOML file")
+    run.add_argument(
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help="results directory (default: results/)",
+    )
+    run.add_argument(
+        "--no-analysis", action="store_true", help="record only; run 'brokerbench report' later"
+    )
+    run.set_defaults(handler=cmd_run)
+
+    validate = sub.add_parser("validate", help="check scenario files without running them")
+    validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
+    validate.set_defaults(handler=cmd_validate)
+
+    report = sub.add_parser("report", help="(re)analyse runs and write summary.csv and report.html")
+    report.add_argument(
+        "results", type=Path, help="a run directory, or a results directory of runs"
+    )
+    report.set_defaults(handler=cmd_report)
+
+    brokers = sub.add_parser("brokers", help="list the systems and whether each runs locally here")
+    brokers.set_defaults(handler=cmd_brokers)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of the scenario format")
+    schema.set_defaults(handler=cmd_schema)
+
+    setup = sub.add_parser(
+        "setup", help="install what the local brokers need (Debian packages, jars)"
+    )
+    setup.add_argument("systems", nargs="*", help="systems to set up (default: all)")
+    setup.set_defaults(handler=cmd_setup)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except ScenarioError as exc:
+        for line in exc.lines:
+            _err(line)
+        return exc.exit_code
+    except UserError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    except (BrokerError, RunFailed) as exc:
+        _err(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The run context (SPEC §3): what makes two runs comparable, written as ``context.json``.
+
+It holds the resolved scenario and sweep points, the broker's name, version, topology and
+settings as read back from the servers, client library versions, the host, the times and
+the clock-sync situation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from brokers.base import BrokerSystem
+from workload.scenario import Scenario
+from workload.sweep import SweepPoint
+
+CONTEXT_FILE = "context.json"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def host_info() -> dict[str, Any]:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        pages = 0
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "memory_bytes": pages,
+        "machine_type": os.environ.get("BROKERBENCH_MACHINE_TYPE", "local"),
+    }
+
+
+def build_context(
+    run_id: str,
+    scenario: Scenario,
+    scenario_path: str,
+    system: BrokerSystem[Any],
+    points: list[SweepPoint],
+    broker: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "scenario_file": scenario_path,
+        "scenario": scenario.model_dump(mode="json"),
+        "points": [
+            {
+                "point": p.index,
+                "label": p.label,
+                "varied": p.varied,
+                "load": p.load.model_dump(mode="json"),
+                "params": p.params,
+            }
+            for p in points
+        ],
+        "broker": {
+            "system": system.name,
+            "title": system.title,
+            "reference_topology": system.reference_topology.roles,
+            "caveats": list(system.caveats),
+            "stand_in": system.local.stand_in if system.local else "",
+            **broker,
+        },
+        "clients": {
+            name: package_version(name) for name in ("brokerbench", system.client_package) if name
+        },
+        "host": host_info(),
+        "clock": {"sync": "single host: one clock", "offset_ms": 0.0},
+        "started": now_iso(),
+        "finished": None,
+        "status": "running",
+        "errors": [],
+    }
+
+
+def write_context(run_dir: Path, context: dict[str, Any]) -> None:
+    tmp = run_dir / f".{CONTEXT_FILE}.tmp"
+    tmp.write_text(json.dumps(context, indent=2, default=str))
+    tmp.rename(run_dir / CONTEXT_FILE)
+
+
+def read_context(run_dir: Path) -> dict[str, Any]:
+    return dict(json.loads((run_dir / CONTEXT_FILE).read_text()))

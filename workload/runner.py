@@ -1,0 +1,228 @@
+"""Running a scenario locally: start (or reach) the broker, run every sweep point with its
+sender and receiver node processes, record everything under ``RESULTS_DIR/<run-id>/``.
+
+The runner never loses what was recorded: a node that fails, a broker that dies and a
+Ctrl-C all end the run with the nodes' results written and the context saying how it
+ended. Turning the records into numbers is the analysis job's work (``analysis/``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from brokers import registry
+from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from brokers.errors import BrokerError, BrokerUnavailable
+from workload.context import build_context, now_iso, write_context
+from workload.node import NodeSpec, Progress, node_process
+from workload.progress import ProgressView
+from workload.results import read_statuses
+from workload.scenario import Scenario, load_scenario
+from workload.sweep import SweepPoint, expand
+
+Console = Callable[[str], None]
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.interrupted
+
+
+def new_run_id(scenario: Scenario) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{scenario.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+@contextlib.contextmanager
+def broker_endpoints(
+    scenario: Scenario, system: BrokerSystem[Any], console: Console
+) -> Iterator[tuple[Endpoints, LocalCluster | None]]:
+    """The broker to talk to: started here (and always stopped) or the given endpoints."""
+    section = scenario.broker
+    if section.deployment == "endpoints":
+        yield section.given_endpoints(), None
+        return
+    assert system.local is not None
+    reason = system.local.missing()
+    if reason:
+        raise BrokerUnavailable(reason)
+    workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-{system.name}-"))
+    console(f"starting {system.title} ({section.topology}) on this machine…")
+    started = time.monotonic()
+    try:
+        cluster = system.local.start(section.topology, scenario.broker_params(), workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    console(
+        f"{system.title} ready in {time.monotonic() - started:.0f} s at {', '.join(cluster.endpoints.hosts)}"
+    )
+    try:
+        yield cluster.endpoints, cluster
+    finally:
+        console(f"stopping {system.title}…")
+        cluster.stop()
+
+
+def run_scenario(scenario_path: Path, results_root: Path, console: Console = print) -> RunOutcome:
+    """Run every sweep point of a scenario; raises only for what happens before recording."""
+    scenario = load_scenario(scenario_path)
+    system = registry.get(scenario.broker.system)
+    points = expand(scenario)
+    run_id = new_run_id(scenario)
+    run_dir = results_root / run_id
+    outcome = RunOutcome(run_id, run_dir)
+    tag = secrets.token_hex(4)
+    with broker_endpoints(scenario, system, console) as (endpoints, cluster):
+        described = system.describe(endpoints, scenario.broker_params())
+        run_dir.mkdir(parents=True, exist_ok=True)
+        broker_info = {
+            "deployment": scenario.broker.deployment,
+            "topology": scenario.broker.topology,
+            "endpoints": list(endpoints.hosts),
+            **described,
+        }
+        context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
+        write_context(run_dir, context)
+        console(f"run {run_id}: {len(points)} sweep point(s) → {run_dir}")
+        try:
+            for point in points:
+                run_point(
+                    scenario, system, endpoints, cluster, point, len(points), tag, outcome, console
+                )
+                if outcome.interrupted or outcome.errors:
+                    break
+        finally:
+            context["finished"] = now_iso()
+            context["status"] = (
+                "interrupted" if outcome.interrupted else "failed" if outcome.errors else "complete"
+            )
+            context["errors"] = outcome.errors
+            write_context(run_dir, context)
+    return outcome
+
+
+def run_point(
+    scenario: Scenario,
+    system: BrokerSystem[Any],
+    endpoints: Endpoints,
+    cluster: LocalCluster | None,
+    point: SweepPoint,
+    total: int,
+    tag: str,
+    outcome: RunOutcome,
+    console: Console,
+) -> None:
+    """Run one sweep point to its end; record errors and interruption in ``outcome``."""
+    label = f"[{point.index + 1}/{total}] {point.label}"
+    console(
+        f"point {label}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
+        f"receiver_nodes={point.receiver_nodes}"
+    )
+    destination = Destination(f"bb_{tag}_p{point.index}")
+    params = system.params_model.model_validate(point.params)
+    system.prepare(endpoints, params, destination)
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    progress: Any = ctx.Queue()
+    specs = [
+        NodeSpec(
+            run_dir=outcome.run_dir,
+            run_id=outcome.run_id,
+            tag=f"{tag}.{point.index:x}",
+            point=point.index,
+            role=role,
+            node=node,
+            system=system.name,
+            endpoints=endpoints,
+            params=point.params,
+            destination=destination.name,
+            load=point.load,
+        )
+        for role, count in (("receiver", point.receiver_nodes), ("sender", point.load.sender_nodes))
+        for node in range(count)
+    ]
+    processes = [
+        ctx.Process(
+            target=node_process, args=(spec, stop, progress), name=f"{spec.role}-{spec.node}"
+        )
+        for spec in specs
+    ]
+    view = ProgressView(label)
+    dead_reported: set[str] = set()
+    try:
+        for process in processes:
+            process.start()
+        while any(p.is_alive() for p in processes):
+            _drain(progress, view, timeout=0.25)
+            view.tick()
+            if cluster is not None:
+                for name in set(cluster.dead_nodes()) - dead_reported:
+                    dead_reported.add(name)
+                    outcome.errors.append(f"broker node {name} died during the run")
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        stop.set()
+        console("\ninterrupted: stopping the workers and keeping what was recorded…")
+        _join(processes, timeout=60)
+    finally:
+        _drain(progress, view, timeout=0)
+        view.close()
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+    statuses = {
+        (s.role, s.node): s for s in read_statuses(outcome.run_dir) if s.point == point.index
+    }
+    for spec, process in zip(specs, processes, strict=True):
+        status = statuses.get((spec.role, spec.node))
+        if status is None:
+            outcome.errors.append(
+                f"{spec.role} node {spec.node} exited with code {process.exitcode} without results"
+            )
+        elif not status.ok:
+            outcome.errors.append(f"{spec.role} node {spec.node}: {status.error}")
+    if any(s.errors for s in statuses.values()) and not outcome.errors:
+        failed = sum(s.errors for s in statuses.values())
+        console(f"  note: {failed} failed call(s) were retried (see the errors column)")
+
+
+def _drain(progress: Any, view: ProgressView, timeout: float) -> None:
+    try:
+        item = progress.get(timeout=timeout) if timeout else progress.get_nowait()
+        while True:
+            if isinstance(item, Progress):
+                view.update(item)
+            item = progress.get_nowait()
+    except (queue.Empty, EOFError, OSError):
+        return
+
+
+def _join(processes: list[Any], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.join(max(0.1, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            break
+
+
+__all__ = ["BrokerError", "RunOutcome", "run_scenario"]
