@@ -1,0 +1,45 @@
+"""Apache Kafka (SPEC §6): KRaft clusters from the official jars, topics with replication 3
+and ``min.insync.replicas=2``, producers with ``acks=all``, consumer groups committing
+offsets after processing. Its client pieces also serve KMQ and Redpanda.
+"""
+
+from __future__ import annotations
+
+from brokers.base import BrokerSystem, Topology
+from brokers.kafka import adapter, admin
+from brokers.kafka.cloud import KafkaCloud
+from brokers.kafka.local import KafkaLocal
+from brokers.kafka.params import KafkaParams
+
+DURABILITY_CAVEAT = (
+    "A confirmed send is in the memory of at least min.insync.replicas brokers; Kafka "
+    "leaves fsync to the OS unless log_flush_interval_messages is set (1 = every message)."
+)
+CLIENT_CAVEAT = (
+    "Kafka has no per-message acknowledgement: offsets are committed every commit_interval "
+    "(default 10 s) up to the lowest unacknowledged message, so a message that is not "
+    "acknowledged comes back only when its partition moves to another receiver, and a "
+    "receiver that dies causes up to commit_interval of redeliveries."
+)
+PYTHON_CLIENT_CAVEAT = (
+    "kafka-python is a pure-Python client: per-worker throughput is lower than with the "
+    "Java or librdkafka clients."
+)
+
+SYSTEM = BrokerSystem(
+    name="kafka",
+    title="Apache Kafka",
+    params_model=KafkaParams,
+    connect=adapter.connect,
+    prepare=admin.prepare,
+    describe=admin.describe,
+    reference_topology=Topology(
+        roles={"broker": 3},
+        replication="KRaft, 3 combined broker+controller nodes; replication factor 3, "
+        "min.insync.replicas=2, acks=all",
+    ),
+    local=KafkaLocal(),
+    cloud=KafkaCloud(),
+    caveats=(DURABILITY_CAVEAT, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT),
+    client_package="kafka-python",
+)

@@ -1,0 +1,172 @@
+"""Topics and read-back settings of Kafka-protocol clusters (Kafka, KMQ, Redpanda).
+
+``prepare`` creates a sweep point's topic with the safe settings (SPEC §6) and waits
+until every partition has a leader; ``describe`` reads back from the cluster what a run
+really got: the version the brokers announce, the brokers' durability defaults, and the
+replication factor, in-sync replicas and topic configs of the topics prepared last.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from brokers.base import Destination, Endpoints
+from brokers.errors import BrokerError
+from brokers.kafka import client
+from brokers.kafka.params import KafkaClientParams, KafkaParams, min_insync_for, replication_for
+
+#: Broker settings the run context records (where the cluster has them).
+BROKER_KEYS = (
+    "default.replication.factor",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+)
+#: Topic settings the run context records.
+TOPIC_KEYS = ("min.insync.replicas", "flush.messages", "unclean.leader.election.enable")
+
+#: Topics prepared by this process, per cluster, for ``describe``.
+_prepared: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def broker_count(admin: Any) -> int:
+    return len(admin.describe_cluster()["brokers"])
+
+
+def create_topics(
+    endpoints: Endpoints,
+    params: KafkaClientParams,
+    names: Sequence[str],
+    configs: Mapping[str, str] | None = None,
+    replication: int | None = None,
+) -> None:
+    """Create ``names`` (recreated when they exist) and wait for their partition leaders."""
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    admin = client.admin(endpoints)
+    try:
+        rf = replication or replication_for(params, broker_count(admin))
+        spec = {
+            name: {
+                "num_partitions": params.partitions,
+                "replication_factor": rf,
+                "configs": dict(configs or {}),
+            }
+            for name in names
+        }
+        try:
+            admin.create_topics(spec, timeout_ms=60_000, wait_for_metadata=True)
+        except TopicAlreadyExistsError:
+            _delete(admin, names)
+            admin.create_topics(spec, timeout_ms=60_000, wait_for_metadata=True)
+        _wait_for_leaders(admin, names, params.partitions)
+    except KafkaError as exc:
+        raise BrokerError(
+            f"creating topic {', '.join(names)} on {client.where(endpoints)} failed: {exc}"
+        ) from None
+    finally:
+        admin.close()
+    _prepared[endpoints.hosts] = tuple(names)
+
+
+def _delete(admin: Any, names: Sequence[str]) -> None:
+    admin.delete_topics(list(names), timeout_ms=30_000)
+    deadline = time.monotonic() + 60
+    while set(names) & set(admin.list_topics()):
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topic {', '.join(names)} still exists after deleting it")
+        time.sleep(0.5)
+
+
+def _wait_for_leaders(admin: Any, names: Sequence[str], partitions: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        topics = admin.describe_topics(list(names))
+        ready = all(
+            len(t["partitions"]) == partitions and all(p["leader_id"] >= 0 for p in t["partitions"])
+            for t in topics
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topic {', '.join(names)} has partitions without a leader")
+        time.sleep(0.5)
+
+
+def kafka_topic_configs(params: KafkaParams, replication: int) -> dict[str, str]:
+    configs = {"min.insync.replicas": str(min_insync_for(params, replication))}
+    if params.log_flush_interval_messages is not None:
+        configs["flush.messages"] = str(params.log_flush_interval_messages)
+    return configs
+
+
+def prepare(endpoints: Endpoints, params: KafkaParams, destination: Destination) -> None:
+    prepare_topics(endpoints, params, [destination.name])
+
+
+def prepare_topics(endpoints: Endpoints, params: KafkaParams, names: Sequence[str]) -> None:
+    """Kafka's topics: replicated, ``min.insync.replicas``, optional ``flush.messages``."""
+    admin = client.admin(endpoints)
+    try:
+        rf = replication_for(params, broker_count(admin))
+    finally:
+        admin.close()
+    create_topics(endpoints, params, names, kafka_topic_configs(params, rf), replication=rf)
+
+
+def _configs(admin: Any, kind: str, name: str, keys: Sequence[str]) -> dict[str, Any]:
+    from kafka.admin import ConfigResource
+
+    found = admin.describe_configs([ConfigResource(kind, name)], config_filter="all")
+    entries = found.get(kind.lower(), {}).get(name, {})
+    return {key: entries[key].get("value") for key in keys if key in entries}
+
+
+def _topic_settings(admin: Any, name: str) -> dict[str, Any]:
+    (topic,) = admin.describe_topics([name])
+    partitions = topic["partitions"]
+    replicas = [len(p["replica_nodes"]) for p in partitions]
+    in_sync = [len(p["isr_nodes"]) for p in partitions]
+    return {
+        "name": name,
+        "partitions": len(partitions),
+        "replication_factor": min(replicas) if replicas else 0,
+        "in_sync_replicas_min": min(in_sync) if in_sync else 0,
+        "configs": _configs(admin, "TOPIC", name, TOPIC_KEYS),
+    }
+
+
+def _version(admin: Any) -> str:
+    version = admin._manager.broker_version
+    return ".".join(str(part) for part in version) if version else "unknown"
+
+
+def describe(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
+    """Version, brokers and durability settings as the cluster reports them."""
+    admin = client.admin(endpoints)
+    try:
+        cluster = admin.describe_cluster()
+        brokers = sorted(b["broker_id"] for b in cluster["brokers"])
+        result: dict[str, Any] = {
+            "version": _version(admin),
+            "version_source": "inferred by kafka-python from the API versions the brokers announce",
+            "cluster_id": cluster.get("cluster_id"),
+            "brokers": len(brokers),
+            "broker_configs": {
+                str(b): _configs(admin, "BROKER", str(b), BROKER_KEYS) for b in brokers
+            },
+            "producer_acks": params.acks,
+            "commit_interval_s": params.commit_interval,
+        }
+        names = _prepared.get(endpoints.hosts, ())
+        if names:
+            result["topics"] = [_topic_settings(admin, name) for name in names]
+            first = result["topics"][0]
+            result["replication_factor"] = first["replication_factor"]
+            result["min_insync_replicas"] = first["configs"].get("min.insync.replicas")
+        return result
+    finally:
+        admin.close()

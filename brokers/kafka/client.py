@@ -1,0 +1,113 @@
+"""Building kafka-python clients for the Kafka-protocol systems (Kafka, KMQ, Redpanda).
+
+One place decides how producers, consumers and admin clients are configured and how an
+unreachable cluster is reported (one line naming host:port, well within 30 s).
+kafka-python is imported only when a client is built.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from brokers.base import Endpoints
+from brokers.errors import BrokerConnectionError
+from brokers.kafka.params import KafkaClientParams
+
+#: How long connecting to the bootstrap servers may take before giving up.
+BOOTSTRAP_TIMEOUT = 20.0
+
+
+def bootstrap(endpoints: Endpoints) -> list[str]:
+    return list(endpoints.hosts)
+
+
+def where(endpoints: Endpoints) -> str:
+    return ", ".join(endpoints.hosts)
+
+
+def probe(endpoints: Endpoints, timeout: float = BOOTSTRAP_TIMEOUT) -> None:
+    """Raise :class:`BrokerConnectionError` unless some bootstrap server accepts TCP."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        for host, port in endpoints.addresses():
+            try:
+                with socket.create_connection((host, port), timeout=2.0):
+                    return
+            except OSError as exc:
+                last = f"{host}:{port}: {exc.strerror or exc}"
+        if time.monotonic() >= deadline:
+            raise BrokerConnectionError(f"cannot reach Kafka at {where(endpoints)} ({last})")
+        time.sleep(0.5)
+
+
+def connection_error(endpoints: Endpoints, exc: BaseException) -> BrokerConnectionError:
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else type(exc).__name__
+    return BrokerConnectionError(f"Kafka at {where(endpoints)}: {type(exc).__name__}: {detail}")
+
+
+def _common(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap(endpoints),
+        "request_timeout_ms": int(params.request_timeout * 1000),
+        "bootstrap_timeout_ms": int(BOOTSTRAP_TIMEOUT * 1000),
+    }
+
+
+def producer(endpoints: Endpoints, params: KafkaClientParams) -> Any:
+    """A producer with the configured acks (``all`` → idempotent, in order)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    safe = params.acks == "all"
+    try:
+        return KafkaProducer(
+            acks="all" if safe else 1,
+            enable_idempotence=safe,
+            retries=2**31 - 1,
+            linger_ms=0,
+            max_block_ms=int(params.request_timeout * 1000),
+            delivery_timeout_ms=int(params.request_timeout * 1000) + 1000,
+            allow_auto_create_topics=False,
+            **_common(endpoints, params),
+        )
+    except KafkaError as exc:
+        raise connection_error(endpoints, exc) from None
+
+
+def consumer(endpoints: Endpoints, params: KafkaClientParams, group: str | None) -> Any:
+    """A consumer with manual commits that starts at the earliest uncommitted offset."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    try:
+        return KafkaConsumer(
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            allow_auto_create_topics=False,
+            fetch_max_wait_ms=100,
+            session_timeout_ms=30000,
+            heartbeat_interval_ms=3000,
+            **_common(endpoints, params),
+        )
+    except KafkaError as exc:
+        raise connection_error(endpoints, exc) from None
+
+
+def admin(endpoints: Endpoints, timeout: float = 30.0) -> Any:
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    probe(endpoints)
+    try:
+        return KafkaAdminClient(
+            bootstrap_servers=bootstrap(endpoints),
+            request_timeout_ms=int(timeout * 1000),
+            bootstrap_timeout_ms=int(BOOTSTRAP_TIMEOUT * 1000),
+        )
+    except KafkaError as exc:
+        raise connection_error(endpoints, exc) from None

@@ -1,0 +1,267 @@
+"""Kafka on this machine: a KRaft single node or three nodes (combined broker + controller)
+on loopback, from the official jars on Maven Central, each with its own ports, log
+directory and configuration rendered from ``templates/server.properties.j2``.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brokers import templating
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerStartError
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    cache_dir,
+    free_ports,
+    java_command,
+    maven_fetch,
+    run_checked,
+    start_cluster,
+    wait_until,
+)
+
+#: The pinned release; brokers/kafka/pom.xml lists the same version.
+KAFKA_VERSION = "3.9.1"
+POM = Path(__file__).resolve().parent / "pom.xml"
+#: Heap of the short-lived storage-format JVM.
+TOOL_HEAP = "256m"
+READY_LINE = "Kafka Server started"
+START_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """What differs between the nodes of one cluster (and between here and AWS)."""
+
+    node_id: int
+    bind: str
+    advertised_host: str
+    port: int
+    controller_port: int
+    log_dir: str
+
+
+@dataclass(frozen=True)
+class ClusterSizes:
+    """Thread counts and sizes: small on a laptop, the Kafka defaults on AWS."""
+
+    network_threads: int = 2
+    io_threads: int = 2
+    replica_fetchers: int = 1
+    segment_bytes: int = 256 * 1024 * 1024
+    offsets_partitions: int = 8
+    rebalance_delay_ms: int = 0
+
+
+def new_cluster_id(seed: str | None = None) -> str:
+    """A KRaft cluster id (a base64url UUID); deterministic when ``seed`` is given."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, seed) if seed is not None else uuid.uuid4()
+    text = base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=")
+    # Kafka never hands out ids starting with '-' (they look like options).
+    return text if not text.startswith("-") else "A" + text[1:]
+
+
+def voters(nodes: list[NodeConfig], hosts: list[str] | None = None) -> str:
+    """``controller.quorum.voters``: ``id@host:controller_port`` of every node."""
+    return ",".join(
+        f"{n.node_id}@{(hosts[i] if hosts else n.advertised_host)}:{n.controller_port}"
+        for i, n in enumerate(nodes)
+    )
+
+
+def render_server_properties(
+    node: NodeConfig,
+    quorum: str,
+    replication: int,
+    min_insync: int,
+    sizes: ClusterSizes,
+    flush_messages: int | None = None,
+) -> str:
+    """server.properties of one node; used locally and (with other addresses) on AWS."""
+    return templating.render(
+        __file__,
+        "server.properties.j2",
+        kafka_version=KAFKA_VERSION,
+        node_id=node.node_id,
+        voters=quorum,
+        bind=node.bind,
+        advertised_host=node.advertised_host,
+        port=node.port,
+        controller_port=node.controller_port,
+        log_dir=node.log_dir,
+        replication=replication,
+        min_insync=min_insync,
+        flush_messages=flush_messages,
+        network_threads=sizes.network_threads,
+        io_threads=sizes.io_threads,
+        replica_fetchers=sizes.replica_fetchers,
+        segment_bytes=sizes.segment_bytes,
+        offsets_partitions=sizes.offsets_partitions,
+        rebalance_delay_ms=sizes.rebalance_delay_ms,
+    )
+
+
+def render_log4j() -> str:
+    return templating.render(__file__, "log4j.properties.j2")
+
+
+def jar_dir() -> Path:
+    return cache_dir("kafka") / f"kafka_2.13-{KAFKA_VERSION}"
+
+
+def fetched() -> bool:
+    return (jar_dir() / ".complete").exists() and any(jar_dir().glob("kafka_2.13-*.jar"))
+
+
+class KafkaCluster(ProcessCluster):
+    """Stops all nodes together: one by one, the last node would wait for a controller
+    quorum that no longer exists before it shuts down."""
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            list(pool.map(_stop_node, self.nodes))
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _stop_node(node: ManagedProcess) -> None:
+    try:
+        node.stop(timeout=30)
+    except Exception:
+        node.kill()
+
+
+class KafkaLocal(LocalDeployment):
+    """KRaft clusters started from the jars fetched by ``install``."""
+
+    topologies = ("single", "cluster")
+    debian_packages = ("openjdk-17-jre-headless", "maven")
+
+    def __init__(self, heap_of: Callable[[Any], str] | None = None) -> None:
+        self._heap_of = heap_of or (lambda params: getattr(params, "heap", "512m"))
+
+    def missing(self) -> str | None:
+        if shutil.which("java") is None:
+            return "java not found: install the Debian package openjdk-17-jre-headless"
+        if not fetched():
+            if shutil.which("mvn") is None:
+                return "Kafka jars not fetched and mvn not found: install the Debian package maven"
+            return f"Kafka {KAFKA_VERSION} jars not fetched yet: run 'brokerbench setup'"
+        return None
+
+    def install(self, log: Callable[[str], None]) -> None:
+        maven_fetch(POM, jar_dir(), log)
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        if not fetched():
+            raise BrokerStartError(
+                f"Kafka {KAFKA_VERSION} jars are missing from {jar_dir()}: run 'brokerbench setup'"
+            )
+        count = 3 if topology == "cluster" else 1
+        cluster = KafkaCluster(topology, workdir)
+        return start_cluster(cluster, lambda c: self._build(c, params, count))
+
+    def _build(self, cluster: ProcessCluster, params: Any, count: int) -> None:
+        ports = free_ports(2 * count)
+        nodes = [
+            NodeConfig(
+                node_id=i + 1,
+                bind=LOOPBACK,
+                advertised_host=LOOPBACK,
+                port=ports[2 * i],
+                controller_port=ports[2 * i + 1],
+                log_dir=str(cluster.workdir / f"node{i + 1}" / "data"),
+            )
+            for i in range(count)
+        ]
+        replication = min(3, count)
+        min_insync = 1 if replication == 1 else 2
+        quorum = voters(nodes)
+        cluster_id = new_cluster_id()
+        log4j = cluster.workdir / "log4j.properties"
+        cluster.workdir.mkdir(parents=True, exist_ok=True)
+        log4j.write_text(render_log4j())
+        jvm = [
+            f"-Dlog4j.configuration=file:{log4j}",
+            "-Djava.awt.headless=true",
+            "-XX:+ExitOnOutOfMemoryError",
+        ]
+        classpath = [str(jar_dir() / "*")]
+        configs: list[Path] = []
+        for node in nodes:
+            home = Path(node.log_dir).parent
+            home.mkdir(parents=True, exist_ok=True)
+            conf = home / "server.properties"
+            conf.write_text(
+                render_server_properties(
+                    node,
+                    quorum,
+                    replication,
+                    min_insync,
+                    ClusterSizes(),
+                    getattr(params, "log_flush_interval_messages", None),
+                )
+            )
+            configs.append(conf)
+
+        def format_storage(conf: Path) -> str:
+            cmd = java_command(
+                "kafka.tools.StorageTool",
+                classpath,
+                TOOL_HEAP,
+                args=["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
+                jvm=jvm,
+            )
+            return run_checked(cmd, f"kafka storage format of {conf.parent.name}", timeout=120)
+
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            list(pool.map(format_storage, configs))
+
+        heap = self._heap_of(params)
+        started = [
+            cluster.add(
+                ManagedProcess(
+                    f"kafka node{node.node_id}",
+                    java_command("kafka.Kafka", classpath, heap, args=[str(conf)], jvm=jvm),
+                    cluster.workdir / f"node{node.node_id}.log",
+                    cwd=Path(node.log_dir).parent,
+                )
+            )
+            for node, conf in zip(nodes, configs, strict=True)
+        ]
+        deadline = time.monotonic() + START_TIMEOUT
+        for process in started:
+            wait_until(
+                lambda p=process: _logged(p.log_path, READY_LINE),  # type: ignore[misc]
+                process.name,
+                max(1.0, deadline - time.monotonic()),
+                log_path=process.log_path,
+                process=process,
+                interval=0.5,
+            )
+        cluster.endpoints = Endpoints(
+            hosts=tuple(f"{n.advertised_host}:{n.port}" for n in nodes),
+            extra=(("kafka_version", KAFKA_VERSION),),
+        )
+
+
+def _logged(path: Path, line: str) -> bool:
+    try:
+        with path.open("rb") as f:
+            return line.encode() in f.read()
+    except OSError:
+        return False

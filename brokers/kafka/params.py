@@ -1,0 +1,66 @@
+"""The ``[broker.params]`` of Kafka-protocol systems; the defaults are SPEC §6's safe settings.
+
+:class:`KafkaClientParams` holds what every system spoken to through the Kafka protocol
+shares (Kafka, KMQ, Redpanda); :class:`KafkaParams` adds the Kafka broker's own topic
+settings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from brokers.base import BrokerParams
+
+
+class KafkaClientParams(BrokerParams):
+    partitions: int = Field(64, ge=1, le=10_000, description="Partitions of the topic.")
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas of each partition; unset: 3, or the number of brokers when "
+        "the cluster has fewer (a single node: 1).",
+    )
+    acks: Literal["all", "1"] = Field(
+        "all",
+        description="Producer acks: 'all' waits for every in-sync replica (safe); '1' for "
+        "the leader alone (the asynchronous-replication variant).",
+    )
+    commit_interval: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds between offset commits of a receiver (commits cover only "
+        "acknowledged messages; no receive while committing).",
+    )
+    request_timeout: float = Field(
+        30.0, gt=0, le=300, description="Seconds a send or commit may take before it fails."
+    )
+
+
+class KafkaParams(KafkaClientParams):
+    min_insync_replicas: int | None = Field(
+        None,
+        ge=1,
+        description="Topic min.insync.replicas; unset: 2, or 1 with a single replica.",
+    )
+    log_flush_interval_messages: int | None = Field(
+        None,
+        ge=1,
+        description="Topic flush.messages (log.flush.interval.messages): fsync after this "
+        "many messages; 1 = every message. Unset: Kafka's default (leave it to the OS).",
+    )
+    heap: str = Field(
+        "512m",
+        pattern=r"^[0-9]+[mg]$",
+        description="-Xmx of each locally started broker JVM.",
+    )
+
+
+def replication_for(params: KafkaClientParams, brokers: int) -> int:
+    """The replication factor a new topic gets on a cluster of ``brokers`` nodes."""
+    return params.replication_factor or min(3, max(1, brokers))
+
+
+def min_insync_for(params: KafkaParams, replication: int) -> int:
+    return params.min_insync_replicas or (1 if replication == 1 else 2)

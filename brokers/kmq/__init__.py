@@ -1,0 +1,50 @@
+"""KMQ on Kafka (SPEC §6): individual message acknowledgements through start/end markers
+on a second topic and a redelivery tracker, on the same KRaft clusters, topics settings
+and client pieces as :mod:`brokers.kafka`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brokers.base import BrokerSystem, Destination, Endpoints, Topology
+from brokers.kafka import DURABILITY_CAVEAT, PYTHON_CLIENT_CAVEAT, admin
+from brokers.kafka import SYSTEM as KAFKA
+from brokers.kmq import adapter, markers
+from brokers.kmq.params import KmqParams
+
+
+def prepare(endpoints: Endpoints, params: KmqParams, destination: Destination) -> None:
+    """The queue topic and its markers topic, with the same partitions and replication."""
+    admin.prepare_topics(
+        endpoints, params, [destination.name, markers.markers_topic(destination.name)]
+    )
+
+
+def describe(endpoints: Endpoints, params: KmqParams) -> dict[str, Any]:
+    return {**admin.describe(endpoints, params), "redelivery_timeout_s": params.redelivery_timeout}
+
+
+SYSTEM = BrokerSystem(
+    name="kmq",
+    title="KMQ on Kafka",
+    params_model=KmqParams,
+    connect=adapter.connect,
+    prepare=prepare,
+    describe=describe,
+    reference_topology=Topology(
+        roles=dict(KAFKA.reference_topology.roles),
+        replication=KAFKA.reference_topology.replication + "; markers topic replicated alike",
+    ),
+    local=KAFKA.local,
+    cloud=KAFKA.cloud,
+    caveats=(
+        DURABILITY_CAVEAT,
+        "Each receive waits for start markers (acks=all) before handing messages out; a "
+        "message not acknowledged within redelivery_timeout (default 15 s) is sent again "
+        "by the redelivery tracker of a receiver process, so redeliveries need a running "
+        "receiver.",
+        PYTHON_CLIENT_CAVEAT,
+    ),
+    client_package="kafka-python",
+)

@@ -1,0 +1,15 @@
+"""KMQ's ``[broker.params]``: Kafka's, plus how long a message may stay unacknowledged."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from brokers.kafka.params import KafkaParams
+
+
+class KmqParams(KafkaParams):
+    redelivery_timeout: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds after which a received, unacknowledged message is sent again.",
+    )

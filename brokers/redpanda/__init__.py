@@ -1,0 +1,64 @@
+"""Redpanda (SPEC §6): Kafka-protocol brokers on Raft, served by the Kafka adapter, with
+the same topic and producer settings; run on AWS only (no local server here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from brokers.base import BrokerSystem, Destination, Endpoints, Topology
+from brokers.kafka import CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin
+from brokers.kafka import adapter as kafka_adapter
+from brokers.kafka.params import KafkaClientParams
+from brokers.redpanda import cloud
+from brokers.redpanda.version import broker_versions
+
+
+class RedpandaParams(KafkaClientParams):
+    admin_port: int = Field(
+        cloud.ADMIN_PORT, gt=0, lt=65536, description="Admin API port (read for the version)."
+    )
+
+
+#: Every acknowledged batch is fsynced: no write caching on the topic.
+TOPIC_CONFIGS = {"write.caching": "false"}
+
+
+def prepare(endpoints: Endpoints, params: RedpandaParams, destination: Destination) -> None:
+    admin.create_topics(endpoints, params, [destination.name], TOPIC_CONFIGS)
+
+
+def describe(endpoints: Endpoints, params: RedpandaParams) -> dict[str, Any]:
+    described = admin.describe(endpoints, params)
+    versions = broker_versions(endpoints, params.admin_port)
+    described["kafka_api_version"] = described.pop("version")
+    described.pop("version_source", None)
+    described["version"] = ", ".join(sorted(set(versions.values()))) or "unknown"
+    described["broker_versions"] = versions
+    return described
+
+
+SYSTEM = BrokerSystem(
+    name="redpanda",
+    title="Redpanda",
+    params_model=RedpandaParams,
+    connect=kafka_adapter.connect,
+    prepare=prepare,
+    describe=describe,
+    reference_topology=Topology(
+        roles={"broker": 3},
+        replication="Raft, 3 replicas (acks=all waits for a majority); every batch fsynced",
+    ),
+    local=None,
+    cloud=cloud.RedpandaCloud(),
+    caveats=(
+        "Verified on AWS only: no Redpanda server can be started on this machine.",
+        "Redpanda fsyncs every acknowledged batch (write.caching=false) and replicates with "
+        "Raft: acks=all waits for a majority of the 3 replicas.",
+        CLIENT_CAVEAT,
+        PYTHON_CLIENT_CAVEAT,
+    ),
+    client_package="kafka-python",
+)

@@ -1,0 +1,75 @@
+"""Redpanda nodes on AWS: the pinned release from Redpanda's Debian repository, configured
+from ``templates/redpanda.yaml.j2`` (per node) and ``templates/bootstrap.yaml.j2``
+(cluster properties applied when the three seeds first form the cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brokers import templating
+from brokers.base import CloudRecipe
+
+#: The pinned release (Debian package version ``<this>-1``).
+REDPANDA_VERSION = "24.2.7"
+SETUP_SCRIPT = "https://dl.redpanda.com/nzc4ZYQK3WRGd9sy/redpanda/cfg/setup/bash.deb.sh"
+CONF_DIR = "/etc/redpanda"
+DATA_DIR = "/var/lib/redpanda/data"
+COREDUMP_DIR = "/var/lib/redpanda/coredump"
+KAFKA_PORT = 9092
+RPC_PORT = 33145
+ADMIN_PORT = 9644
+ROLE = "broker"
+
+
+def render_node_config(
+    advertised_host: str, seeds: list[str], bind: str = "0.0.0.0", data_dir: str = DATA_DIR
+) -> str:
+    return templating.render(
+        __file__,
+        "redpanda.yaml.j2",
+        redpanda_version=REDPANDA_VERSION,
+        data_dir=data_dir,
+        coredump_dir=COREDUMP_DIR,
+        seeds=seeds,
+        bind=bind,
+        advertised_host=advertised_host,
+        kafka_port=KAFKA_PORT,
+        rpc_port=RPC_PORT,
+        admin_port=ADMIN_PORT,
+    )
+
+
+def render_bootstrap(replication: int) -> str:
+    return templating.render(__file__, "bootstrap.yaml.j2", replication=replication)
+
+
+class RedpandaCloud(CloudRecipe):
+    """One Redpanda broker per node of the ``broker`` role; all of them are seeds."""
+
+    def install_commands(self) -> list[str]:
+        return [
+            "apt-get update -y",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y curl",
+            f"curl -1sLf {SETUP_SCRIPT} | bash",
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y redpanda={REDPANDA_VERSION}-1",
+        ]
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        brokers = cluster[ROLE]
+        return {
+            f"{CONF_DIR}/redpanda.yaml": render_node_config(brokers[index], brokers),
+            f"{CONF_DIR}/.bootstrap.yaml": render_bootstrap(min(3, len(brokers))),
+        }
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        return [
+            f"chown -R redpanda:redpanda {CONF_DIR} /var/lib/redpanda",
+            "rpk redpanda tune all || true",
+            "systemctl enable --now redpanda",
+        ]
+
+    def ports(self) -> list[int]:
+        return [KAFKA_PORT, RPC_PORT, ADMIN_PORT]
