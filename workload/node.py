@@ -68,7 +68,12 @@ class Progress:
     done: bool = False
 
 
-def run_node(spec: NodeSpec, stop: StopFlag, progress: ProgressSink | None = None) -> NodeStatus:
+def run_node(
+    spec: NodeSpec,
+    stop: StopFlag,
+    progress: ProgressSink | None = None,
+    senders_done: StopFlag | None = None,
+) -> NodeStatus:
     """Run the workers of one node to the end and write their results."""
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
@@ -83,6 +88,7 @@ def run_node(spec: NodeSpec, stop: StopFlag, progress: ProgressSink | None = Non
             load=spec.load,
             pool=pool,
             stop_requested=stop.is_set,
+            senders_done=senders_done.is_set if senders_done is not None else lambda: True,
             seed=hash((spec.run_id, spec.point, spec.node, w)) & 0xFFFFFFFF,
         )
         for w in range(spec.load.threads)
@@ -205,7 +211,9 @@ async def _run_async(
         report()
 
 
-def node_process(spec: NodeSpec, stop: StopFlag, progress: ProgressSink) -> None:
+def node_process(
+    spec: NodeSpec, stop: StopFlag, progress: ProgressSink, senders_done: StopFlag
+) -> None:
     """Entry point of a spawned node process: Ctrl-C is the coordinator's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    run_node(spec, stop, progress)
+    run_node(spec, stop, progress, senders_done)

@@ -142,6 +142,7 @@ def run_point(
     system.prepare(endpoints, params, destination)
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
+    senders_done = ctx.Event()
     progress: Any = ctx.Queue()
     specs = [
         NodeSpec(
@@ -162,7 +163,9 @@ def run_point(
     ]
     processes = [
         ctx.Process(
-            target=node_process, args=(spec, stop, progress), name=f"{spec.role}-{spec.node}"
+            target=node_process,
+            args=(spec, stop, progress, senders_done),
+            name=f"{spec.role}-{spec.node}",
         )
         for spec in specs
     ]
@@ -171,9 +174,12 @@ def run_point(
     try:
         for process in processes:
             process.start()
+        senders = [p for p, spec in zip(processes, specs, strict=True) if spec.role == "sender"]
         while any(p.is_alive() for p in processes):
             _drain(progress, view, timeout=0.25)
             view.tick()
+            if not senders_done.is_set() and not any(p.is_alive() for p in senders):
+                senders_done.set()
             if cluster is not None:
                 for name in set(cluster.dead_nodes()) - dead_reported:
                     dead_reported.add(name)

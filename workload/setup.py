@@ -44,5 +44,5 @@ def setup(systems: list[str], console: Callable[[str], None] = print) -> int:
             console(f"{system.name}: {exc}")
             failed += 1
         reason = system.local.missing()
-        console(f"{system.name}: {'ready' if not reason else reason}")
+        console(f"{system.name}: {reason if reason else 'ready'}")
     return 1 if failed else 0

@@ -32,6 +32,9 @@ class WorkerSettings:
     pool: Sequence[bytes]
     stop_requested: Callable[[], bool]
     seed: int = 0
+    #: Locally the coordinator says when every sender has finished; receivers do not idle
+    #: out before that (a slow start of the senders is not the end of the run).
+    senders_done: Callable[[], bool] = lambda: True
 
 
 class _Failures:
@@ -142,8 +145,14 @@ class ReceiverLoop:
         )
 
     def finished(self) -> bool:
-        idle = time.monotonic() - self.last_message >= self.s.load.idle_timeout
-        return idle or self.s.stop_requested()
+        if self.s.stop_requested():
+            return True
+        if time.monotonic() - self.last_message < self.s.load.idle_timeout:
+            return False
+        if self.s.senders_done():
+            return True
+        self.last_message = time.monotonic() - self.s.load.idle_timeout / 2
+        return False
 
     def handle(self, messages: list[Received]) -> list[Hashable]:
         """Record what arrived; return the receipts to acknowledge."""

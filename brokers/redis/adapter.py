@@ -90,14 +90,17 @@ class RedisAdapter(Adapter["RedisParams"]):
             claimed = self._claim(max_n)
             if claimed:
                 return claimed
+        # COUNT applies per stream: ask each key for its share so the total stays ≤ max_n
+        # (an entry read but not returned would sit unacknowledged until XAUTOCLAIM).
+        per_key = max(1, max_n // len(self.keys))
         reply = self.client.xreadgroup(
-            GROUP, self.consumer, {k: ">" for k in self.keys}, count=max_n, block=500
+            GROUP, self.consumer, {k: ">" for k in self.keys}, count=per_key, block=500
         )
         out: list[Received] = []
         for key, entries in reply or []:
             for entry_id, fields in entries:
                 out.append(Received(fields[FIELD], (key, entry_id)))
-        return out[:max_n] if len(out) > max_n else out
+        return out
 
     def _claim(self, max_n: int) -> list[Received]:
         idle_ms = int(self.params.claim_after * 1000)

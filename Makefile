@@ -1,0 +1,73 @@
+# brokerbench — `make demo` sets everything up and runs the main job; `make test` runs the
+# whole test suite (what CI runs). Both start from a fresh Debian-like machine.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+BB := $(BIN)/brokerbench
+RESULTS ?= results
+# Debian packages the tools (not the brokers) need: user-data validation, report rendering.
+TOOL_PACKAGES ?= cloud-init chromium
+
+.PHONY: help demo setup setup-core test test-fast lint typecheck bench clean
+
+help:
+	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
+	@echo "make test       set up everything and run the whole test suite (what CI runs)"
+	@echo "make test-fast  only the tests that start no server and no Spark"
+	@echo "make lint       ruff + mypy"
+	@echo "make bench      recording and runner micro-benchmarks (prints figures)"
+
+$(BIN)/python:
+	@echo "==> creating the virtualenv $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	@echo "==> installing brokerbench and its core dependencies (PySpark, pyarrow, clients)"
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+$(VENV)/.full: pyproject.toml | $(BIN)/python
+	@echo "==> installing brokerbench with every broker client, Pulumi and the test tools"
+	$(BIN)/pip install -q -e '.[brokers,aws,dev]'
+	@touch $(VENV)/.core $@
+
+java-check:
+	@command -v java >/dev/null || { echo "==> installing Java 17"; apt-get install -y -qq openjdk-17-jre-headless; }
+	@java -version 2>&1 | head -1
+
+setup-core: $(VENV)/.core java-check
+	@echo "==> installing PostgreSQL and Redis for the local brokers"
+	$(BB) setup postgresql redis
+
+setup: $(VENV)/.full java-check
+	@echo "==> installing tool packages: $(TOOL_PACKAGES)"
+	@missing=""; for p in $(TOOL_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@echo "==> installing every local broker (Debian packages, jars from Maven Central, Go modules)"
+	$(BB) setup
+
+demo: setup-core
+	@echo "==> running the demo sweep on PostgreSQL"
+	$(BB) run workload/scenarios/postgresql-demo.toml --results $(RESULTS)
+	@echo "==> running the demo sweep on Redis Streams"
+	$(BB) run workload/scenarios/redis-demo.toml --results $(RESULTS)
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+test-fast: $(VENV)/.full
+	$(BIN)/pytest -m "not slow"
+
+lint: $(VENV)/.full
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: $(VENV)/.full
+	$(BIN)/python tests/benchmarks/bench_recording.py
+
+clean:
+	rm -rf $(RESULTS) .pytest_cache .mypy_cache .ruff_cache

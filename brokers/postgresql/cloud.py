@@ -1,0 +1,126 @@
+"""PostgreSQL nodes on AWS: Debian's pinned PostgreSQL, configured from the same
+``postgresql.conf.j2`` and ``pg_hba.conf.j2`` as the local cluster.
+
+Only addresses, paths and sizes differ: the servers listen on their private address, the
+benchmark subnet is trusted instead of loopback, and shared buffers fit the instance. The
+primary starts first; each standby waits for it, clones it with ``pg_basebackup`` and
+streams from it under its application name (``s1``, ``s2``), which the primary's
+``synchronous_standby_names = 'ANY 1 (s1, s2)'`` names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from typing import Any
+
+from brokers import templating
+from brokers.base import CloudRecipe, Endpoints
+from brokers.postgresql import local
+
+VERSION = "15"  # Debian 12's PostgreSQL
+PORT = 5432
+CONF_DIR = f"/etc/postgresql/{VERSION}/main"
+DATA_ROOT = "/var/lib/postgresql"
+DATA_DIR = f"{DATA_ROOT}/{VERSION}/main"
+SERVICE = f"postgresql@{VERSION}-main"
+#: Sizes on the reference instance (r5.2xlarge, 64 GiB): a quarter of memory for buffers.
+SHARED_BUFFERS = "16GB"
+MAX_CONNECTIONS = 300
+#: How long a standby waits for its primary to accept connections.
+PRIMARY_WAIT_S = 1800
+
+
+def standby_name(index: int) -> str:
+    return f"s{index + 1}"
+
+
+def subnet_of(address: str) -> str:
+    """The /24 all benchmark nodes share (brokers and clients sit in one subnet's first 256)."""
+    return str(ipaddress.ip_network(f"{address}/24", strict=False))
+
+
+def render_node_config(
+    role: str, index: int, cluster: dict[str, list[str]], shared_buffers: str = SHARED_BUFFERS
+) -> str:
+    """``postgresql.conf`` settings of one AWS node (the local template, AWS values)."""
+    primary = cluster["primary"][0]
+    if role == "primary":
+        name = "primary"
+        address = primary
+        standbys = [standby_name(i) for i in range(len(cluster.get("standby", [])))]
+        conninfo = ""
+    else:
+        name = standby_name(index)
+        address = cluster["standby"][index]
+        standbys = []
+        conninfo = f"host={primary} port={PORT} user=postgres application_name={name}"
+    return templating.render(
+        local.__file__,
+        "postgresql.conf.j2",
+        role=role,
+        name=name,
+        listen_address=f"{address},127.0.0.1",
+        port=PORT,
+        socket_dir="",
+        max_connections=MAX_CONNECTIONS,
+        shared_buffers=shared_buffers,
+        synchronous_commit="remote_write" if standbys else "on",
+        synchronous_standby_names=f"ANY 1 ({', '.join(standbys)})" if standbys else "",
+        primary_conninfo=conninfo,
+    )
+
+
+class PostgresCloud(CloudRecipe):
+    """A primary and streaming standbys (roles ``primary`` and ``standby``)."""
+
+    #: Where the node's data volume is mounted (before the package creates its cluster).
+    data_dir = DATA_ROOT
+
+    def install_commands(self) -> list[str]:
+        return [
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql-{VERSION}",
+            f"chown postgres:postgres {DATA_ROOT}",
+        ]
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        return {
+            f"{CONF_DIR}/conf.d/brokerbench.conf": render_node_config(role, index, cluster),
+            f"{CONF_DIR}/pg_hba.conf": templating.render(
+                local.__file__, "pg_hba.conf.j2", client_cidr=subnet_of(cluster["primary"][0])
+            ),
+        }
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        ready_local = f"until pg_isready -q -h 127.0.0.1 -p {PORT}; do sleep 1; done"
+        if role == "primary":
+            return [
+                f"systemctl restart {SERVICE}",
+                f"timeout 300 bash -c {shlex.quote(ready_local)}",
+            ]
+        primary = cluster["primary"][0]
+        ready_primary = f"until pg_isready -q -h {primary} -p {PORT}; do sleep 2; done"
+        return [
+            f"systemctl stop {SERVICE}",
+            f"timeout {PRIMARY_WAIT_S} bash -c {shlex.quote(ready_primary)}",
+            f"rm -rf {DATA_DIR}",
+            f"runuser -u postgres -- pg_basebackup -h {primary} -p {PORT} -U postgres"
+            f" -D {DATA_DIR} -X stream",
+            f"runuser -u postgres -- touch {DATA_DIR}/standby.signal",
+            f"runuser -u postgres -- truncate -s 0 {DATA_DIR}/postgresql.auto.conf",
+            f"systemctl start {SERVICE}",
+            f"timeout 300 bash -c {shlex.quote(ready_local)}",
+        ]
+
+    def ports(self) -> list[int]:
+        return [PORT]
+
+    def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
+        """The primary first (the adapter's connection), then the standbys."""
+        nodes = cluster["primary"] + cluster.get("standby", [])
+        return Endpoints(
+            hosts=tuple(f"{address}:{PORT}" for address in nodes),
+            extra=(("dbname", "postgres"), ("user", "postgres")),
+        )

@@ -1,0 +1,78 @@
+"""Benchmark (not a test): the cost of recording one latency sample, and of one
+send + receive + ack round trip of the runner's own loops against an in-memory adapter.
+
+Prints figures; the target for recording is ≤ 2 µs per sample.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Hashable, Sequence
+
+from brokers.base import Adapter, Received
+from workload import message
+from workload.histogram import Histogram
+from workload.recording import WorkerRecorder
+from workload.scenario import LoadSection
+from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
+
+
+class MemoryAdapter(Adapter):
+    """A FIFO in this process: measures the runner, not a broker."""
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.next_id = 0
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        self.queue.extend(batch)
+
+    def receive(self, max_n: int) -> list[Received]:
+        out = []
+        while self.queue and len(out) < max_n:
+            self.next_id += 1
+            out.append(Received(self.queue.popleft(), self.next_id))
+        return out
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        pass
+
+
+def bench_record(samples: int = 2_000_000) -> float:
+    h = Histogram()
+    values = [float(1 + (i * 7919) % 5_000_000) for i in range(1000)]
+    start = time.perf_counter()
+    for i in range(samples):
+        h.record(values[i % 1000])
+    return (time.perf_counter() - start) / samples * 1e6
+
+
+def bench_round_trip(messages: int = 200_000) -> float:
+    load = LoadSection(max_send_batch=10, receive_batch=10, duration=3600, messages=messages)
+    pool = message.message_pool(1000, load.message_size, seed=0)
+    settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
+    adapter = MemoryAdapter()
+    sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
+    receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    start = time.perf_counter()
+    while not sender.finished():
+        batch, started = sender.next_batch()
+        adapter.send(batch)
+        sender.sent(started)
+        receipts = receiver.handle(adapter.receive(load.receive_batch))
+        adapter.ack(receipts)
+        receiver.acked(receipts)
+    elapsed = time.perf_counter() - start
+    assert receiver.recorder.total_received == messages
+    return elapsed / messages * 1e6
+
+
+if __name__ == "__main__":
+    per_sample = bench_record()
+    print(f"recording one latency sample: {per_sample:.3f} µs (target ≤ 2 µs)")
+    per_message = bench_round_trip()
+    print(
+        f"runner send+receive+ack per message (in-memory adapter, batches of 1-10): "
+        f"{per_message:.2f} µs → {1e6 / per_message:,.0f} msgs/s per worker"
+    )

@@ -1,0 +1,108 @@
+"""The Spark analysis on small inputs with answers worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from analysis import transforms as tf
+from analysis.job import spark_schema
+from workload.histogram import bucket_of, bucket_value
+from workload.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+B1MS, B100MS = bucket_of(1_000), bucket_of(100_000)
+
+
+def second_row(point, worker, second, sent=0, acked=0, proc=None, send=None, role="sender"):
+    return (
+        "r",
+        point,
+        role,
+        0,
+        worker,
+        second,
+        sent,
+        acked,
+        acked,
+        0,
+        0,
+        0,
+        send or {},
+        proc or {},
+        {},
+    )
+
+
+@pytest.fixture
+def seconds(spark):
+    rows = []
+    for s in range(100, 110):  # point 0: 2 workers × 10 msgs/s, receivers ack 19/s
+        rows.append(second_row(0, 0, s, sent=10, send={B1MS: 1}))
+        rows.append(second_row(0, 1, s, sent=10, send={B1MS: 1}))
+        rows.append(second_row(0, 0, s, acked=19, role="receiver", proc={B1MS: 18, B100MS: 1}))
+    for s in range(200, 203):  # point 1: receivers fall behind (10 of 20 per second)
+        rows.append(second_row(1, 0, s, sent=20))
+        rows.append(second_row(1, 0, s, acked=10, role="receiver"))
+    return spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+
+
+def test_throughput_and_keep_up_flag(seconds):
+    counters = tf.counters_per_second(seconds)
+    periods = tf.measurement_periods(counters, warmup_s=0)
+    got = {r["point"]: r for r in tf.throughput(counters, periods).collect()}
+    assert got[0]["send_msgs_per_s"] == 20.0 and got[0]["receive_msgs_per_s"] == 19.0
+    assert got[0]["receivers_kept_up"] is True and got[0]["measured_seconds"] == 10
+    assert got[1]["sent"] == 60 and got[1]["receivers_kept_up"] is False
+
+
+def test_warmup_shortens_the_period(seconds):
+    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=4)
+    got = {r["point"]: (r["start"], r["end"], r["seconds"]) for r in periods.collect()}
+    assert got[0] == (104, 109, 6)
+
+
+def test_windows_inside_the_period_or_one_short_window(spark, seconds):
+    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=0)
+    windows = tf.window_starts(periods, window_s=5, step_s=1)
+    got = sorted(tuple(r) for r in windows.collect())
+    assert got == [("r", 0, s, 5) for s in range(100, 106)] + [("r", 1, 200, 3)]
+
+
+def test_percentiles_of_merged_histograms(seconds):
+    hist = tf.histogram_per_second(seconds)
+    rows = {(r["point"], r["metric"]): r for r in tf.whole_run(hist).collect() if r["point"] == 0}
+    proc = rows[(0, "processing_latency")]
+    assert proc["samples"] == 190  # 19 per second over 10 s, merged, not averaged
+    assert math.isclose(proc["p50_ms"], bucket_value(B1MS) / 1000)
+    assert math.isclose(proc["p95_ms"], bucket_value(B100MS) / 1000)  # 10 of 190 samples are slow
+    assert math.isclose(proc["p95_ms"], 100, rel_tol=0.01)
+    assert math.isclose(rows[(0, "send_latency")]["max_ms"], 1, rel_tol=0.01)
+
+
+def test_headline_is_the_max_windowed_p95(seconds):
+    counters = tf.counters_per_second(seconds)
+    hist = tf.histogram_per_second(seconds)
+    periods = tf.measurement_periods(counters, 0)
+    series = tf.window_series(counters, hist, tf.window_starts(periods, 5, 1))
+    head = {r["point"]: r for r in tf.headline(series).collect()}
+    assert math.isclose(head[0]["processing_latency_p95_ms"], 100, rel_tol=0.01)
+    assert math.isclose(head[0]["send_latency_p95_ms"], 1, rel_tol=0.01)
+
+
+def test_lost_duplicated_and_unconfirmed(spark):
+    ranges = spark.createDataFrame(
+        [("r", 0, 0, 0, 0, 9), ("r", 0, 0, 0, 20, 29), ("r", 0, 1, 0, 0, 4)],
+        spark_schema(SENT_RANGES_SCHEMA),
+    )
+    seqs = [(0, 0, s) for s in [*range(10), *range(20, 29), 5, 15]] + [(1, 0, s) for s in range(5)]
+    received = spark.createDataFrame(
+        [("r", 0, n, w, s, 0, 1) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+    )
+    (row,) = tf.delivery(ranges, received).collect()
+    assert row["confirmed"] == 25
+    assert row["lost"] == 1  # seq 29 of node 0
+    assert row["duplicated"] == 1  # seq 5 twice
+    assert row["unconfirmed_received"] == 1  # seq 15 arrived though its send failed
