@@ -281,7 +281,10 @@ def _line_of(text: str, path: list[str]) -> int | None:
         if not key:
             continue
         full = table + [p.strip().strip('"') for p in key.split(".")]
-        if full == path[: len(full)] and len(full) <= len(path):
-            if full == path or re.search(rf"\b{re.escape(path[-1])}\s*=", line):
-                return number
+        if (
+            full == path[: len(full)]
+            and len(full) <= len(path)
+            and (full == path or re.search(rf"\b{re.escape(path[-1])}\s*=", line))
+        ):
+            return number
     return None
