@@ -1,0 +1,133 @@
+"""``brokerbench compare``: matching sweep points, changes and the direction of "better"."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.compare import (
+    METRICS,
+    Verdict,
+    compare_rows,
+    compare_runs,
+    load_summary,
+    text_report,
+    write_csv,
+)
+from analysis.compare_cli import register
+from analysis.job import SUMMARY_COLUMNS
+from workload.errors import UserError
+
+
+def row(threads: int, **values: object) -> dict[str, str]:
+    base = {c: "" for c in SUMMARY_COLUMNS}
+    base.update(broker="kafka", threads=str(threads), sender_nodes="1", receiver_nodes="1")
+    base.update(message_size="100")
+    base.update({k: str(v) for k, v in values.items()})
+    return base
+
+
+def change(comparison, threads: int, column: str):
+    (found,) = [
+        c for c in comparison.changes if c.metric.column == column and f" t={threads} " in c.point
+    ]
+    return found
+
+
+def test_throughput_up_is_better_latency_up_is_worse() -> None:
+    comparison = compare_rows(
+        [row(1, send_msgs_per_s=1000, send_latency_p95_ms=10)],
+        [row(1, send_msgs_per_s=1500, send_latency_p95_ms=12)],
+    )
+    rate = change(comparison, 1, "send_msgs_per_s")
+    assert (rate.absolute, rate.relative, rate.verdict) == (500, 0.5, Verdict.BETTER)
+    latency = change(comparison, 1, "send_latency_p95_ms")
+    assert latency.absolute == 2
+    assert latency.relative == pytest.approx(0.2)
+    assert latency.verdict is Verdict.WORSE
+
+
+def test_lower_latency_and_fewer_lost_are_better() -> None:
+    comparison = compare_rows(
+        [row(5, processing_latency_p95_ms=40, lost=3, receive_msgs_per_s=900)],
+        [row(5, processing_latency_p95_ms=20, lost=0, receive_msgs_per_s=500)],
+    )
+    assert change(comparison, 5, "processing_latency_p95_ms").verdict is Verdict.BETTER
+    lost = change(comparison, 5, "lost")
+    assert (lost.absolute, lost.relative, lost.verdict) == (-3, -1.0, Verdict.BETTER)
+    assert change(comparison, 5, "receive_msgs_per_s").verdict is Verdict.WORSE
+
+
+def test_small_changes_zero_baseline_and_missing_values() -> None:
+    comparison = compare_rows(
+        [row(1, send_msgs_per_s=1000, duplicated=0, errors=0)],
+        [row(1, send_msgs_per_s=1010, duplicated=4, send_latency_p95_ms=3)],
+    )
+    assert change(comparison, 1, "send_msgs_per_s").verdict is Verdict.SAME
+    dup = change(comparison, 1, "duplicated")
+    assert (dup.absolute, dup.relative, dup.verdict) == (4, None, Verdict.WORSE)
+    assert change(comparison, 1, "errors").verdict is Verdict.UNKNOWN
+    assert change(comparison, 1, "send_latency_p95_ms").verdict is Verdict.UNKNOWN
+
+
+def test_points_are_matched_by_load_not_position() -> None:
+    comparison = compare_rows(
+        [row(1, send_msgs_per_s=100), row(5, send_msgs_per_s=500), row(25, send_msgs_per_s=9)],
+        [row(5, send_msgs_per_s=250), row(1, send_msgs_per_s=100), row(50, send_msgs_per_s=1)],
+    )
+    assert change(comparison, 5, "send_msgs_per_s").relative == -0.5
+    assert change(comparison, 1, "send_msgs_per_s").verdict is Verdict.SAME
+    assert len(comparison.changes) == 2 * len(METRICS)
+    assert comparison.only_baseline == ["kafka t=25 s=1 r=1 size=100"]
+    assert comparison.only_contender == ["kafka t=50 s=1 r=1 size=100"]
+    text = text_report(comparison)
+    assert "only in baseline:  kafka t=25" in text
+    assert "+50.0%" not in text and "-50.0%" in text
+
+
+def write_run(directory: Path, rows: list[dict[str, str]]) -> Path:
+    (directory / "analysis").mkdir(parents=True)
+    (directory / "context.json").write_text(json.dumps({"run_id": directory.name}))
+    with (directory / "analysis" / "summary.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return directory
+
+
+def test_cli_prints_table_and_writes_csv(tmp_path: Path, capsys) -> None:
+    a = write_run(tmp_path / "run-a", [row(1, send_msgs_per_s=1000, send_latency_p95_ms=8)])
+    b = write_run(tmp_path / "run-b", [row(1, send_msgs_per_s=2000, send_latency_p95_ms=4)])
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["compare", str(a), str(b), "--csv", str(tmp_path / "c.csv")])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "baseline:  run-a" in out and "contender: run-b" in out
+    line = next(x for x in out.splitlines() if "send throughput" in x)
+    assert line.split()[-4:] == ["2,000", "+1,000", "+100.0%", "better"]
+    with (tmp_path / "c.csv").open() as f:
+        written = {r["metric"]: r for r in csv.DictReader(f)}
+    assert written["send_latency_p95_ms"]["verdict"] == "better"
+    assert float(written["send_latency_p95_ms"]["relative"]) == -0.5
+    assert written["send_latency_p95_ms"]["better"] == "lower"
+
+
+def test_unanalysed_or_missing_run_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a run directory"):
+        load_summary(tmp_path / "nothing")
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "context.json").write_text("{}")
+    with pytest.raises(UserError, match="brokerbench report"):
+        compare_runs(tmp_path / "raw", tmp_path / "raw")
+
+
+def test_write_csv_round_trip(tmp_path: Path) -> None:
+    comparison = compare_rows([row(1, lost=0)], [row(1, lost=0)])
+    write_csv(comparison, tmp_path / "x.csv")
+    with (tmp_path / "x.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == len(METRICS)
