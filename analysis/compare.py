@@ -176,9 +176,9 @@ def compare_runs(baseline: Path, contender: Path) -> Comparison:
 def _value(value: float | None) -> str:
     if value is None:
         return "–"
-    if value == int(value) and abs(value) >= 1000:
+    if value.is_integer() or abs(value) >= 1000:
         return f"{value:,.0f}"
-    return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{value:,.2f}"
 
 
 def _delta(change: Change) -> tuple[str, str]:
