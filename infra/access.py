@@ -1,0 +1,201 @@
+"""Least-privilege identities of one run.
+
+* Client machines (instance profile): read ``artifacts/<run-id>/*``; read and write
+  ``runs/<run-id>/*`` (results and the point barriers); list only those two prefixes; and,
+  with a managed queue, use the run's SQS queues (names starting with the queue's name).
+* The analysis job (EMR Serverless execution role): read the run's results and artifacts,
+  write only ``runs/<run-id>/analysis/*``.
+* Broker machines get no identity at all: they need nothing from AWS.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.plan import RunLayout
+
+CLIENT_SQS_ACTIONS = [
+    "sqs:CreateQueue",
+    "sqs:DeleteQueue",
+    "sqs:GetQueueUrl",
+    "sqs:GetQueueAttributes",
+    "sqs:SetQueueAttributes",
+    "sqs:PurgeQueue",
+    "sqs:SendMessage",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+]
+
+
+@dataclass(frozen=True)
+class RunAccessArgs:
+    bucket: pulumi.Input[str]
+    layout: RunLayout
+    tags: dict[str, str]
+    #: ARN of the managed queue; clients may use queues whose ARN starts with it.
+    queue_arn: pulumi.Input[str] | None = None
+
+
+class RunAccess(pulumi.ComponentResource):
+    client_profile: pulumi.Output[str]
+    client_role_arn: pulumi.Output[str]
+    analysis_role_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: RunAccessArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("brokerbench:infra:RunAccess", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        layout = args.layout
+
+        client_role = aws.iam.Role(
+            f"{name}-client",
+            assume_role_policy=_trust("ec2.amazonaws.com"),
+            description=f"brokerbench client machines of run {layout.run_id}",
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-client-s3",
+            role=client_role.id,
+            policy=pulumi.Output.from_input(args.bucket).apply(
+                lambda bucket: client_s3_policy(bucket, layout)
+            ),
+            opts=child,
+        )
+        if args.queue_arn is not None:
+            aws.iam.RolePolicy(
+                f"{name}-client-sqs",
+                role=client_role.id,
+                policy=pulumi.Output.from_input(args.queue_arn).apply(client_sqs_policy),
+                opts=child,
+            )
+        profile = aws.iam.InstanceProfile(
+            f"{name}-client", role=client_role.name, tags=args.tags, opts=child
+        )
+
+        analysis_role = aws.iam.Role(
+            f"{name}-analysis",
+            assume_role_policy=_trust("emr-serverless.amazonaws.com"),
+            description=f"brokerbench analysis job of run {layout.run_id}",
+            tags=args.tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-analysis-s3",
+            role=analysis_role.id,
+            policy=pulumi.Output.from_input(args.bucket).apply(
+                lambda bucket: analysis_s3_policy(bucket, layout)
+            ),
+            opts=child,
+        )
+
+        self.client_profile = profile.name
+        self.client_role_arn = client_role.arn
+        self.analysis_role_arn = analysis_role.arn
+        self.register_outputs(
+            {
+                "client_profile": self.client_profile,
+                "client_role_arn": self.client_role_arn,
+                "analysis_role_arn": self.analysis_role_arn,
+            }
+        )
+
+
+def _trust(service: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+
+
+def _list_statement(bucket: str, layout: RunLayout) -> dict[str, object]:
+    return {
+        "Sid": "ListThisRun",
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": f"arn:aws:s3:::{bucket}",
+        "Condition": {
+            "StringLike": {"s3:prefix": [f"{layout.run_prefix}*", f"{layout.artifacts_prefix}*"]}
+        },
+    }
+
+
+def client_s3_policy(bucket: str, layout: RunLayout) -> str:
+    objects = f"arn:aws:s3:::{bucket}/"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadArtifacts",
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": f"{objects}{layout.artifacts_prefix}*",
+                },
+                {
+                    "Sid": "WriteResults",
+                    "Effect": "Allow",
+                    "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
+                    "Resource": f"{objects}{layout.run_prefix}*",
+                },
+                _list_statement(bucket, layout),
+            ],
+        }
+    )
+
+
+def analysis_s3_policy(bucket: str, layout: RunLayout) -> str:
+    objects = f"arn:aws:s3:::{bucket}/"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadRun",
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": [
+                        f"{objects}{layout.run_prefix}*",
+                        f"{objects}{layout.artifacts_prefix}*",
+                    ],
+                },
+                {
+                    "Sid": "WriteAnalysis",
+                    "Effect": "Allow",
+                    "Action": ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                    "Resource": f"{objects}{layout.analysis_prefix}*",
+                },
+                _list_statement(bucket, layout),
+            ],
+        }
+    )
+
+
+def client_sqs_policy(queue_arn: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "UseRunQueues",
+                    "Effect": "Allow",
+                    "Action": CLIENT_SQS_ACTIONS,
+                    "Resource": f"{queue_arn}*",
+                }
+            ],
+        }
+    )

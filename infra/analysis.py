@@ -1,0 +1,48 @@
+"""The EMR Serverless application that runs the analysis job of a run.
+
+It starts on job submission (``brokerbench cloud analyze``) and stops when idle, so it
+costs nothing between runs. The job's execution role comes from :mod:`infra.access`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class AnalysisAppArgs:
+    release_label: str
+    max_vcpu: int
+    tags: dict[str, str]
+    idle_minutes: int = 15
+
+
+class AnalysisApp(pulumi.ComponentResource):
+    application_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: AnalysisAppArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("brokerbench:infra:AnalysisApp", name, None, opts)
+        application = aws.emrserverless.Application(
+            name,
+            release_label=args.release_label,
+            type="spark",
+            architecture="X86_64",
+            auto_start_configuration=aws.emrserverless.ApplicationAutoStartConfigurationArgs(
+                enabled=True
+            ),
+            auto_stop_configuration=aws.emrserverless.ApplicationAutoStopConfigurationArgs(
+                enabled=True, idle_timeout_minutes=args.idle_minutes
+            ),
+            maximum_capacity=aws.emrserverless.ApplicationMaximumCapacityArgs(
+                cpu=f"{args.max_vcpu} vCPU", memory=f"{args.max_vcpu * 4} GB"
+            ),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.application_id = application.id
+        self.register_outputs({"application_id": self.application_id})

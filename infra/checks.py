@@ -1,0 +1,350 @@
+"""Security and shape checks of a declared stack, as plain functions over resource inputs.
+
+Each validator takes the resources a Pulumi program declared — their type token, name and
+inputs in the engine's (camelCase) form, as Pulumi's test mocks or ``pulumi preview --json``
+show them — and returns one line per problem (empty when the stack is fine). They know
+AWS semantics, not this project's components, so they also judge hand-made bad examples.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+WORLD = {"0.0.0.0/0", "::/0"}
+S3_WRITE = {
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:PutObjectAcl",
+    "s3:PutObjectTagging",
+    "s3:AbortMultipartUpload",
+    "s3:DeleteObjectVersion",
+}
+S3_READ = {"s3:GetObject", "s3:GetObjectVersion"}
+#: Top-level cloud-config keys the templates use (others are suspicious typos).
+CLOUD_CONFIG_KEYS = {"package_update", "packages", "ntp", "write_files", "runcmd", "bootcmd"}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared resource: type token, logical name, inputs; id/outputs when known."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    id: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def refers_to(self, value: Any) -> bool:
+        return bool(value) and value in (self.id, self.outputs.get("bucket"), self.name)
+
+
+def of_type(resources: Iterable[Declared], *suffixes: str) -> list[Declared]:
+    """Resources whose type token ends with one of ``suffixes`` (e.g. ``"ec2/instance:Instance"``)."""
+    return [r for r in resources if r.type.endswith(suffixes)]
+
+
+# -- network -----------------------------------------------------------------------------
+
+
+def ingress_problems(resources: Iterable[Declared], admin_cidr: str | None = None) -> list[str]:
+    """Ingress only from the security group itself, or from ``admin_cidr`` when given."""
+    resources = list(resources)
+    problems = []
+    for rule, cidrs, peers in _ingress_rules(resources):
+        for cidr in cidrs:
+            if cidr in WORLD or _is_world(cidr):
+                problems.append(f"{rule}: ingress open to the world ({cidr})")
+            elif admin_cidr is None or cidr != admin_cidr:
+                problems.append(f"{rule}: ingress from {cidr}, which is not the admin CIDR")
+        if not cidrs and not peers:
+            problems.append(f"{rule}: ingress rule with neither a peer group nor a CIDR")
+    return problems
+
+
+def _is_world(cidr: str) -> bool:
+    try:
+        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
+    except ValueError:
+        return False
+
+
+def _ingress_rules(resources: list[Declared]) -> list[tuple[str, list[str], list[str]]]:
+    rules: list[tuple[str, list[str], list[str]]] = []
+    for r in of_type(resources, "vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+        cidrs = [r.inputs[k] for k in ("cidrIpv4", "cidrIpv6") if r.inputs.get(k)]
+        if r.inputs.get("prefixListId"):
+            cidrs.append(f"prefix list {r.inputs['prefixListId']}")
+        peers = (
+            [r.inputs["referencedSecurityGroupId"]]
+            if r.inputs.get("referencedSecurityGroupId")
+            else []
+        )
+        rules.append((r.name, cidrs, peers))
+    for r in of_type(resources, "ec2/securityGroupRule:SecurityGroupRule"):
+        if r.inputs.get("type") == "ingress":
+            cidrs = list(r.inputs.get("cidrBlocks") or []) + list(
+                r.inputs.get("ipv6CidrBlocks") or []
+            )
+            peers = (
+                [r.inputs["sourceSecurityGroupId"]] if r.inputs.get("sourceSecurityGroupId") else []
+            )
+            peers += ["self"] if r.inputs.get("self") else []
+            rules.append((r.name, cidrs, peers))
+    for r in of_type(resources, "ec2/securityGroup:SecurityGroup"):
+        for i, entry in enumerate(r.inputs.get("ingress") or []):
+            cidrs = list(entry.get("cidrBlocks") or []) + list(entry.get("ipv6CidrBlocks") or [])
+            peers = list(entry.get("securityGroups") or []) + (
+                ["self"] if entry.get("self") else []
+            )
+            rules.append((f"{r.name}.ingress[{i}]", cidrs, peers))
+    return rules
+
+
+def availability_zone_problems(resources: Iterable[Declared]) -> list[str]:
+    """All subnets (hence all instances) in exactly one availability zone."""
+    resources = list(resources)
+    subnets = of_type(resources, "ec2/subnet:Subnet")
+    zones: set[str | None] = {s.inputs.get("availabilityZone") for s in subnets}
+    problems = []
+    if len(subnets) == 0:
+        problems.append("no subnet declared")
+    if None in zones:
+        problems.append("a subnet has no explicit availability zone")
+    if len(zones - {None}) > 1:
+        problems.append(
+            f"subnets span {len(zones)} availability zones: {sorted(str(z) for z in zones)}"
+        )
+    subnet_ids = {s.id for s in subnets} | {s.name for s in subnets}
+    for instance in of_type(resources, "ec2/instance:Instance"):
+        if instance.inputs.get("subnetId") not in subnet_ids:
+            problems.append(f"{instance.name}: not in a subnet of this stack")
+        zone = instance.inputs.get("availabilityZone")
+        if zone and zone not in zones:
+            problems.append(f"{instance.name}: in availability zone {zone}")
+    return problems
+
+
+# -- instances ---------------------------------------------------------------------------
+
+
+def metadata_problems(resources: Iterable[Declared]) -> list[str]:
+    """Every instance requires IMDSv2 session tokens (``http_tokens = "required"``)."""
+    problems = []
+    for r in of_type(resources, "ec2/instance:Instance", "ec2/launchTemplate:LaunchTemplate"):
+        options = r.inputs.get("metadataOptions") or {}
+        if options.get("httpEndpoint") == "disabled":
+            continue
+        if options.get("httpTokens") != "required":
+            problems.append(
+                f"{r.name}: IMDSv1 allowed (metadataOptions.httpTokens is not 'required')"
+            )
+        if int(options.get("httpPutResponseHopLimit") or 1) > 1:
+            problems.append(f"{r.name}: metadata hop limit above 1")
+    return problems
+
+
+def volume_problems(resources: Iterable[Declared]) -> list[str]:
+    """Root and data volumes encrypted."""
+    problems = []
+    for r in of_type(resources, "ec2/instance:Instance"):
+        root = r.inputs.get("rootBlockDevice") or {}
+        if not root.get("encrypted"):
+            problems.append(f"{r.name}: root volume not encrypted")
+        for device in r.inputs.get("ebsBlockDevices") or []:
+            if not device.get("encrypted"):
+                problems.append(f"{r.name}: volume {device.get('deviceName')} not encrypted")
+    return problems
+
+
+# -- storage -----------------------------------------------------------------------------
+
+
+def bucket_problems(resources: Iterable[Declared]) -> list[str]:
+    """Every bucket: default encryption, all four public-access blocks, versioning, no public ACL."""
+    resources = list(resources)
+    problems = []
+    for bucket in of_type(resources, "s3/bucket:Bucket", "s3/bucketV2:BucketV2"):
+
+        def related(*suffixes: str, bucket: Declared = bucket) -> list[Declared]:
+            return [
+                r for r in of_type(resources, *suffixes) if bucket.refers_to(r.inputs.get("bucket"))
+            ]
+
+        sse = related(
+            "s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            "s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2",
+        )
+        algorithms = {
+            (rule.get("applyServerSideEncryptionByDefault") or {}).get("sseAlgorithm")
+            for config in sse
+            for rule in config.inputs.get("rules") or []
+        }
+        if not algorithms & {"AES256", "aws:kms", "aws:kms:dsse"}:
+            problems.append(f"{bucket.name}: no default server-side encryption")
+        blocks = related("s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+        flags = (
+            "blockPublicAcls",
+            "blockPublicPolicy",
+            "ignorePublicAcls",
+            "restrictPublicBuckets",
+        )
+        if not any(all(b.inputs.get(f) is True for f in flags) for b in blocks):
+            problems.append(f"{bucket.name}: public access not fully blocked")
+        versioning = related(
+            "s3/bucketVersioning:BucketVersioning", "s3/bucketVersioningV2:BucketVersioningV2"
+        )
+        if not any(
+            (v.inputs.get("versioningConfiguration") or {}).get("status") == "Enabled"
+            for v in versioning
+        ):
+            problems.append(f"{bucket.name}: versioning not enabled")
+        if str(bucket.inputs.get("acl") or "private").startswith("public"):
+            problems.append(f"{bucket.name}: public ACL {bucket.inputs['acl']}")
+        for policy in related("s3/bucketPolicy:BucketPolicy"):
+            for statement in _statements(policy.inputs.get("policy")):
+                if statement.get("Effect") == "Allow" and statement.get("Principal") in (
+                    "*",
+                    {"AWS": "*"},
+                ):
+                    problems.append(f"{policy.name}: allows anyone")
+    return problems
+
+
+# -- IAM ---------------------------------------------------------------------------------
+
+
+def iam_problems(resources: Iterable[Declared], bucket: str, run_id: str) -> list[str]:
+    """Least privilege: no wildcards, S3 writes only under ``runs/<run-id>/``, reads only of
+    this run's results and artifacts, listing only with a prefix condition, roles assumable
+    only by AWS services."""
+    resources = list(resources)
+    writable = f"arn:aws:s3:::{bucket}/runs/{run_id}/"
+    readable = (writable, f"arn:aws:s3:::{bucket}/artifacts/{run_id}/")
+    prefixes = (f"runs/{run_id}/", f"artifacts/{run_id}/")
+    problems = []
+    for r in of_type(resources, "iam/rolePolicyAttachment:RolePolicyAttachment"):
+        problems.append(f"{r.name}: managed policy {r.inputs.get('policyArn')} attached")
+    for r in of_type(resources, "iam/role:Role"):
+        for statement in _statements(r.inputs.get("assumeRolePolicy")):
+            principal = statement.get("Principal")
+            services = principal.get("Service") if isinstance(principal, dict) else None
+            if not services or (isinstance(principal, dict) and set(principal) != {"Service"}):
+                problems.append(f"{r.name}: assumable by {principal!r}, not only by an AWS service")
+        for inline in r.inputs.get("inlinePolicies") or []:
+            problems += _policy_problems(
+                f"{r.name}.inline", inline.get("policy"), writable, readable, prefixes
+            )
+    for r in of_type(resources, "iam/rolePolicy:RolePolicy", "iam/policy:Policy"):
+        problems += _policy_problems(r.name, r.inputs.get("policy"), writable, readable, prefixes)
+    return problems
+
+
+def _policy_problems(
+    name: str, document: Any, writable: str, readable: tuple[str, ...], prefixes: tuple[str, ...]
+) -> list[str]:
+    problems = []
+    for statement in _statements(document):
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = _as_list(statement.get("Action"))
+        resources = _as_list(statement.get("Resource"))
+        if statement.get("NotAction") or statement.get("NotResource"):
+            problems.append(f"{name}: NotAction/NotResource grants more than it names")
+        for action in actions:
+            if action == "*" or action.endswith(":*"):
+                problems.append(f"{name}: wildcard action {action}")
+        if "*" in resources:
+            problems.append(f"{name}: Resource '*' for {', '.join(actions)}")
+        if set(actions) & S3_WRITE:
+            for resource in resources:
+                if not resource.startswith(writable):
+                    problems.append(f"{name}: may write {resource}, outside {writable}*")
+        if set(actions) & S3_READ:
+            for resource in resources:
+                if not resource.startswith(readable):
+                    problems.append(f"{name}: may read {resource}, outside this run")
+        if "s3:ListBucket" in actions:
+            condition = (statement.get("Condition") or {}).get("StringLike") or {}
+            listed = _as_list(condition.get("s3:prefix"))
+            if not listed or not all(p.startswith(prefixes) for p in listed):
+                problems.append(f"{name}: s3:ListBucket not limited to this run's prefixes")
+    return problems
+
+
+def _statements(document: Any) -> list[dict[str, Any]]:
+    if not document:
+        return []
+    if isinstance(document, str):
+        document = json.loads(document)
+    statements = document.get("Statement", [])
+    return [statements] if isinstance(statements, dict) else list(statements)
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+# -- user-data ---------------------------------------------------------------------------
+
+
+def cloud_config_problems(text: str) -> list[str]:
+    """Structural checks of one user-data document (beyond ``cloud-init schema``)."""
+    if not text.startswith("#cloud-config\n"):
+        return ["user-data does not start with '#cloud-config'"]
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return [f"user-data is not YAML: {exc}"]
+    if not isinstance(document, dict):
+        return ["user-data is not a mapping"]
+    problems = [
+        f"unexpected top-level key {k!r}" for k in sorted(set(document) - CLOUD_CONFIG_KEYS)
+    ]
+    paths = [f.get("path") for f in document.get("write_files") or []]
+    if len(paths) != len(set(paths)):
+        problems.append("write_files names a path twice")
+    if not document.get("runcmd"):
+        problems.append("no runcmd: the node would do nothing")
+    ntp = document.get("ntp") or {}
+    if not ntp.get("enabled"):
+        problems.append("time sync (ntp) not enabled")
+    return problems
+
+
+def written_files(text: str) -> dict[str, str]:
+    """``write_files`` of a user-data document: path → content."""
+    document = yaml.safe_load(text)
+    return {f["path"]: f.get("content", "") for f in document.get("write_files") or []}
+
+
+def cloud_init_schema(text: str) -> list[str] | None:
+    """Errors reported by ``cloud-init schema --config-file`` ([] = valid); None if not installed."""
+    binary = shutil.which("cloud-init")
+    if binary is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "user-data"
+        path.write_text(text)
+        done = subprocess.run(
+            [binary, "schema", "--config-file", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    if done.returncode == 0:
+        return []
+    output = (done.stderr + done.stdout).strip()
+    return [line for line in output.splitlines() if line.strip()] or [f"exit {done.returncode}"]

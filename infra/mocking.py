@@ -1,0 +1,91 @@
+"""Deploying a stack under Pulumi's unit-test mocks: no cloud, every declared resource kept.
+
+:func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
+answer like AWS would in the ways the program relies on (bucket names, ARNs, queue URLs,
+the availability zones, the Debian image) and returns the :class:`~infra.checks.Declared`
+resources with their resolved inputs, ready for the validators in :mod:`infra.checks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+
+from infra.checks import Declared
+
+ZONES = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+AMI = "ami-0debian12mock"
+ACCOUNT = "123456789012"
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    def __init__(self, region: str = "eu-west-1") -> None:
+        self.region = region
+        self.declared: list[Declared] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        kind = args.typ.split(":")[-1]
+        state: dict[str, Any] = dict(args.inputs)
+        resource_id = f"{args.name}-id"
+        if args.typ == "aws:s3/bucket:Bucket":
+            resource_id = state.get("bucket") or f"{args.name}-4f3c2a1"
+            state["bucket"] = resource_id
+            state["arn"] = f"arn:aws:s3:::{resource_id}"
+        elif args.typ == "aws:sqs/queue:Queue":
+            name = state.get("name") or f"{args.name}-7d1e9b0"
+            state.update(
+                name=name,
+                arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
+                url=f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{name}",
+            )
+        elif args.typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+            state.setdefault("name", f"{args.name}-9a8b7c6")
+            state["arn"] = f"arn:aws:iam::{ACCOUNT}:{kind.lower()}/{state['name']}"
+        else:
+            state.setdefault("arn", f"arn:aws:mock:{self.region}:{ACCOUNT}:{kind}/{args.name}")
+        if args.custom:
+            self.declared.append(
+                Declared(args.typ, args.name, dict(args.inputs), resource_id, state)
+            )
+        return resource_id, state
+
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            zone_ids = [f"euw1-az{i}" for i in range(1, 4)]
+            return {"names": ZONES, "zoneIds": zone_ids, "id": "zones"}, []
+        if args.token == "aws:ec2/getAmi:getAmi":
+            return {"id": AMI, "name": "debian-12-amd64-mock", "architecture": "x86_64"}, []
+        raise NotImplementedError(f"no mock for {args.token}")
+
+
+def deploy(
+    program: Callable[[], Any],
+    stack: str = "test",
+    config: dict[str, str] | None = None,
+    region: str = "eu-west-1",
+) -> tuple[Any, list[Declared]]:
+    """Run ``program`` under mocks; its return value and every declared custom resource.
+
+    ``program`` may return Outputs (or a structure of them): they are awaited, so an
+    exception raised inside an ``apply`` fails the deployment.
+    """
+    mocks = RecordingMocks(region)
+    pulumi.runtime.set_mocks(mocks, project="brokerbench", stack=stack, preview=False)
+    pulumi.runtime.set_all_config(dict(config or {}))
+    result: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def run() -> Any:
+        value = program()
+        result["value"] = value
+        exports = value.exports() if hasattr(value, "exports") else {}
+        return pulumi.Output.all(*exports.values()) if exports else None
+
+    run()
+    return result.get("value"), mocks.declared

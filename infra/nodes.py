@@ -1,0 +1,160 @@
+"""The machines: the broker cluster (nodes by role, with data volumes) and the client
+fleet (sender and receiver machines).
+
+Every machine sits in the benchmark subnet at its planned private address, requires
+IMDSv2 session tokens, has encrypted volumes, and is replaced when its user-data changes
+(a new run gets fresh machines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.plan import BrokerNode, ClientNode
+
+DATA_DEVICE = "/dev/sdf"
+
+
+@dataclass(frozen=True)
+class DataVolume:
+    size_gib: int
+    type: str = "gp3"
+    iops: int = 3000
+
+
+@dataclass(frozen=True)
+class MachineDefaults:
+    """What every machine of a stack shares."""
+
+    ami: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    security_group_id: pulumi.Input[str]
+    root_volume_gib: int
+    tags: dict[str, str]
+    key_name: str | None = None
+
+
+def _machine(
+    name: str,
+    role: str,
+    address: str,
+    instance_type: str,
+    user_data: pulumi.Input[str],
+    defaults: MachineDefaults,
+    parent: pulumi.Resource,
+    data_volume: DataVolume | None = None,
+    profile: pulumi.Input[str] | None = None,
+    depends_on: list[pulumi.Resource] | None = None,
+) -> aws.ec2.Instance:
+    volumes = []
+    if data_volume is not None:
+        volumes.append(
+            aws.ec2.InstanceEbsBlockDeviceArgs(
+                device_name=DATA_DEVICE,
+                volume_size=data_volume.size_gib,
+                volume_type=data_volume.type,
+                iops=data_volume.iops,
+                encrypted=True,
+                delete_on_termination=True,
+            )
+        )
+    return aws.ec2.Instance(
+        name,
+        ami=defaults.ami,
+        instance_type=instance_type,
+        subnet_id=defaults.subnet_id,
+        vpc_security_group_ids=[defaults.security_group_id],
+        private_ip=address,
+        key_name=defaults.key_name,
+        iam_instance_profile=profile,
+        user_data=user_data,
+        user_data_replace_on_change=True,
+        metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
+        ),
+        root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+            volume_size=defaults.root_volume_gib,
+            volume_type="gp3",
+            encrypted=True,
+            delete_on_termination=True,
+        ),
+        ebs_block_devices=volumes,
+        tags={**defaults.tags, "Name": name, "brokerbench:role": role},
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
+    )
+
+
+@dataclass(frozen=True)
+class BrokerClusterArgs:
+    nodes: tuple[BrokerNode, ...]
+    #: Node name → its cloud-config.
+    user_data: dict[str, str]
+    instance_type: str
+    data_volume: DataVolume
+    defaults: MachineDefaults
+
+
+class BrokerCluster(pulumi.ComponentResource):
+    """The broker machines of the system's topology (none for a managed service)."""
+
+    private_ips: pulumi.Output[dict[str, str]]
+
+    def __init__(
+        self, name: str, args: BrokerClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("brokerbench:infra:BrokerCluster", name, None, opts)
+        self.instances = {
+            node.name: _machine(
+                f"{name}-{node.name}",
+                node.role,
+                node.address,
+                args.instance_type,
+                args.user_data[node.name],
+                args.defaults,
+                self,
+                data_volume=args.data_volume,
+            )
+            for node in args.nodes
+        }
+        self.private_ips = pulumi.Output.all(
+            **{n: i.private_ip for n, i in self.instances.items()}
+        ).apply(dict)
+        self.register_outputs({"private_ips": self.private_ips})
+
+
+@dataclass(frozen=True)
+class ClientFleetArgs:
+    nodes: tuple[ClientNode, ...]
+    user_data: dict[str, pulumi.Input[str]]
+    instance_type: str
+    profile: pulumi.Input[str]
+    defaults: MachineDefaults
+    #: Started only after these exist (the uploaded artifacts, the brokers).
+    after: tuple[pulumi.Resource, ...] = ()
+
+
+class ClientFleet(pulumi.ComponentResource):
+    """Sender and receiver machines, enough for the scenario's largest sweep point."""
+
+    def __init__(
+        self, name: str, args: ClientFleetArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("brokerbench:infra:ClientFleet", name, None, opts)
+        self.instances = {
+            node.name: _machine(
+                f"{name}-{node.name}",
+                node.role,
+                node.address,
+                args.instance_type,
+                args.user_data[node.name],
+                args.defaults,
+                self,
+                profile=args.profile,
+                depends_on=list(args.after),
+            )
+            for node in args.nodes
+        }
+        self.register_outputs({"nodes": sorted(self.instances)})

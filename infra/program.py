@@ -1,0 +1,345 @@
+"""The Pulumi program of every stack: config → system (from the registry) → components.
+
+``stacks/__main__.py`` calls :func:`main`. :func:`build` is the same program as a
+function of typed settings, so tests run it under Pulumi's mocks. Nothing here knows a
+broker by name: the system's topology and cloud recipe decide the broker machines, the
+scenario decides the client fleet.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from brokers import registry
+from brokers.base import BrokerSystem, CloudRecipe, Endpoints
+from infra.access import RunAccess, RunAccessArgs
+from infra.analysis import AnalysisApp, AnalysisAppArgs
+from infra.network import Network, NetworkArgs
+from infra.nodes import (
+    BrokerCluster,
+    BrokerClusterArgs,
+    ClientFleet,
+    ClientFleetArgs,
+    DataVolume,
+    MachineDefaults,
+)
+from infra.plan import (
+    ClientNode,
+    FleetPlan,
+    RunLayout,
+    client_scenario,
+    default_endpoints,
+    plan_fleet,
+)
+from infra.queue import ManagedQueue, ManagedQueueArgs
+from infra.settings import NAMESPACE, ROOT, StackConfigError, StackSettings, settings_from_config
+from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
+from infra.userdata import (
+    RunContext,
+    analysis_entry,
+    broker_user_data,
+    client_user_data,
+    missing_recipe_message,
+)
+from workload.scenario import Scenario, load_scenario
+from workload.sweep import expand
+
+DEBIAN_OWNER = "136693071363"
+DEBIAN_IMAGE = "debian-12-amd64-*"
+#: Without a cloud recipe nothing listens on the brokers; clients are placeholders too.
+PLACEHOLDER_PORT = 1
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a stack exports (``pulumi stack output``)."""
+
+    run_id: str
+    bucket: pulumi.Output[str]
+    region: str
+    broker_endpoints: pulumi.Output[list[str]]
+    broker_nodes: dict[str, str]
+    client_nodes: dict[str, str]
+    emr_application_id: pulumi.Output[str]
+    emr_execution_role_arn: pulumi.Output[str]
+    layout: RunLayout
+    plan: FleetPlan
+    placeholder: bool
+
+    def exports(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "bucket": self.bucket,
+            "region": self.region,
+            "results_uri": self.bucket.apply(lambda b: f"s3://{b}/{self.layout.run_prefix}"),
+            "broker_endpoints": self.broker_endpoints,
+            "broker_nodes": self.broker_nodes,
+            "client_nodes": self.client_nodes,
+            "emr_application_id": self.emr_application_id,
+            "emr_execution_role_arn": self.emr_execution_role_arn,
+            "manifest_key": self.layout.manifest_key,
+        }
+
+
+def main() -> None:
+    """Entry point of ``pulumi up``: read config, build, export."""
+    config = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+    settings = settings_from_config(config, source=f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
+    region = pulumi.Config("aws").get("region")
+    if not region:
+        raise StackConfigError(["aws:region is not set: pulumi config set aws:region eu-west-1"])
+    deployment = build(settings, pulumi.get_stack(), region)
+    for key, value in deployment.exports().items():
+        pulumi.export(key, value)
+
+
+def build(
+    settings: StackSettings, stack: str, region: str, wheel: Path | None = None
+) -> Deployment:
+    """Declare every resource of one stack."""
+    system = registry.get(settings.system)
+    scenario = load_scenario(settings.scenario_path())
+    if scenario.broker.system != system.name:
+        raise StackConfigError(
+            [f"{settings.scenario}: is a {scenario.broker.system} scenario, not {system.name}"]
+        )
+    roles = settings.roles if settings.roles is not None else system.reference_topology.roles
+    plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
+    run_id = settings.resolved_run_id(stack, scenario.name)
+    wheel = wheel or settings.wheel or build_wheel()
+    layout = RunLayout(run_id, wheel.name)
+    tags = {
+        "brokerbench:run": run_id,
+        "brokerbench:system": system.name,
+        "brokerbench:stack": stack,
+    }
+    recipe = system.cloud
+    placeholder = recipe is None and bool(plan.brokers)
+    if placeholder:
+        pulumi.log.warn(missing_recipe_message(system.name))
+    if not plan.brokers and not settings.managed_queue:
+        raise StackConfigError(
+            [f"{system.name}: the topology has no broker nodes; set {NAMESPACE}:managedQueue"]
+        )
+
+    zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
+    network = Network(
+        "net",
+        NetworkArgs(settings.vpc_cidr, settings.subnet_cidr, zone, settings.admin_cidr, tags),
+    )
+    bucket = ResultsBucket("results", ResultsBucketArgs(tags))
+    queue = (
+        ManagedQueue("queue", ManagedQueueArgs(region, tags)) if settings.managed_queue else None
+    )
+    access = RunAccess(
+        "access",
+        RunAccessArgs(bucket.name, layout, tags, queue.arn if queue is not None else None),
+    )
+    analysis = AnalysisApp(
+        "analysis", AnalysisAppArgs(settings.emr_release, settings.emr_max_vcpu, tags)
+    )
+
+    endpoints: pulumi.Output[Endpoints] = (
+        queue.endpoints
+        if queue is not None
+        else pulumi.Output.from_input(_broker_endpoints(recipe, plan))
+    )
+    scenario_toml = endpoints.apply(lambda e: client_scenario(settings.scenario_path(), e))
+    context = RunContext(
+        system=system.name,
+        title=system.title,
+        run_id=run_id,
+        scenario_name=scenario.name,
+        region=region,
+        wheel_key=layout.wheel_key,
+        broker_wait_minutes=settings.broker_wait_minutes,
+        placeholder=missing_recipe_message(system.name) if placeholder else "",
+    )
+    defaults = MachineDefaults(
+        ami=settings.ami or _debian_ami(),
+        subnet_id=network.subnet_id,
+        security_group_id=network.security_group_id,
+        root_volume_gib=settings.root_volume_gib,
+        tags=tags,
+        key_name=settings.key_name,
+    )
+    brokers = BrokerCluster(
+        "brokers",
+        BrokerClusterArgs(
+            nodes=plan.brokers,
+            user_data=_broker_user_data(context, system, recipe, plan, scenario),
+            instance_type=settings.broker_instance_type,
+            data_volume=DataVolume(
+                settings.data_volume_gib, settings.data_volume_type, settings.data_volume_iops
+            ),
+            defaults=defaults,
+        ),
+    )
+    manifest = pulumi.Output.all(bucket.name, endpoints).apply(
+        lambda v: _manifest(v[0], v[1], settings, system, scenario, plan, layout, stack, region)
+    )
+    artifacts = RunArtifacts(
+        "artifacts",
+        RunArtifactsArgs(
+            bucket.name,
+            layout,
+            wheel,
+            scenario_toml,
+            manifest,
+            analysis_entry(run_id, settings.analysis_module),
+        ),
+    )
+    ClientFleet(
+        "clients",
+        ClientFleetArgs(
+            nodes=plan.clients,
+            user_data={
+                node.name: _client_user_data(context, node, bucket.name, scenario_toml)
+                for node in plan.clients
+            },
+            instance_type=settings.client_instance_type,
+            profile=access.client_profile,
+            defaults=defaults,
+            after=(artifacts, brokers),
+        ),
+    )
+    return Deployment(
+        run_id=run_id,
+        bucket=bucket.name,
+        region=region,
+        broker_endpoints=endpoints.apply(lambda e: list(e.hosts)),
+        broker_nodes={n.name: n.address for n in plan.brokers},
+        client_nodes={n.name: n.address for n in plan.clients},
+        emr_application_id=analysis.application_id,
+        emr_execution_role_arn=access.analysis_role_arn,
+        layout=layout,
+        plan=plan,
+        placeholder=placeholder,
+    )
+
+
+def _broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:
+    """Where clients connect: the recipe's ``endpoints`` if it has one, else every node on
+    its first port."""
+    if recipe is None:
+        return default_endpoints(plan.cluster, [PLACEHOLDER_PORT])
+    method = getattr(recipe, "endpoints", None)
+    if callable(method):
+        endpoints: Endpoints = method(plan.cluster)
+        return endpoints
+    return default_endpoints(plan.cluster, recipe.ports())
+
+
+def _broker_user_data(
+    context: RunContext,
+    system: BrokerSystem[Any],
+    recipe: CloudRecipe | None,
+    plan: FleetPlan,
+    scenario: Scenario,
+) -> dict[str, str]:
+    params = scenario.broker_params()
+    return {
+        node.name: broker_user_data(context, node, recipe, plan.cluster, params)
+        for node in plan.brokers
+    }
+
+
+def _client_user_data(
+    context: RunContext,
+    node: ClientNode,
+    bucket: pulumi.Output[str],
+    scenario_toml: pulumi.Output[str],
+) -> pulumi.Output[str]:
+    def render(values: list[Any]) -> str:
+        return client_user_data(replace(context, bucket=values[0], scenario_toml=values[1]), node)
+
+    return pulumi.Output.all(bucket, scenario_toml).apply(render)
+
+
+def _manifest(
+    bucket: str,
+    endpoints: Endpoints,
+    settings: StackSettings,
+    system: BrokerSystem[Any],
+    scenario: Scenario,
+    plan: FleetPlan,
+    layout: RunLayout,
+    stack: str,
+    region: str,
+) -> str:
+    """What the cloud commands (and the run context) need to know about this deployment."""
+    return json.dumps(
+        {
+            "run_id": layout.run_id,
+            "stack": stack,
+            "system": system.name,
+            "title": system.title,
+            "scenario": scenario.name,
+            "scenario_file": str(settings.scenario),
+            "region": region,
+            "bucket": bucket,
+            "run_prefix": layout.run_prefix,
+            "topology": plan.roles,
+            "replication": system.reference_topology.replication,
+            "caveats": list(system.caveats),
+            "broker_instance_type": settings.broker_instance_type,
+            "client_instance_type": settings.client_instance_type,
+            "data_volume": {"gib": settings.data_volume_gib, "type": settings.data_volume_type},
+            "brokers": [vars(n) for n in plan.brokers],
+            "clients": [vars(n) for n in plan.clients],
+            "points": [vars(p) for p in plan.points],
+            "endpoints": {"hosts": list(endpoints.hosts), "extra": dict(endpoints.extra)},
+        },
+        indent=1,
+        sort_keys=True,
+    )
+
+
+def _debian_ami() -> str:
+    image = aws.ec2.get_ami(
+        most_recent=True,
+        owners=[DEBIAN_OWNER],
+        filters=[
+            aws.ec2.GetAmiFilterArgs(name="name", values=[DEBIAN_IMAGE]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+        ],
+    )
+    return image.id
+
+
+def build_wheel(out_dir: Path | None = None) -> Path:
+    """Build the brokerbench wheel the client machines install (from this checkout)."""
+    out_dir = out_dir or ROOT / ".cache" / "wheel"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("brokerbench-*.whl"):
+        old.unlink()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--wheel-dir",
+            str(out_dir),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wheels = sorted(out_dir.glob("brokerbench-*.whl"))
+    if done.returncode != 0 or not wheels:
+        raise StackConfigError(
+            [f"building the brokerbench wheel failed: {done.stderr.strip()[-500:]}"]
+        )
+    return wheels[-1]

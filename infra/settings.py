@@ -1,0 +1,163 @@
+"""The stack configuration (``stacks/Pulumi.<stack>.yaml``, namespace ``brokerbench``), typed.
+
+Every key of the ``brokerbench:`` namespace is parsed once into :class:`StackSettings`;
+unknown or misspelt keys are rejected with the list of known ones. Everything past
+:func:`settings_from_config` works on the model, never on raw config strings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+NAMESPACE = "brokerbench"
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+
+
+class StackConfigError(ValueError):
+    """The stack configuration is invalid; one line per problem."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+class StackSettings(BaseModel):
+    """What one stack deploys: a system, a scenario, sizes and access."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+    system: str = Field(description="Broker system name from the registry.")
+    scenario: Path = Field(description="Scenario TOML, relative to the repository root.")
+    run_id: str | None = Field(
+        None, description="Run id (lower-case letters, digits, '-'); default: the scenario's name."
+    )
+    roles: dict[str, int] | None = Field(
+        None, description="Broker nodes by role, replacing the system's reference topology."
+    )
+    broker_instance_type: str = "r5.2xlarge"
+    client_instance_type: str = "c5.2xlarge"
+    data_volume_gib: int = Field(200, ge=8, le=16384)
+    data_volume_type: Literal["gp3", "io2"] = "gp3"
+    data_volume_iops: int = Field(3000, ge=3000, le=64000)
+    root_volume_gib: int = Field(30, ge=8, le=1024)
+    admin_cidr: str | None = Field(
+        None, description="CIDR allowed to reach the nodes (SSH); none by default."
+    )
+    key_name: str | None = Field(None, description="EC2 key pair for SSH (with adminCidr).")
+    ami: str | None = Field(None, description="AMI id; default the latest Debian 12 (amd64).")
+    availability_zone: str | None = None
+    vpc_cidr: str = "10.42.0.0/16"
+    subnet_cidr: str = "10.42.1.0/24"
+    managed_queue: bool = Field(
+        False, description="Declare an SQS queue and use the SQS service as the endpoint."
+    )
+    wheel: Path | None = Field(
+        None, description="brokerbench wheel to install on clients; default: built at deploy."
+    )
+    analysis_module: str = Field(
+        "analysis.job", description="Python module the EMR job runs (as __main__)."
+    )
+    emr_release: str = "emr-7.5.0"
+    emr_max_vcpu: int = Field(64, ge=4, le=4000)
+    broker_wait_minutes: int = Field(30, ge=1, le=24 * 60)
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str | None) -> str | None:
+        if value is not None and not RUN_ID.match(value):
+            raise ValueError(
+                f"{value!r}: use 1-48 lower-case letters, digits and '-', starting alphanumeric"
+            )
+        return value
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if value is not None and any(n < 0 for n in value.values()):
+            raise ValueError("node counts must be ≥ 0")
+        return value
+
+    @field_validator("admin_cidr")
+    @classmethod
+    def _admin_cidr(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        network = ipaddress.ip_network(value, strict=False)
+        if network.prefixlen == 0:
+            raise ValueError("the whole internet may not reach the nodes; give your own CIDR")
+        return str(network)
+
+    @field_validator("vpc_cidr", "subnet_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        return str(ipaddress.ip_network(value, strict=True))
+
+    def scenario_path(self) -> Path:
+        return self.scenario if self.scenario.is_absolute() else ROOT / self.scenario
+
+    def resolved_run_id(self, stack: str, scenario_name: str) -> str:
+        """The run id: configured, or derived from the stack and scenario names."""
+        if self.run_id:
+            return self.run_id
+        name = (
+            scenario_name if scenario_name.lower().startswith(stack) else f"{stack}-{scenario_name}"
+        )
+        derived = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+        return derived[:48].rstrip("-") or "run"
+
+
+def settings_from_config(values: Mapping[str, Any], source: str = "stack config") -> StackSettings:
+    """Parse the ``brokerbench:*`` keys of a stack's config (strings or structured values)."""
+    prefix = f"{NAMESPACE}:"
+    data: dict[str, Any] = {}
+    for key, value in values.items():
+        if key.startswith(prefix):
+            data[key[len(prefix) :]] = _decode(value)
+    known = {field.alias or name for name, field in StackSettings.model_fields.items()}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise StackConfigError(
+            [
+                f"{source}: {prefix}{key}: unknown key (misspelt?); known: {', '.join(sorted(known))}"
+                for key in unknown
+            ]
+        )
+    try:
+        return StackSettings.model_validate(data)
+    except ValidationError as exc:
+        raise StackConfigError(
+            [
+                f"{source}: {prefix}{'.'.join(str(p) for p in e['loc'])}: "
+                f"{e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            ]
+        ) from None
+
+
+def _decode(value: Any) -> Any:
+    """Pulumi hands structured config to programs as JSON text; plain values stay strings."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def load_stack_file(path: Path) -> StackSettings:
+    """Settings of a ``Pulumi.<stack>.yaml`` file (for tests and tooling)."""
+    import yaml
+
+    document = yaml.safe_load(path.read_text()) or {}
+    return settings_from_config(document.get("config") or {}, source=path.name)

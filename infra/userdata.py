@@ -1,0 +1,246 @@
+"""Cloud-init user-data (``#cloud-config``) for every node, rendered from ``infra/templates``.
+
+Broker nodes mount their data volume, install the pinned broker and write the
+configuration files of the system's :class:`~brokers.base.CloudRecipe` (rendered from the
+same templates the local clusters use), then start it. Client nodes install brokerbench
+from the wheel the stack uploaded, write the scenario TOML and start the client agent
+(``brokerbench cloud client``), which waits for the brokers, runs the node's role for every
+sweep point and uploads the results. Every node keeps its clock in sync with chrony.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from brokers.base import CloudRecipe
+from infra.plan import BrokerNode, ClientNode
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: Amazon Time Sync Service, reachable from every instance.
+TIME_SERVER = "169.254.169.123"
+#: Where a broker node's data volume is mounted before the recipe's commands run, unless
+#: the recipe names its own ``data_dir``.
+DATA_DIR = "/data"
+#: Where recipe files wait until the broker is installed (then ``install -D`` to their path).
+STAGING = "/opt/brokerbench/files"
+RESULTS_DIR = "/var/lib/brokerbench/results"
+SCENARIO_PATH = "/etc/brokerbench/scenario.toml"
+VENV = "/opt/brokerbench/venv"
+#: Characters a YAML literal block cannot carry as they are (they need escapes).
+_UNSAFE_FOR_BLOCK = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]"
+)
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"}
+
+
+def yaml_scalar(value: object, indent: int) -> str:
+    """``value`` as a YAML scalar placed after ``key: ``, its block lines indented by ``indent``.
+
+    Multi-line text becomes a literal block (readable on the machine); anything a literal
+    block cannot carry exactly becomes a double-quoted scalar with escapes.
+    """
+    text = str(value)
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    if "\n" not in text or _UNSAFE_FOR_BLOCK.search(text) or first[:1] in (" ", "\t"):
+        return _double_quoted(text)
+    body = text.rstrip("\n")
+    trailing = len(text) - len(body)
+    chomp = {0: "-", 1: ""}.get(trailing, "+")
+    pad = " " * indent
+    lines = [pad + line if line else "" for line in body.split("\n")]
+    lines += [""] * (trailing - 1 if trailing > 1 else 0)
+    return f"|{chomp}\n" + "\n".join(lines)
+
+
+def _double_quoted(text: str) -> str:
+    def escape(char: str) -> str:
+        if char in _ESCAPES:
+            return _ESCAPES[char]
+        if _UNSAFE_FOR_BLOCK.match(char):
+            code = ord(char)
+            return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+        return char
+
+    return '"' + "".join(escape(c) for c in text) + '"'
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["yaml_scalar"] = yaml_scalar
+    env.filters["sh"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def render(template: str, **values: Any) -> str:
+    return _environment().get_template(template).render(**values)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every node of one stack shares."""
+
+    system: str
+    title: str
+    run_id: str
+    scenario_name: str
+    bucket: str = ""
+    region: str = ""
+    wheel_key: str = ""
+    scenario_toml: str = ""
+    broker_wait_minutes: int = 30
+    client_extras: str = "brokers"
+    #: Set when the system has no cloud recipe: nodes fail at boot with this message.
+    placeholder: str = ""
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def wheel_name(self) -> str:
+        return self.wheel_key.rsplit("/", 1)[-1]
+
+
+def data_dir(recipe: CloudRecipe | None) -> str:
+    """Where the node's data volume is mounted: the recipe's ``data_dir``, else /data."""
+    return str(getattr(recipe, "data_dir", DATA_DIR))
+
+
+def missing_recipe_message(system: str) -> str:
+    return (
+        f"brokerbench: {system} has no cloud recipe yet (brokers/{system}/cloud.py, "
+        f"exported as SYSTEM.cloud): this node cannot install the broker"
+    )
+
+
+def broker_user_data(
+    context: RunContext,
+    node: BrokerNode,
+    recipe: CloudRecipe | None,
+    cluster: dict[str, list[str]],
+    params: Any,
+) -> str:
+    """The ``#cloud-config`` of one broker node (a failing placeholder without a recipe)."""
+    if recipe is None:
+        install: list[str] = []
+        files: dict[str, str] = {}
+        start: list[str] = []
+        placeholder = context.placeholder or missing_recipe_message(context.system)
+    else:
+        install = recipe.install_commands()
+        files = recipe.node_files(node.role, node.index, cluster, params)
+        start = recipe.start_commands(node.role, node.index, cluster)
+        placeholder = ""
+    for path in files:
+        if not path.startswith("/"):
+            raise ValueError(f"{context.system} recipe: {path!r} is not an absolute path")
+    values: dict[str, Any] = {
+        "title": context.title,
+        "run_id": context.run_id,
+        "scenario_name": context.scenario_name,
+        "node": node,
+        "data_dir": data_dir(recipe),
+        "staging": STAGING,
+        "files": files,
+        "install_commands": install,
+        "start_commands": start,
+        "placeholder": placeholder,
+        "time_server": TIME_SERVER,
+    }
+    env = _env_file(
+        BROKERBENCH_SYSTEM=context.system,
+        BROKERBENCH_RUN_ID=context.run_id,
+        BROKERBENCH_SCENARIO=context.scenario_name,
+        BROKERBENCH_ROLE=node.role,
+        BROKERBENCH_NODE=str(node.index),
+        BROKERBENCH_DATA_DIR=data_dir(recipe),
+        **{
+            f"BROKERBENCH_{role.upper().replace('-', '_')}_NODES": " ".join(a)
+            for role, a in cluster.items()
+        },
+    )
+    return render(
+        "broker-node.yaml.j2",
+        **values,
+        node_env=env,
+        mount_script=(TEMPLATES / "mount-data.sh").read_text(),
+        node_script=render("broker-node.sh.j2", **values),
+    )
+
+
+def agent_command(context: RunContext, node: ClientNode) -> str:
+    """The command the client service runs (``brokerbench cloud client``)."""
+    args = [
+        f"{VENV}/bin/brokerbench",
+        "cloud",
+        "client",
+        "--role",
+        node.role,
+        "--node",
+        str(node.index),
+        "--run-id",
+        context.run_id,
+        "--bucket",
+        context.bucket,
+        "--region",
+        context.region,
+        "--results",
+        RESULTS_DIR,
+        "--broker-wait",
+        f"{context.broker_wait_minutes}m",
+        SCENARIO_PATH,
+    ]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def client_user_data(context: RunContext, node: ClientNode) -> str:
+    """The ``#cloud-config`` of one sender or receiver machine."""
+    values: dict[str, Any] = {
+        "title": context.title,
+        "run_id": context.run_id,
+        "scenario_name": context.scenario_name,
+        "node": node,
+        "region": context.region,
+        "wheel_uri": f"s3://{context.bucket}/{context.wheel_key}",
+        "wheel_name": context.wheel_name,
+        "extras": context.client_extras,
+        "placeholder": context.placeholder,
+        "time_server": TIME_SERVER,
+        "agent_command": agent_command(context, node),
+    }
+    env = _env_file(
+        BROKERBENCH_SYSTEM=context.system,
+        BROKERBENCH_RUN_ID=context.run_id,
+        BROKERBENCH_SCENARIO=context.scenario_name,
+        BROKERBENCH_ROLE=node.role,
+        BROKERBENCH_NODE=str(node.index),
+        BROKERBENCH_BUCKET=context.bucket,
+        AWS_DEFAULT_REGION=context.region,
+    )
+    return render(
+        "client-node.yaml.j2",
+        **values,
+        scenario_toml=context.scenario_toml,
+        node_env=env,
+        service_unit=render("brokerbench-client.service.j2", **values),
+        client_script=render("client-node.sh.j2", **values),
+    )
+
+
+def analysis_entry(run_id: str, module: str) -> str:
+    """The small script EMR runs: the analysis module as ``__main__``."""
+    return render("analysis_entry.py.j2", run_id=run_id, module=module)
+
+
+def _env_file(**values: str) -> str:
+    return "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
