@@ -1,0 +1,242 @@
+"""The security validators on hand-made resources: each finds what it should, and nothing
+in a correct example."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra import checks
+from infra.access import analysis_s3_policy, client_s3_policy, client_sqs_policy
+from infra.checks import Declared
+from infra.plan import RunLayout
+
+SG = "aws:ec2/securityGroup:SecurityGroup"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+INSTANCE = "aws:ec2/instance:Instance"
+BUCKET = "aws:s3/bucket:Bucket"
+LAYOUT = RunLayout("run-1", "brokerbench-0.1.0-py3-none-any.whl")
+
+
+def r(type_: str, name: str, id_: str = "", **inputs: Any) -> Declared:
+    return Declared(type_, name, inputs, id_ or f"{name}-id", dict(inputs))
+
+
+def policy(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+# -- ingress -----------------------------------------------------------------------------
+
+
+def test_world_open_ingress_is_found_in_every_rule_style() -> None:
+    resources = [
+        r(INGRESS, "rule", securityGroupId="sg", cidrIpv4="0.0.0.0/0", ipProtocol="tcp"),
+        r(INGRESS, "rule6", securityGroupId="sg", cidrIpv6="::/0", ipProtocol="-1"),
+        r(SG, "inline", ingress=[{"cidrBlocks": ["0.0.0.0/0"], "protocol": "tcp"}]),
+        r(
+            "aws:ec2/securityGroupRule:SecurityGroupRule",
+            "old",
+            type="ingress",
+            cidrBlocks=["0.0.0.0/0"],
+        ),
+    ]
+    problems = checks.ingress_problems(resources)
+    assert len(problems) == 4 and all("open to the world" in p for p in problems)
+
+
+def test_ingress_from_the_group_or_the_admin_cidr_is_fine() -> None:
+    resources = [
+        r(INGRESS, "self", securityGroupId="sg", referencedSecurityGroupId="sg", ipProtocol="-1"),
+        r(INGRESS, "ssh", securityGroupId="sg", cidrIpv4="203.0.113.0/24", ipProtocol="tcp"),
+        r(SG, "sg", ingress=[{"self": True, "protocol": "-1"}]),
+    ]
+    assert checks.ingress_problems(resources, admin_cidr="203.0.113.0/24") == []
+    assert checks.ingress_problems(resources) == [
+        "ssh: ingress from 203.0.113.0/24, which is not the admin CIDR"
+    ]
+    # egress is no ingress
+    assert (
+        checks.ingress_problems(
+            [
+                r(
+                    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+                    "out",
+                    cidrIpv4="0.0.0.0/0",
+                )
+            ]
+        )
+        == []
+    )
+
+
+def test_prefix_lists_count_as_outside_sources() -> None:
+    rule = r(INGRESS, "pl", securityGroupId="sg", prefixListId="pl-123", ipProtocol="tcp")
+    assert checks.ingress_problems([rule]) == [
+        "pl: ingress from prefix list pl-123, which is not the admin CIDR"
+    ]
+
+
+# -- zones, instances --------------------------------------------------------------------
+
+
+def test_more_than_one_zone_is_found() -> None:
+    subnets = [
+        r("aws:ec2/subnet:Subnet", "a", availabilityZone="eu-west-1a"),
+        r("aws:ec2/subnet:Subnet", "b", availabilityZone="eu-west-1b"),
+    ]
+    instance = r(INSTANCE, "i", subnetId="a-id")
+    assert "span 2 availability zones" in checks.availability_zone_problems([*subnets, instance])[0]
+    assert checks.availability_zone_problems([subnets[0], instance]) == []
+    assert checks.availability_zone_problems([subnets[0], r(INSTANCE, "j", subnetId="other")]) == [
+        "j: not in a subnet of this stack"
+    ]
+
+
+def test_imdsv1_and_unencrypted_volumes_are_found() -> None:
+    good = r(INSTANCE, "good", metadataOptions={"httpTokens": "required", "httpPutResponseHopLimit": 1},
+             rootBlockDevice={"encrypted": True}, ebsBlockDevices=[{"deviceName": "/dev/sdf", "encrypted": True}])  # fmt: skip
+    optional = r(
+        INSTANCE,
+        "v1",
+        metadataOptions={"httpTokens": "optional"},
+        rootBlockDevice={"encrypted": True},
+    )
+    unset = r(INSTANCE, "unset", rootBlockDevice={}, ebsBlockDevices=[{"deviceName": "/dev/sdf"}])
+    assert checks.metadata_problems([good]) == [] and checks.volume_problems([good]) == []
+    assert [p.split(":")[0] for p in checks.metadata_problems([good, optional, unset])] == [
+        "v1",
+        "unset",
+    ]
+    assert checks.volume_problems([unset]) == [
+        "unset: root volume not encrypted", "unset: volume /dev/sdf not encrypted",
+    ]  # fmt: skip
+
+
+# -- buckets -----------------------------------------------------------------------------
+
+
+def safe_bucket() -> list[Declared]:
+    return [
+        r(BUCKET, "results", "results-x1"),
+        r("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", "sse",
+          bucket="results-x1", rules=[{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]),
+        r("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "block", bucket="results-x1",
+          blockPublicAcls=True, blockPublicPolicy=True, ignorePublicAcls=True, restrictPublicBuckets=True),
+        r("aws:s3/bucketVersioning:BucketVersioning", "versions", bucket="results-x1",
+          versioningConfiguration={"status": "Enabled"}),
+    ]  # fmt: skip
+
+
+def test_a_private_encrypted_versioned_bucket_passes() -> None:
+    assert checks.bucket_problems(safe_bucket()) == []
+
+
+def test_each_missing_bucket_protection_is_found() -> None:
+    bucket, sse, block, versions = safe_bucket()
+    assert checks.bucket_problems([bucket, block, versions]) == [
+        "results: no default server-side encryption"
+    ]
+    half_block = r(block.type, "block", bucket="results-x1", blockPublicAcls=True)
+    assert checks.bucket_problems([bucket, sse, half_block, versions]) == [
+        "results: public access not fully blocked"
+    ]
+    assert checks.bucket_problems([bucket, sse, block]) == ["results: versioning not enabled"]
+    public = r(BUCKET, "results", "results-x1", acl="public-read")
+    assert checks.bucket_problems([public, sse, block, versions]) == [
+        "results: public ACL public-read"
+    ]
+    other = r(sse.type, "sse", bucket="another-bucket", rules=sse.inputs["rules"])
+    assert "results: no default server-side encryption" in checks.bucket_problems(
+        [bucket, other, block, versions]
+    )
+    open_policy = r("aws:s3/bucketPolicy:BucketPolicy", "pol", bucket="results-x1",
+                    policy=policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}))  # fmt: skip
+    assert checks.bucket_problems([*safe_bucket(), open_policy]) == ["pol: allows anyone"]
+
+
+# -- IAM ---------------------------------------------------------------------------------
+
+
+def role_policy(name: str, document: str) -> Declared:
+    return r("aws:iam/rolePolicy:RolePolicy", name, role="role", policy=document)
+
+
+def test_the_stacks_own_policies_are_least_privilege() -> None:
+    resources = [
+        role_policy("client", client_s3_policy("bkt", LAYOUT)),
+        role_policy("analysis", analysis_s3_policy("bkt", LAYOUT)),
+        role_policy("sqs", client_sqs_policy("arn:aws:sqs:eu-west-1:1:queue-abc")),
+        r("aws:iam/role:Role", "role", assumeRolePolicy=policy(
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"})),
+    ]  # fmt: skip
+    assert checks.iam_problems(resources, "bkt", "run-1") == []
+
+
+def test_the_client_policy_allows_writing_only_its_run() -> None:
+    document = json.loads(client_s3_policy("bkt", LAYOUT))
+    writes = [s for s in document["Statement"] if "s3:PutObject" in s["Action"]]
+    assert [s["Resource"] for s in writes] == ["arn:aws:s3:::bkt/runs/run-1/*"]
+    # the same policy judged for another run is too wide
+    assert checks.iam_problems([role_policy("client", json.dumps(document))], "bkt", "run-2")
+
+
+def test_wide_grants_are_found() -> None:
+    cases = {
+        "star action": {
+            "Effect": "Allow",
+            "Action": "*",
+            "Resource": "arn:aws:s3:::bkt/runs/run-1/*",
+        },
+        "service star": {
+            "Effect": "Allow",
+            "Action": "s3:*",
+            "Resource": "arn:aws:s3:::bkt/runs/run-1/*",
+        },
+        "star resource": {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"},
+        "whole bucket": {
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": "arn:aws:s3:::bkt/*",
+        },
+        "other run": {
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::bkt/runs/run-2/*",
+        },
+        "list all": {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::bkt"},
+        "not action": {
+            "Effect": "Allow",
+            "NotAction": "iam:*",
+            "Resource": "arn:aws:s3:::bkt/runs/run-1/x",
+        },
+    }
+    for label, statement in cases.items():
+        assert checks.iam_problems([role_policy(label, policy(statement))], "bkt", "run-1"), label
+    deny = {"Effect": "Deny", "Action": "*", "Resource": "*"}
+    assert checks.iam_problems([role_policy("deny", policy(deny))], "bkt", "run-1") == []
+
+
+def test_roles_must_be_assumable_only_by_services_and_carry_no_managed_policies() -> None:
+    anyone = r("aws:iam/role:Role", "open", assumeRolePolicy=policy(
+        {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}))  # fmt: skip
+    attached = r("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "admin",
+                 policyArn="arn:aws:iam::aws:policy/AdministratorAccess")  # fmt: skip
+    problems = checks.iam_problems([anyone, attached], "bkt", "run-1")
+    assert len(problems) == 2
+
+
+# -- user-data ---------------------------------------------------------------------------
+
+
+def test_cloud_config_structure_problems() -> None:
+    assert checks.cloud_config_problems("#!/bin/bash\necho") == [
+        "user-data does not start with '#cloud-config'"
+    ]
+    assert checks.cloud_config_problems("#cloud-config\n- a\n") == ["user-data is not a mapping"]
+    assert "unexpected top-level key 'runcmds'" in checks.cloud_config_problems(
+        "#cloud-config\nruncmds: [x]\nruncmd: [x]\nntp: {enabled: true}\n"
+    )
+    assert checks.cloud_config_problems("#cloud-config\nruncmd: [x]\n") == [
+        "time sync (ntp) not enabled"
+    ]

@@ -1,0 +1,193 @@
+"""Cloud-init user-data rendering: exact YAML scalars, the broker node script built from a
+recipe (install → configure → start), the failing placeholder, the client node bootstrap,
+and validation by ``cloud-init schema``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brokers.base import CloudRecipe
+from infra import checks
+from infra.plan import BrokerNode, ClientNode
+from infra.userdata import (
+    RunContext,
+    analysis_entry,
+    broker_user_data,
+    client_user_data,
+    yaml_scalar,
+)
+
+CLUSTER = {"controller": ["10.42.1.10"], "broker": ["10.42.1.11", "10.42.1.12"]}
+AWKWARD = "  leading spaces\n\ttab\n'quotes' \"double\" # not a comment\n: colon\n\n\nünïcode ✓"
+
+
+class ToyRecipe(CloudRecipe):
+    data_dir = "/var/lib/toy"
+
+    def install_commands(self) -> list[str]:
+        return ["apt-get install -y toy-broker=1.2.3"]
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        return {
+            "/etc/toy/toy.conf": f"role = {role}\nindex = {index}\npeers = {cluster['broker']}\n",
+            "/etc/toy/awkward.txt": AWKWARD,
+        }
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        return ["systemctl restart toy"]
+
+    def ports(self) -> list[int]:
+        return [7000]
+
+
+CONTEXT = RunContext(
+    system="toy",
+    title="Toy MQ",
+    run_id="toy-run-1",
+    scenario_name="toy-sweep",
+    bucket="results-bucket",
+    region="eu-west-1",
+    wheel_key="artifacts/toy-run-1/brokerbench-0.1.0-py3-none-any.whl",
+    scenario_toml='name = "toy-sweep"\n\n[broker]\nsystem = "toy"\n',
+)
+NODE = BrokerNode("broker", 1, "10.42.1.12")
+SENDER = ClientNode("sender", 2, "10.42.1.102")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_yaml_scalar_round_trips_any_text(text: str) -> None:
+    document = f"items:\n  - path: /x\n    content: {yaml_scalar(text, 6)}\n  - path: /y\n"
+    assert yaml.safe_load(document)["items"] == [{"path": "/x", "content": text}, {"path": "/y"}]
+
+
+def test_multi_line_text_stays_readable() -> None:
+    assert yaml_scalar("a = 1\nb = 2\n", 4) == "|\n    a = 1\n    b = 2"
+    assert yaml_scalar("one line", 4) == '"one line"'
+
+
+def test_broker_node_installs_then_configures_then_starts() -> None:
+    text = broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None)
+    assert checks.cloud_config_problems(text) == []
+    files = checks.written_files(text)
+    assert files["/opt/brokerbench/files/etc/toy/awkward.txt"] == AWKWARD
+    assert files["/opt/brokerbench/files/etc/toy/toy.conf"].startswith("role = broker\nindex = 1\n")
+    script = files["/opt/brokerbench/node.sh"]
+    order = [
+        "/opt/brokerbench/mount-data.sh /var/lib/toy",
+        "apt-get install -y toy-broker=1.2.3",
+        "install -D -m 0644 /opt/brokerbench/files/etc/toy/toy.conf /etc/toy/toy.conf",
+        "systemctl restart toy",
+        "state ready",
+    ]
+    positions = [script.index(line) for line in order]
+    assert positions == sorted(positions)
+    document = yaml.safe_load(text)
+    assert document["ntp"] == {
+        "enabled": True,
+        "ntp_client": "chrony",
+        "servers": ["169.254.169.123"],
+    }
+    assert "BROKERBENCH_BROKER_NODES='10.42.1.11 10.42.1.12'" in files["/etc/brokerbench/node.env"]
+    assert "toy-run-1" in text and "toy-sweep" in text
+
+
+def test_broker_node_script_is_valid_bash(tmp_path: Path) -> None:
+    text = broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None)
+    for name in ("/opt/brokerbench/node.sh", "/opt/brokerbench/mount-data.sh"):
+        script = tmp_path / "script.sh"
+        script.write_text(checks.written_files(text)[name])
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_missing_recipe_renders_a_failing_placeholder(tmp_path: Path) -> None:
+    text = broker_user_data(CONTEXT, NODE, None, CLUSTER, params=None)
+    assert checks.cloud_config_problems(text) == []
+    script = checks.written_files(text)["/opt/brokerbench/node.sh"]
+    assert "toy has no cloud recipe yet" in script
+    path = tmp_path / "node.sh"
+    path.write_text(
+        script.replace("/var/lib/brokerbench", str(tmp_path)).replace("/var/log", str(tmp_path))
+    )
+    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and "no cloud recipe" in done.stdout + done.stderr
+
+
+def test_recipe_files_must_be_absolute() -> None:
+    class Relative(ToyRecipe):
+        def node_files(self, *args: Any) -> dict[str, str]:
+            return {"etc/toy.conf": ""}
+
+    with pytest.raises(ValueError, match="not an absolute path"):
+        broker_user_data(CONTEXT, NODE, Relative(), CLUSTER, params=None)
+
+
+def test_client_node_installs_the_wheel_and_starts_its_role() -> None:
+    text = client_user_data(CONTEXT, SENDER)
+    assert checks.cloud_config_problems(text) == []
+    files = checks.written_files(text)
+    assert files["/etc/brokerbench/scenario.toml"] == CONTEXT.scenario_toml
+    bootstrap = files["/opt/brokerbench/client.sh"]
+    assert "s3://results-bucket/artifacts/toy-run-1/brokerbench-0.1.0-py3-none-any.whl" in bootstrap
+    assert "'/opt/brokerbench/brokerbench-0.1.0-py3-none-any.whl[brokers]'" in bootstrap
+    unit = files["/etc/systemd/system/brokerbench-client.service"]
+    assert (
+        "ExecStart=/opt/brokerbench/venv/bin/brokerbench cloud client --role sender --node 2 "
+        "--run-id toy-run-1 --bucket results-bucket --region eu-west-1 "
+        "--results /var/lib/brokerbench/results --broker-wait 30m /etc/brokerbench/scenario.toml"
+    ) in unit
+    assert "toy-run-1" in text and "toy-sweep" in text
+
+
+def test_client_command_line_matches_the_cloud_client_command() -> None:
+    import argparse
+
+    from infra.userdata import agent_command
+    from workload import cloud
+
+    parser = argparse.ArgumentParser()
+    cloud.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(agent_command(CONTEXT, SENDER).split()[1:])
+    assert (args.role, args.node, args.run_id, args.bucket) == (
+        "sender",
+        2,
+        "toy-run-1",
+        "results-bucket",
+    )
+    assert args.broker_wait == 1800.0 and args.scenario == Path("/etc/brokerbench/scenario.toml")
+
+
+def test_analysis_entry_runs_the_module_as_main(tmp_path: Path) -> None:
+    (tmp_path / "fakejob.py").write_text(
+        "import sys\nif __name__ == '__main__':\n    print('ran', sys.argv[1:])\n"
+    )
+    entry = tmp_path / "entry.py"
+    entry.write_text(analysis_entry("toy-run-1", "fakejob"))
+    done = subprocess.run(
+        [sys.executable, str(entry), "s3://b/runs/toy-run-1/"],
+        capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert done.stdout.strip() == "ran ['s3://b/runs/toy-run-1/']", done.stderr
+
+
+def test_cloud_init_schema_accepts_the_templates_and_rejects_nonsense() -> None:
+    if checks.cloud_init_schema("#cloud-config\n{}\n") is None:
+        pytest.skip("cloud-init is not installed (apt-get install cloud-init; make setup does)")
+    for text in (
+        broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None),
+        broker_user_data(CONTEXT, NODE, None, CLUSTER, params=None),
+        client_user_data(CONTEXT, SENDER),
+    ):
+        assert checks.cloud_init_schema(text) == []
+    assert checks.cloud_init_schema("#cloud-config\nruncmd: 5\nntp:\n  enabled: maybe\n")
