@@ -33,6 +33,11 @@ def _cell(value: Any, fmt: str) -> str:
         return str(value)
 
 
+def kept_up(row: dict[str, Any]) -> bool:
+    """False when the analysis flagged that receivers did not keep up with senders."""
+    return str(row.get("receivers_kept_up", "True")) in ("True", "true", "")
+
+
 def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     """The printed table for one broker's run."""
     header = [title for _, title, _ in TABLE]
@@ -43,11 +48,7 @@ def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     lines = [f"{broker}", "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     for r, cells in zip(rows, body, strict=True):
-        flag = (
-            ""
-            if str(r.get("receivers_kept_up", "True")) in ("True", "true", "")
-            else "  ← receivers did not keep up"
-        )
+        flag = "" if kept_up(r) else "  ← receivers did not keep up"
         lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + flag)
     return "\n".join(lines)
 
@@ -62,13 +63,13 @@ def _svg_lines(
     xmax = max(max(x for x, _ in points), xmin + 1)
     ymax = max(max(y for _, y in points), 1e-9) * 1.1
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-    pad = 40
+    pad, top = 40, 26
     parts = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">']
     parts.append(
         f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#999"/>'
     )
-    parts.append(f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - 20}" stroke="#999"/>')
-    parts.append(f'<text x="2" y="14" font-size="10">{ymax:,.1f} {html.escape(unit)}</text>')
+    parts.append(f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{height - 20}" stroke="#999"/>')
+    parts.append(f'<text x="2" y="{top - 2}" font-size="10">{ymax:,.1f} {html.escape(unit)}</text>')
     parts.append(f'<text x="{pad}" y="{height - 5}" font-size="10">0 s</text>')
     parts.append(
         f'<text x="{width - 60}" y="{height - 5}" font-size="10">{xmax - xmin:,.0f} s</text>'
@@ -77,14 +78,15 @@ def _svg_lines(
         color = colors[i % len(colors)]
         coords = " ".join(
             f"{pad + (x - xmin) / (xmax - xmin) * (width - pad - 10):.1f},"
-            f"{height - 20 - y / ymax * (height - 30):.1f}"
+            f"{height - 20 - y / ymax * (height - 20 - top):.1f}"
             for x, y in sorted(values)
         )
         parts.append(
             f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>'
         )
         parts.append(
-            f'<text x="{pad + 10 + 150 * i}" y="24" font-size="10" fill="{color}">{html.escape(name)}</text>'
+            f'<text x="{pad + 110 + 140 * i}" y="10" font-size="10" fill="{color}">'
+            f"{html.escape(name)}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -105,9 +107,11 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
     """Write ``analysis/report.html`` for one run and return its path."""
     broker = context["broker"]
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in TABLE)
+    head += "<th>receivers kept up</th>"
     body = "".join(
         "<tr>"
         + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in TABLE)
+        + ("<td>yes</td>" if kept_up(r) else "<td class=warn>no</td>")
         + "</tr>"
         for r in rows
     )
@@ -137,7 +141,7 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
 <title>brokerbench — {html.escape(context["run_id"])}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}.row{{display:flex;gap:2em;flex-wrap:wrap}}
-.muted{{color:#888}}pre{{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}}</style></head><body>
+.muted{{color:#888}}.warn{{color:#b00;font-weight:bold}}pre{{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}}</style></head><body>
 <h1>{html.escape(broker["title"])} — {html.escape(context["scenario"]["name"])}</h1>
 <p>Run <code>{html.escape(context["run_id"])}</code>, {html.escape(str(context.get("started")))} → {html.escape(str(context.get("finished")))}, status <b>{html.escape(str(context.get("status")))}</b>.
 Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str(broker.get("topology")))} ({html.escape(str(broker.get("deployment")))}).</p>
@@ -146,7 +150,8 @@ Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str
 <table><tr>{head}</tr>{body}</table>
 <p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per second of the measurement period.</p>
 {"".join(sections)}
-<h2>Run context</h2><pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre>
+<h2>Run context</h2><details><summary>scenario, sweep points, broker settings read back, clients and host</summary>
+<pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre></details>
 </body></html>"""
     path = run_dir / "analysis" / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -171,3 +171,12 @@ def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> N
     assert dom.count("<svg") == 5
     assert dom.count("<rect") == 2
     assert "Redis Streams" in dom
+
+
+def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None:
+    slow = summary_row(0, 5, 1, 5000, 3000, 900) | {"receivers_kept_up": "False"}
+    fine = summary_row(1, 1, 1, 100, 100, 5)
+    page = write_html(tmp_path, context("r", "kafka", "Kafka"), [slow, fine]).read_text()
+    assert page.count("<td class=warn>no</td>") == 1
+    assert page.count("<td>yes</td>") == 1
+    assert "<details>" in page  # the long run context is folded
