@@ -1,0 +1,44 @@
+"""Apache Pulsar (SPEC §6): the official 3.x server distribution from Maven Central, ledgers
+with ensemble 3 / write quorum 3 / ack quorum 2 on three bookies that fsync their journal
+before acknowledging, a Shared subscription, optionally partitioned topics; pulsar-client.
+"""
+
+from __future__ import annotations
+
+from brokers.base import BrokerSystem, Topology
+from brokers.pulsar import adapter, admin
+from brokers.pulsar.cloud import PulsarCloud
+from brokers.pulsar.local import PulsarLocal
+from brokers.pulsar.params import PulsarParams
+
+DURABILITY_CAVEAT = (
+    "A confirmed send is in the fsynced journal of ack_quorum bookies (journalSyncData=true; "
+    "Pulsar's own standalone configuration turns journal fsync off, brokerbench turns it on)."
+)
+LOCAL_CAVEAT = (
+    "Locally the 'cluster' topology runs ZooKeeper, three bookies and one broker as separate "
+    "processes on one host: the copies are real but share one disk and two cores; 'single' is "
+    "the standalone with one bookie (quorum 1/1/1, no replication)."
+)
+BATCHING_CAVEAT = (
+    "With batching (default) a send's messages travel as one BookKeeper entry; "
+    "acknowledgements are per message (batch-index acks), redelivery after ack_timeout "
+    "(min. 10 s) or when a receiver disconnects."
+)
+
+SYSTEM = BrokerSystem(
+    name="pulsar",
+    title="Apache Pulsar",
+    params_model=PulsarParams,
+    connect=adapter.connect,
+    prepare=admin.prepare,
+    describe=admin.describe,
+    reference_topology=Topology(
+        roles={"zookeeper": 3, "bookie": 3, "broker": 2},
+        replication="ensemble 3, write quorum 3, ack quorum 2; bookie journal fsync before ack",
+    ),
+    local=PulsarLocal(),
+    cloud=PulsarCloud(),
+    caveats=(DURABILITY_CAVEAT, LOCAL_CAVEAT, BATCHING_CAVEAT),
+    client_package="pulsar-client",
+)

@@ -1,0 +1,323 @@
+"""Pulsar on this machine, from the official server distribution on Maven Central.
+
+* ``single``: ``PulsarStandaloneStarter`` — broker, one bookie and a RocksDB metadata store
+  in one JVM; quorum 1/1/1 (the only one a single bookie allows).
+* ``cluster``: ZooKeeper, three bookies and one broker as five processes; quorum 3/3/2.
+  Separate processes rather than the standalone's ``--num-bookies 3``: they start in about
+  30 s on two cores with ~1.3 GiB in all, use the same ``zookeeper``/``bookkeeper``/
+  ``broker`` templates as the AWS nodes, and a single bookie can be stopped or killed.
+
+Everything listens on 127.0.0.1 (bookies bind to the ``lo`` interface).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerError, BrokerStartError
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    cache_dir,
+    free_ports,
+    java_command,
+    maven_fetch,
+    run_checked,
+    start_cluster,
+    wait_for_port,
+    wait_until,
+)
+from brokers.pulsar import admin
+from brokers.pulsar.config import (
+    MAIN,
+    POM,
+    REPLICATED,
+    UNREPLICATED,
+    BrokerConf,
+    Quorum,
+    Sizes,
+    distribution_name,
+    jvm_options,
+    metadata_setup_args,
+    render_bookie,
+    render_broker,
+    render_standalone,
+    render_zookeeper,
+    version,
+)
+from brokers.pulsar.params import PulsarParams
+
+START_TIMEOUT = 180.0
+BOOKIES = 3
+LOCAL_SIZES = Sizes()
+
+
+def dist_root() -> Path:
+    return cache_dir("pulsar") / version()
+
+
+def home() -> Path:
+    """The unpacked distribution (``lib/``, ``conf/``)."""
+    return dist_root() / distribution_name()
+
+
+def fetched() -> bool:
+    return (dist_root() / ".complete").exists() and (home() / "lib").is_dir()
+
+
+def classpath() -> list[str]:
+    return [str(home() / "lib" / "*")]
+
+
+def _quorum(params: Any, topology: str) -> Quorum:
+    """The cluster default quorum; a scenario's quorum must fit the local bookies."""
+    default, bookies = (REPLICATED, BOOKIES) if topology == "cluster" else (UNREPLICATED, 1)
+    wanted = params.quorum if isinstance(params, PulsarParams) else None
+    if wanted is not None and wanted.ensemble > bookies:
+        raise BrokerStartError(
+            f"Pulsar topology {topology!r} has {bookies} bookie(s): ensemble_size "
+            f"{wanted.ensemble} cannot be placed (use topology 'cluster' or quorum {default})"
+        )
+    return default
+
+
+def _healthy(base: str) -> bool:
+    try:
+        return str(admin.call(base, "GET", "brokers/health")).strip().strip('"') == "ok"
+    except BrokerError:
+        return False
+
+
+class PulsarCluster(ProcessCluster):
+    """Stops brokers first, then the bookies together, then the metadata store."""
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        order = ("broker", "standalone", "bookie", "zookeeper")
+        for prefix in order:
+            group = [n for n in self.nodes if n.name.startswith(prefix)]
+            with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
+                list(pool.map(_stop_node, group))
+        for node in self.nodes:
+            node.kill()
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _stop_node(node: ManagedProcess) -> None:
+    try:
+        node.stop(timeout=20)
+    except Exception:
+        node.kill()
+
+
+class PulsarLocal(LocalDeployment):
+    """Standalone or ZooKeeper + 3 bookies + broker, from the unpacked distribution."""
+
+    topologies = ("single", "cluster")
+    debian_packages = ("openjdk-17-jre-headless", "maven")
+
+    def missing(self) -> str | None:
+        if shutil.which("java") is None:
+            return "java not found: install the Debian package openjdk-17-jre-headless"
+        if not fetched():
+            if shutil.which("mvn") is None:
+                return "Pulsar not fetched and mvn not found: install the Debian package maven"
+            return f"Pulsar {version()} not fetched yet: run 'brokerbench setup'"
+        return None
+
+    def install(self, log: Callable[[str], None]) -> None:
+        maven_fetch(POM, dist_root(), log, goal_args=["dependency:unpack"])
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        if not fetched():
+            raise BrokerStartError(
+                f"Pulsar {version()} is missing from {dist_root()}: run 'brokerbench setup'"
+            )
+        quorum = _quorum(params, topology)
+        cluster = PulsarCluster(topology, workdir)
+        build = self._cluster if topology == "cluster" else self._standalone
+        return start_cluster(cluster, lambda c: build(c, quorum))
+
+    def _standalone(self, cluster: ProcessCluster, quorum: Quorum) -> None:
+        broker_port, web_port, bookie_port = free_ports(3)
+        workdir = cluster.workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        conf = workdir / "standalone.conf"
+        conf.write_text(
+            render_standalone(
+                BrokerConf(
+                    cluster_name="standalone",
+                    metadata_store="",
+                    broker_port=broker_port,
+                    web_port=web_port,
+                    bind=LOOPBACK,
+                    advertised=LOOPBACK,
+                    quorum=quorum,
+                    load_balancer=False,
+                    sizes=LOCAL_SIZES,
+                )
+            )
+        )
+        args = [
+            "--config",
+            str(conf),
+            "--num-bookies",
+            "1",
+            "--bookkeeper-port",
+            str(bookie_port),
+            "--bookkeeper-dir",
+            str(workdir / "bookkeeper"),
+            "--metadata-dir",
+            str(workdir / "metadata"),
+            "--no-functions-worker",
+            "--no-stream-storage",
+        ]
+        jvm = [*jvm_options(home(), LOCAL_SIZES.standalone_direct), f"-Dpulsar.config.file={conf}"]
+        node = cluster.add(
+            ManagedProcess(
+                "standalone",
+                java_command(
+                    MAIN["standalone"], classpath(), LOCAL_SIZES.standalone_heap, args, jvm
+                ),
+                workdir / "standalone.log",
+                cwd=workdir,
+            )
+        )
+        self._wait_for_broker(cluster, node, web_port)
+        cluster.endpoints = _endpoints(broker_port, web_port)
+
+    def _cluster(self, cluster: ProcessCluster, quorum: Quorum) -> None:
+        zk_port, broker_port, web_port, *bookie_ports = free_ports(3 + BOOKIES)
+        workdir = cluster.workdir
+        zookeeper = [f"{LOOPBACK}:{zk_port}"]
+        sizes = LOCAL_SIZES
+        zk_dir = workdir / "zookeeper"
+        zk_dir.mkdir(parents=True, exist_ok=True)
+        (zk_dir / "zookeeper.conf").write_text(
+            render_zookeeper(str(zk_dir / "data"), zk_port, LOOPBACK, servers=[])
+        )
+        zk = cluster.add(
+            ManagedProcess(
+                "zookeeper",
+                java_command(
+                    MAIN["zookeeper"],
+                    classpath(),
+                    sizes.zookeeper_heap,
+                    [str(zk_dir / "zookeeper.conf")],
+                    jvm_options(home()),
+                ),
+                workdir / "zookeeper.log",
+                cwd=zk_dir,
+            )
+        )
+        wait_for_port(zk, LOOPBACK, zk_port, timeout=120)
+        init = java_command(
+            MAIN["init"],
+            classpath(),
+            "256m",
+            metadata_setup_args(
+                "local",
+                zookeeper,
+                f"http://{LOOPBACK}:{web_port}",
+                f"pulsar://{LOOPBACK}:{broker_port}",
+            ),
+            jvm_options(home()),
+        )
+        run_checked(init, "Pulsar cluster metadata setup", timeout=180)
+
+        bookies: list[tuple[ManagedProcess, int]] = []
+        for index, port in enumerate(bookie_ports, start=1):
+            bookie_dir = workdir / f"bookie-{index}"
+            bookie_dir.mkdir(parents=True, exist_ok=True)
+            conf = bookie_dir / "bookkeeper.conf"
+            conf.write_text(
+                render_bookie(index, port, LOOPBACK, zookeeper, str(bookie_dir), sizes, "lo")
+            )
+            command = java_command(
+                MAIN["bookie"],
+                classpath(),
+                sizes.bookie_heap,
+                ["--conf", str(conf)],
+                jvm_options(home(), sizes.bookie_direct),
+            )
+            process = ManagedProcess(
+                f"bookie-{index}", command, workdir / f"bookie-{index}.log", cwd=bookie_dir
+            )
+            bookies.append((cluster.add(process), port))
+
+        broker_dir = workdir / "broker"
+        broker_dir.mkdir(parents=True, exist_ok=True)
+        (broker_dir / "broker.conf").write_text(
+            render_broker(
+                BrokerConf(
+                    cluster_name="local",
+                    metadata_store="zk:" + ",".join(zookeeper),
+                    broker_port=broker_port,
+                    web_port=web_port,
+                    bind=LOOPBACK,
+                    advertised=LOOPBACK,
+                    quorum=quorum,
+                    load_balancer=False,
+                    sizes=sizes,
+                )
+            )
+        )
+        broker = cluster.add(
+            ManagedProcess(
+                "broker",
+                java_command(
+                    MAIN["broker"],
+                    classpath(),
+                    sizes.broker_heap,
+                    ["--broker-conf", str(broker_dir / "broker.conf")],
+                    jvm_options(home(), sizes.broker_direct),
+                ),
+                workdir / "broker.log",
+                cwd=broker_dir,
+            )
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        for process, port in bookies:
+            wait_for_port(process, LOOPBACK, port, timeout=max(1.0, deadline - time.monotonic()))
+        self._wait_for_broker(cluster, broker, web_port, deadline)
+        cluster.endpoints = _endpoints(broker_port, web_port)
+
+    def _wait_for_broker(
+        self,
+        cluster: ProcessCluster,
+        broker: ManagedProcess,
+        web_port: int,
+        deadline: float | None = None,
+    ) -> None:
+        """Wait for the web port, then for a health check that writes through the bookies."""
+        deadline = deadline or time.monotonic() + START_TIMEOUT
+        wait_for_port(broker, LOOPBACK, web_port, timeout=max(1.0, deadline - time.monotonic()))
+        base = f"http://{LOOPBACK}:{web_port}"
+        wait_until(
+            lambda: _healthy(base),
+            f"{broker.name} health check (write and read through the bookies)",
+            max(1.0, deadline - time.monotonic()),
+            log_path=broker.log_path,
+            process=broker,
+            interval=1.0,
+        )
+        dead = cluster.dead_nodes()
+        if dead:
+            raise BrokerStartError(f"Pulsar node(s) {', '.join(dead)} exited while starting")
+
+
+def _endpoints(broker_port: int, web_port: int) -> Endpoints:
+    return Endpoints(
+        hosts=(f"{LOOPBACK}:{broker_port}",),
+        extra=(("admin", f"http://{LOOPBACK}:{web_port}"), ("pulsar_version", version())),
+    )
