@@ -182,7 +182,7 @@ def wait_for_endpoints(hosts: list[str], timeout: float, log: Log, poll: float =
         if time.monotonic() - last_report >= 60:
             log(f"waiting for the brokers: {', '.join(pending)} not reachable yet")
             last_report = time.monotonic()
-        time.sleep(poll)
+        time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
     return pending
 
 

@@ -1,0 +1,329 @@
+"""The client-machine agent and the ``brokerbench cloud`` commands against moto's S3 and EMR
+Serverless (no AWS): point barriers across nodes, uploads with retries, progress, analysis
+submission and fetching the summary."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from infra.agent import ClientAgent, RunStore, Uploader, done_key, ready_key
+from workload import cloud
+
+REGION = "eu-west-1"
+BUCKET = "results-bucket"
+RUN = "pg-run-1"
+
+
+@pytest.fixture
+def s3() -> Iterator[object]:
+    with mock_aws():
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(
+            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
+        yield client
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    """Something listening on loopback, standing for the broker endpoint."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def scenario_file(tmp_path: Path, endpoint: str) -> Path:
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        'name = "pg-cloud"\n\n[broker]\nsystem = "postgresql"\ndeployment = "endpoints"\n'
+        f'endpoints = ["{endpoint}"]\n\n[load]\nduration = "1s"\nidle_timeout = "1s"\n\n'
+        "[sweep]\nsender_nodes = [1, 2]\n"
+    )
+    return path
+
+
+@dataclass
+class FakeCommands:
+    """Stands for ``brokerbench prepare`` / ``node``: writes what they would, logs the order."""
+
+    role: str
+    node: int
+    results: Path
+    events: list[tuple[str, ...]]
+    lock: threading.Lock
+    fail_point: int | None = None
+
+    def _write(self, relative: str, text: str) -> None:
+        path = self.results / RUN / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def prepare(self, point: int) -> tuple[bool, str]:
+        with self.lock:
+            self.events.append(("prepare", str(point)))
+        self._write("context.json", json.dumps({"run_id": RUN}))
+        return True, "prepared"
+
+    def run_node(self, point: int) -> tuple[bool, str]:
+        with self.lock:
+            self.events.append(("start", str(point), self.role, str(self.node)))
+        name = f"p{point}-{self.role}-{self.node}"
+        self._write(f"raw/seconds/{name}.parquet", "records")
+        self._write(f"nodes/{name}.json", json.dumps({"ok": point != self.fail_point}))
+        with self.lock:
+            self.events.append(("end", str(point), self.role, str(self.node)))
+        if point == self.fail_point:
+            return False, "sender 1 failed: broker went away"
+        return True, "ok"
+
+
+@dataclass
+class Fleet:
+    s3: object
+    scenario: Path
+    root: Path
+    events: list[tuple[str, ...]] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+
+    def agent(
+        self, role: str, node: int, fail_point: int | None = None, wait: float = 30
+    ) -> ClientAgent:
+        results = self.root / f"{role}-{node}"
+        commands = FakeCommands(role, node, results, self.events, threading.Lock(), fail_point)
+        return ClientAgent(
+            role, node, RunStore(self.s3, BUCKET, RUN), self.scenario, results, commands,
+            log=self.logs.append, broker_wait=wait, poll=0.02, point_slack=30,
+        )  # fmt: skip
+
+    def run(self, agents: list[ClientAgent]) -> list[int]:
+        codes = [-1] * len(agents)
+
+        def work(i: int) -> None:
+            codes[i] = agents[i].run()
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(agents))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return codes
+
+
+def keys(s3: object) -> set[str]:
+    return set(RunStore(s3, BUCKET, RUN).keys(""))  # type: ignore[arg-type]
+
+
+def test_nodes_run_the_points_in_step_and_upload_everything(
+    s3: object, broker: str, tmp_path: Path
+) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, broker), tmp_path)
+    roles = [("sender", 0), ("sender", 1)] + [("receiver", n) for n in range(4)]
+    codes = fleet.run([fleet.agent(r, n) for r, n in roles])
+    assert codes == [0] * 6, fleet.logs
+
+    # point 0 has 1 sender + 2 receivers, point 1 has 2 senders + 4 receivers
+    starts = {(e[1], e[2], e[3]) for e in fleet.events if e[0] == "start"}
+    assert starts == {("0", "sender", "0"), ("0", "receiver", "0"), ("0", "receiver", "1")} | {
+        ("1", r, str(n)) for r, n in roles
+    }
+    order = [e for e in fleet.events if e[0] in ("prepare", "start", "end")]
+    prepare_1 = order.index(("prepare", "1"))
+    assert order[0] == ("prepare", "0")
+    assert all(e[1] == "0" for e in order[:prepare_1])  # point 0 finished before point 1 began
+    assert all(e[1] == "1" for e in order[prepare_1:])
+
+    stored = keys(s3)
+    assert {ready_key(0), ready_key(1), "context.json"} <= stored
+    for point, role, node in starts:
+        name = f"p{point}-{role}-{node}"
+        assert {
+            f"raw/seconds/{name}.parquet",
+            f"nodes/{name}.json",
+            done_key(int(point), role, int(node)),
+        } <= stored
+
+
+def test_a_failed_node_is_reported_and_the_run_goes_on(
+    s3: object, broker: str, tmp_path: Path
+) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, broker), tmp_path)
+    agents = [fleet.agent("sender", 0), fleet.agent("sender", 1, fail_point=1)]
+    agents += [fleet.agent("receiver", n) for n in range(4)]
+    assert fleet.run(agents) == [0, 1, 0, 0, 0, 0]
+    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "sender", 1))  # type: ignore[arg-type]
+    assert marker is not None and marker["ok"] is False and "broker went away" in marker["error"]
+    # its records are uploaded all the same
+    assert "raw/seconds/p1-sender-1.parquet" in keys(s3)
+
+
+def test_unreachable_brokers_fail_every_point_of_the_node(s3: object, tmp_path: Path) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, "127.0.0.1:9"), tmp_path)
+    assert fleet.agent("receiver", 3, wait=0.2).run() == 1
+    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "receiver", 3))  # type: ignore[arg-type]
+    assert (
+        marker is not None
+        and "brokers not reachable" in marker["error"]
+        and "127.0.0.1:9" in marker["error"]
+    )
+    assert done_key(0, "receiver", 3) not in keys(s3)  # receiver 3 is not part of point 0
+
+
+def test_a_used_run_id_is_refused(s3: object, broker: str, tmp_path: Path) -> None:
+    RunStore(s3, BUCKET, RUN).put_json(ready_key(0), {"ok": True})  # type: ignore[arg-type]
+    fleet = Fleet(s3, scenario_file(tmp_path, broker), tmp_path)
+    assert fleet.agent("sender", 0).run() == 1
+    assert any("already has results" in line for line in fleet.logs)
+
+
+class FlakyStore:
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.uploaded: list[str] = []
+        self.bucket, self.run_id = BUCKET, RUN
+
+    def upload(self, path: Path, key: str) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("connection reset")
+        self.uploaded.append(key)
+
+    def uri(self, key: str) -> str:
+        return f"s3://{BUCKET}/runs/{RUN}/{key}"
+
+
+def test_uploads_are_retried_and_a_lost_upload_keeps_the_local_copy(tmp_path: Path) -> None:
+    run_dir = tmp_path / RUN
+    (run_dir / "raw").mkdir(parents=True)
+    (run_dir / "raw" / "a.parquet").write_text("a")
+    logs: list[str] = []
+    sleeps: list[float] = []
+    flaky = FlakyStore(failures=2)
+    uploader = Uploader(flaky, run_dir, logs.append, attempts=3, sleep=sleeps.append)  # type: ignore[arg-type]
+    assert uploader.upload_new() == [] and flaky.uploaded == ["raw/a.parquet"]
+    assert sleeps == [2.0, 4.0]
+    assert uploader.upload_new() == []  # unchanged files are not sent twice
+
+    (run_dir / "raw" / "b.parquet").write_text("b")
+    broken = FlakyStore(failures=99)
+    uploader = Uploader(broken, run_dir, logs.append, attempts=3, sleep=sleeps.append)  # type: ignore[arg-type]
+    assert uploader.upload_new() == ["raw/a.parquet", "raw/b.parquet"]
+    assert (
+        "failed after 3 attempts" in logs[-1] and f"the local copy stays at {run_dir}" in logs[-1]
+    )
+    assert (run_dir / "raw" / "b.parquet").exists()
+
+
+# -- brokerbench cloud … ------------------------------------------------------------------
+
+
+def put(s3: object, key: str, body: str) -> None:
+    s3.put_object(Bucket=BUCKET, Key=key, Body=body.encode())  # type: ignore[attr-defined]
+
+
+def manifest(s3: object) -> None:
+    points = [{"index": 0, "senders": 1, "receivers": 2, "label": "a"},
+              {"index": 1, "senders": 2, "receivers": 4, "label": "b"}]  # fmt: skip
+    put(s3, f"artifacts/{RUN}/manifest.json", json.dumps({"run_id": RUN, "points": points}))
+
+
+TARGET = ["--bucket", BUCKET, "--run-id", RUN, "--region", REGION]
+
+
+def test_status_and_wait_follow_the_done_markers(
+    s3: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest(s3)
+    store = RunStore(s3, BUCKET, RUN)  # type: ignore[arg-type]
+    store.put_json(done_key(0, "sender", 0), {"ok": True})
+    store.put_json(done_key(0, "receiver", 0), {"ok": False, "error": "receiver crashed"})
+    assert cloud.main(["cloud", "status", *TARGET]) == 1
+    out = capsys.readouterr().out
+    assert "2/9 node results" in out and "point 0 receiver 0: receiver crashed" in out
+    assert "waiting for: point 1 sender 1" in out
+    assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "0.2", "--poll", "0.05"]) == 1
+    assert "gave up waiting" in capsys.readouterr().err
+
+    for role, count, point in (("receiver", 2, 0), ("sender", 2, 1), ("receiver", 4, 1)):
+        for node in range(count):
+            store.put_json(done_key(point, role, node), {"ok": True})
+    store.put_json(done_key(0, "sender", 0), {"ok": True})
+    assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "5", "--poll", "0.05"]) == 0
+    assert "9/9 node results" in capsys.readouterr().out
+
+
+def test_analyze_submits_the_job_with_the_run_and_the_wheel(
+    s3: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    app = emr.create_application(name="analysis", releaseLabel="emr-7.5.0", type="SPARK")
+    run = cloud.CloudRun(
+        BUCKET, RUN, REGION, app["applicationId"], "arn:aws:iam::123456789012:role/job"
+    )
+    job = cloud.submit_analysis(emr, run)
+    driver = emr.get_job_run(applicationId=run.emr_application_id, jobRunId=job)["jobRun"][
+        "jobDriver"
+    ]
+    assert driver["sparkSubmit"]["entryPoint"] == f"s3://{BUCKET}/artifacts/{RUN}/analysis_entry.py"
+    assert driver["sparkSubmit"]["entryPointArguments"] == [f"s3://{BUCKET}/runs/{RUN}/"]
+    assert (
+        f"--py-files s3://{BUCKET}/artifacts/{RUN}/brokerbench.zip"
+        in driver["sparkSubmit"]["sparkSubmitParameters"]
+    )
+    args = [
+        "--emr-application",
+        run.emr_application_id,
+        "--emr-role",
+        run.emr_execution_role_arn,
+        "--poll",
+        "0.05",
+    ]
+    assert cloud.main(["cloud", "analyze", *TARGET, *args]) == 0
+    assert "SUCCESS" in capsys.readouterr().out
+    assert cloud.main(["cloud", "analyze", *TARGET]) == 2  # no application named
+
+
+def test_fetch_downloads_the_analysis_and_prints_the_table(
+    s3: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest(s3)
+    put(s3, f"runs/{RUN}/context.json", "{}")
+    put(s3, f"runs/{RUN}/raw/seconds/p0-sender-0.parquet", "big")
+    summary = (
+        "broker,threads,sender_nodes,receiver_nodes,send_msgs_per_s,receive_msgs_per_s,"
+        "processing_latency_p95_ms,send_latency_p95_ms,lost,duplicated\n"
+        "postgresql,1,1,2,1500.0,1499.5,12.5,3.1,0,0\n"
+    )
+    put(s3, f"runs/{RUN}/analysis/summary.csv", summary)
+    put(s3, f"runs/{RUN}/analysis/report.html", "<html></html>")
+    assert cloud.main(["cloud", "fetch", *TARGET, "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1500.0" in out and "report: " in out
+    run_dir = tmp_path / RUN
+    assert (run_dir / "analysis" / "summary.csv").read_text() == summary
+    assert (run_dir / "context.json").exists() and (run_dir / "cloud-manifest.json").exists()
+    assert not (run_dir / "raw").exists()
+    assert cloud.main(["cloud", "fetch", *TARGET, "--results", str(tmp_path), "--raw"]) == 0
+    assert (run_dir / "raw" / "seconds" / "p0-sender-0.parquet").read_text() == "big"
+
+
+def test_fetch_without_analysis_says_what_to_do(
+    s3: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(s3, f"runs/{RUN}/context.json", "{}")
+    assert cloud.main(["cloud", "fetch", *TARGET, "--results", str(tmp_path)]) == 1
+    assert "brokerbench cloud analyze" in capsys.readouterr().err
+
+
+def test_a_run_must_be_named() -> None:
+    assert cloud.main(["cloud", "status"]) == 2
