@@ -184,6 +184,8 @@ class ProcessCluster(LocalCluster):
         self.workdir = workdir
         self.keep = keep
         self.nodes: list[ManagedProcess] = []
+        #: Further directories removed with the work directory (e.g. data owned by another user).
+        self.cleanup: list[Path] = []
         self.endpoints = Endpoints(hosts=())
         self._stopped = False
 
@@ -207,7 +209,8 @@ class ProcessCluster(LocalCluster):
             except Exception:
                 node.kill()
         if not self.keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            for directory in [self.workdir, *self.cleanup]:
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def start_cluster(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from brokers.local import (
     free_ports,
     run_checked,
     start_cluster,
-    wait_for_port,
+    wait_until,
 )
 
 STANDBYS = ("s1", "s2")
@@ -97,10 +98,14 @@ class PostgresLocal(LocalDeployment):
         return start_cluster(cluster, lambda c: self._build(c, topology == "cluster"))
 
     def _build(self, cluster: ProcessCluster, replicated: bool) -> None:
+        cluster.workdir.mkdir(parents=True, exist_ok=True)
         workdir = cluster.workdir
-        workdir.mkdir(parents=True, exist_ok=True)
         prefix = _as_server_user()
         if prefix:
+            # The server user must reach its data: a private directory it owns, outside
+            # whatever root-only directory the caller chose.
+            workdir = Path(tempfile.mkdtemp(prefix="brokerbench-postgres-"))
+            cluster.cleanup.append(workdir)
             shutil.chown(workdir, "postgres", "postgres")
         standbys = STANDBYS if replicated else ()
         ports = free_ports(1 + len(standbys))
@@ -122,7 +127,7 @@ class PostgresLocal(LocalDeployment):
         )
         self._configure(primary_dir, "primary", "primary", ports[0], workdir, standbys, "")
         primary = cluster.add(self._server("primary", primary_dir, workdir, prefix))
-        wait_for_port(primary, LOOPBACK, ports[0], timeout=60)
+        _wait_accepting(primary, ports[0])
         for name, port in zip(standbys, ports[1:], strict=True):
             data = workdir / name
             run_checked(
@@ -146,7 +151,7 @@ class PostgresLocal(LocalDeployment):
             conninfo = f"host={LOOPBACK} port={ports[0]} user=postgres application_name={name}"
             self._configure(data, name, "standby", port, workdir, (), conninfo)
             node = cluster.add(self._server(name, data, workdir, prefix))
-            wait_for_port(node, LOOPBACK, port, timeout=60)
+            _wait_accepting(node, port)
         cluster.endpoints = Endpoints(
             hosts=tuple(f"{LOOPBACK}:{p}" for p in ports),
             extra=(("dbname", "postgres"), ("user", "postgres")),
@@ -180,9 +185,24 @@ class PostgresLocal(LocalDeployment):
         )
 
 
+def _wait_accepting(node: ManagedProcess, port: int, timeout: float = 90) -> None:
+    """Wait until the server accepts connections (an open port may still be starting up)."""
+    import psycopg
+
+    def ready() -> bool:
+        try:
+            with psycopg.connect(
+                host=LOOPBACK, port=port, user="postgres", dbname="postgres", connect_timeout=2
+            ):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    wait_until(ready, f"{node.name} ({LOOPBACK}:{port})", timeout, node.log_path, node)
+
+
 def _wait_for_sync_standbys(endpoints: Endpoints, count: int, timeout: float = 60) -> None:
     """Wait until the primary reports ``count`` streaming standbys."""
-    from brokers.local import wait_until
     from brokers.postgresql.adapter import _connect
 
     def ready() -> bool:
