@@ -177,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     setup.add_argument("systems", nargs="*", help="systems to set up (default: all)")
     setup.set_defaults(handler=cmd_setup)
+
+    # Command groups owned by their own modules.
+    from analysis.compare_cli import register as register_compare
+    from workload.cloud import register as register_cloud
+
+    register_compare(sub)
+    register_cloud(sub)
     return parser
 
 
