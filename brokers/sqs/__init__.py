@@ -1,0 +1,58 @@
+"""Amazon SQS (SPEC §6): batch send and receive of up to 10, a visibility timeout,
+``DeleteMessageBatch`` as the acknowledgement.
+
+On AWS the real, managed service is measured (the queue is declared by the stack); on
+this machine ElasticMQ, an SQS-compatible server, stands in for it (see ``local``).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.sqs import adapter
+from brokers.sqs.local import ElasticMQLocal
+
+
+class SqsParams(BrokerParams):
+    visibility_timeout: int = Field(
+        30,
+        ge=0,
+        le=43_200,
+        description="Seconds a received message stays hidden before SQS delivers it again "
+        "(VisibilityTimeout of each ReceiveMessage).",
+    )
+    wait_time: int = Field(
+        1,
+        ge=0,
+        le=1,
+        description="Long-poll seconds of each ReceiveMessage (WaitTimeSeconds; at most 1 so "
+        "that a receive returns within about a second).",
+    )
+
+
+SYSTEM = BrokerSystem(
+    name="sqs",
+    title="Amazon SQS",
+    params_model=SqsParams,
+    connect=adapter.connect,
+    prepare=adapter.prepare,
+    describe=adapter.describe,
+    reference_topology=Topology(
+        roles={},
+        replication="managed service: SQS stores every message redundantly across "
+        "availability zones before SendMessageBatch returns",
+    ),
+    local=ElasticMQLocal(),
+    # The queue is declared by the AWS stack itself (a managed queue), so no broker
+    # machines are installed and there is no cloud recipe.
+    cloud=None,
+    caveats=(
+        "SQS is a managed service: its replication and persistence are the service's own, "
+        "neither configurable nor readable; on AWS the numbers include the HTTPS path to "
+        "the regional endpoint.",
+        "Batches are limited to 10 messages (and 256 KiB) per call; larger sender batches "
+        "are split into several SendMessageBatch calls.",
+    ),
+    client_package="boto3",
+)
