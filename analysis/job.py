@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from analysis import transforms as tf
-from workload.results import TABLES, raw_dir
+from analysis.storage import RunLocation, hadoop_aws_jars, s3a_settings
+from workload.results import TABLES
 
 SUMMARY_COLUMNS = [
     "broker",
@@ -69,19 +72,24 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(f.name, convert(f.type)) for f in schema])
 
 
-def read_table(spark: SparkSession, run_dir: Path, table: str) -> DataFrame:
+def read_table(spark: SparkSession, run_dir: Path | str | RunLocation, table: str) -> DataFrame:
     schema = spark_schema(TABLES[table])
-    directory = raw_dir(run_dir, table)
-    if not any(directory.glob("*.parquet")):
+    run = RunLocation.of(run_dir)
+    relative = f"raw/{table}"
+    if not run.has_parquet(relative):
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(str(directory))
+    return spark.read.schema(schema).parquet(run.spark_path(relative))
 
 
-def analyse(spark: SparkSession, run_dir: Path) -> list[dict[str, Any]]:
-    """Compute and write a run's summary and window series; return the summary rows."""
-    context = json.loads((run_dir / "context.json").read_text())
+def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
+    """Compute and write a run's summary and window series; return the summary rows.
+
+    ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
+    """
+    run = RunLocation.of(run_dir)
+    context = json.loads(run.read_text("context.json"))
     measurement = context["scenario"]["measurement"]
-    seconds = read_table(spark, run_dir, "seconds")
+    seconds = read_table(spark, run, "seconds")
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
     periods = tf.measurement_periods(counters, int(measurement["warmup"]))
@@ -89,18 +97,14 @@ def analyse(spark: SparkSession, run_dir: Path) -> list[dict[str, Any]]:
         periods, tf.seconds_of(measurement["window"]), tf.seconds_of(measurement["step"])
     )
     series = tf.window_series(counters, hist, windows).cache()
-    out = run_dir / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
-    series.write.mode("overwrite").parquet(str(out / "windows"))
+    series.write.mode("overwrite").parquet(run.spark_path("analysis/windows"))
 
     rows = _collect(tf.throughput(counters, periods))
     _merge(rows, _collect(tf.headline(series)))
     _merge(
         rows,
         _collect(
-            tf.delivery(
-                read_table(spark, run_dir, "sent_ranges"), read_table(spark, run_dir, "received")
-            )
+            tf.delivery(read_table(spark, run, "sent_ranges"), read_table(spark, run, "received"))
         ),
     )
     for row in (r.asDict() for r in tf.whole_run(hist).collect()):
@@ -108,7 +112,7 @@ def analyse(spark: SparkSession, run_dir: Path) -> list[dict[str, Any]]:
         for q in ("p50", "p99", "p999", "max"):
             target[f"{row['metric']}_{q}_ms"] = row[f"{q}_ms"]
     summary = _summary_rows(context, rows)
-    _write_csv(out / "summary.csv", summary)
+    run.write_text("analysis/summary.csv", summary_csv(summary))
     counters.unpersist()
     hist.unpersist()
     series.unpersist()
@@ -148,12 +152,13 @@ def _summary_rows(context: dict[str, Any], rows: dict[int, dict[str, Any]]) -> l
     return summary
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _fmt(row.get(k)) for k in SUMMARY_COLUMNS})
+def summary_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _fmt(row.get(k)) for k in SUMMARY_COLUMNS})
+    return out.getvalue()
 
 
 def _fmt(value: Any) -> Any:
@@ -173,9 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.session import spark_session
 
     parser = argparse.ArgumentParser(description="Analyse one brokerbench run directory.")
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", help="a run directory, or s3://bucket/prefix of one")
     args = parser.parse_args(argv)
-    spark = spark_session()
+    settings: dict[str, str] = {}
+    if RunLocation.of(args.run_dir).s3 and not os.environ.get("BROKERBENCH_SPARK_CLUSTER"):
+        settings = s3a_settings(hadoop_aws_jars())
+    spark = spark_session(settings=settings)
     try:
         for row in analyse(spark, args.run_dir):
             print(json.dumps(row, default=str))

@@ -15,8 +15,15 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DEFAULT_DRIVER_MEMORY = os.environ.get("BROKERBENCH_SPARK_MEMORY", "2g")
 
 
-def spark_session(app: str = "brokerbench-analysis", cores: int | None = None) -> SparkSession:
+def spark_session(
+    app: str = "brokerbench-analysis",
+    cores: int | None = None,
+    settings: dict[str, str] | None = None,
+) -> SparkSession:
+    """A session; ``settings`` adds Spark settings (e.g. ``analysis.storage.s3a_settings``)."""
     builder = SparkSession.builder.appName(app)
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
     if not os.environ.get("BROKERBENCH_SPARK_CLUSTER"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (

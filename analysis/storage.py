@@ -1,0 +1,124 @@
+"""Where a run's files live: a local directory or ``s3://bucket/prefix``.
+
+The analysis job addresses a run through :class:`RunLocation`, so the same code reads a
+local run and one in S3. Small files (context, summary) go through the filesystem or boto3;
+tables are read and written by Spark: locally through the S3A connector (hadoop-aws of
+pyspark's Hadoop version, fetched from Maven Central into the artifact cache), on EMR
+through EMRFS (``s3://`` as is). ``AWS_ENDPOINT_URL`` points both boto3 and S3A at an
+S3-compatible server (e.g. moto in server mode).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: pyspark's bundled Hadoop; hadoop-aws must match it exactly.
+HADOOP_VERSION = "3.3.4"
+POM = Path(__file__).with_name("s3") / "pom.xml"
+
+
+def hadoop_aws_jars(log: Any = print) -> list[Path]:
+    """The S3A jars for local mode (fetched once into the artifact cache)."""
+    from brokers.local import cache_dir, maven_fetch
+
+    directory = maven_fetch(POM, cache_dir(f"hadoop-aws-{HADOOP_VERSION}"), log)
+    return sorted(directory.glob("*.jar"))
+
+
+def s3a_settings(jars: list[Path]) -> dict[str, str]:
+    """Spark settings for reading and writing ``s3a://`` in local mode."""
+    settings = {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider,"
+            "com.amazonaws.auth.DefaultAWSCredentialsProviderChain"
+        ),
+    }
+    for env, key in (("AWS_ACCESS_KEY_ID", "access.key"), ("AWS_SECRET_ACCESS_KEY", "secret.key")):
+        if os.environ.get(env):
+            settings[f"spark.hadoop.fs.s3a.{key}"] = os.environ[env]
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        settings["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            endpoint.startswith("https")
+        ).lower()
+    return settings
+
+
+@dataclass(frozen=True)
+class RunLocation:
+    """One run directory, local or in S3."""
+
+    uri: str
+
+    @classmethod
+    def of(cls, run: Path | str | RunLocation) -> RunLocation:
+        if isinstance(run, RunLocation):
+            return run
+        text = str(run)
+        return cls(text.rstrip("/") if is_s3(text) else str(Path(text)))
+
+    @property
+    def s3(self) -> bool:
+        return is_s3(self.uri)
+
+    @property
+    def name(self) -> str:
+        return self.uri.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def local(self) -> Path:
+        if self.s3:
+            raise ValueError(f"{self.uri} is not a local directory")
+        return Path(self.uri)
+
+    def spark_path(self, relative: str) -> str:
+        """The path Spark reads or writes: ``s3a://`` in local mode, ``s3://`` on EMR."""
+        if not self.s3:
+            return str(self.local / relative)
+        scheme = "s3" if os.environ.get("BROKERBENCH_SPARK_CLUSTER") else "s3a"
+        return f"{scheme}://{self._bucket_key(relative)[0]}/{self._bucket_key(relative)[1]}"
+
+    def read_text(self, relative: str) -> str:
+        if not self.s3:
+            return (self.local / relative).read_text()
+        bucket, key = self._bucket_key(relative)
+        body = _client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        return str(body.decode())
+
+    def write_text(self, relative: str, text: str) -> None:
+        if not self.s3:
+            path = self.local / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        bucket, key = self._bucket_key(relative)
+        _client().put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+    def has_parquet(self, relative: str) -> bool:
+        """Whether the folder holds at least one Parquet file."""
+        if not self.s3:
+            return any((self.local / relative).glob("*.parquet"))
+        bucket, key = self._bucket_key(relative)
+        listing = _client().list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/")
+        return any(o["Key"].endswith(".parquet") for o in listing.get("Contents", []))
+
+    def _bucket_key(self, relative: str) -> tuple[str, str]:
+        bucket, _, prefix = self.uri.split("://", 1)[1].partition("/")
+        return bucket, "/".join(p for p in (prefix.strip("/"), relative) if p)
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith(("s3://", "s3a://"))
+
+
+def _client() -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
