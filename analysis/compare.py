@@ -128,8 +128,8 @@ def _number(value: str | None) -> float | None:
 def point_name(row: dict[str, str]) -> str:
     """A readable, run-independent name of a sweep point."""
     return (
-        f"{row.get('broker', '?')} t={row['threads']} s={row['sender_nodes']} "
-        f"r={row['receiver_nodes']} size={row['message_size']}"
+        f"threads={row['threads']} senders={row['sender_nodes']} "
+        f"receivers={row['receiver_nodes']} size={row['message_size']}"
     )
 
 
