@@ -329,6 +329,56 @@ def written_files(text: str) -> dict[str, str]:
     return {f["path"]: f.get("content", "") for f in document.get("write_files") or []}
 
 
+#: Runs ``cloud-init schema --config-file``'s own handler once per file, in one process.
+_SCHEMA_BATCH = """
+import argparse, contextlib, io, json, sys
+from cloudinit.config.schema import handle_schema_args
+found = {}
+for path in sys.argv[1:]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            handle_schema_args("schema", argparse.Namespace(
+                config_file=path, docs=None, system=None, annotate=False))
+        except SystemExit:
+            pass
+    found[path] = out.getvalue()
+print(json.dumps(found))
+"""
+
+
+def cloud_init_schema_batch(texts: list[str]) -> list[list[str]] | None:
+    """:func:`cloud_init_schema` for many documents at once: the handler of ``cloud-init
+    schema --config-file`` run in one interpreter (that of the installed ``cloud-init``)."""
+    binary = shutil.which("cloud-init")
+    if binary is None:
+        return None
+    first = Path(binary).read_text(errors="replace").split("\n", 1)[0]
+    interpreter = first[2:].strip() if first.startswith("#!") else "python3"
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, text in enumerate(texts):
+            path = Path(tmp) / f"user-data-{i}"
+            path.write_text(text)
+            paths.append(str(path))
+        done = subprocess.run(
+            [*interpreter.split(), "-c", _SCHEMA_BATCH, *paths],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"cloud-init schema batch failed: {done.stderr.strip()[-500:]}")
+    found = json.loads(done.stdout)
+    results = []
+    for path in paths:
+        output = found[path]
+        valid = "Valid cloud-config:" in output and "Error" not in output
+        results.append([] if valid else [line for line in output.splitlines() if line.strip()])
+    return results
+
+
 def cloud_init_schema(text: str) -> list[str] | None:
     """Errors reported by ``cloud-init schema --config-file`` ([] = valid); None if not installed."""
     binary = shutil.which("cloud-init")

@@ -173,7 +173,7 @@ def broker_user_data(
         "broker-node.yaml.j2",
         **values,
         node_env=env,
-        mount_script=(TEMPLATES / "mount-data.sh").read_text(),
+        mount_script=render("mount-data.sh.j2"),
         node_script=render("broker-node.sh.j2", **values),
     )
 
