@@ -1,0 +1,57 @@
+"""Cost per million messages from on-demand instance prices.
+
+Prices are a versioned table in the repository (``analysis/prices/<version>.json``, USD per
+instance-hour by region and instance type); a run is priced only when its context says which
+instances ran for how long. The newest table is used unless a version is named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+TABLES = Path(__file__).with_name("prices")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    version: str
+    currency: str
+    regions: dict[str, dict[str, float]]
+
+    def hourly(self, region: str, instance_type: str) -> float:
+        try:
+            return self.regions[region][instance_type]
+        except KeyError:
+            raise KeyError(
+                f"no on-demand price for {instance_type} in {region} in table {self.version}"
+            ) from None
+
+
+def load_prices(version: str | None = None) -> PriceTable:
+    """The named price table, or the newest one (versions sort by date)."""
+    paths = sorted(TABLES.glob("*.json"))
+    if version is not None:
+        paths = [p for p in paths if p.stem == version]
+    if not paths:
+        raise FileNotFoundError(f"no price table {version or ''} in {TABLES}")
+    data = json.loads(paths[-1].read_text())
+    return PriceTable(data["version"], data["currency"], data["regions"])
+
+
+def fleet_cost(
+    prices: PriceTable, region: str, instances: Mapping[str, int], hours: float
+) -> float:
+    """What ``instances`` (type → count) cost for ``hours``."""
+    return sum(prices.hourly(region, t) * n for t, n in instances.items()) * hours
+
+
+def cost_per_million(
+    prices: PriceTable, region: str, instances: Mapping[str, int], hours: float, messages: int
+) -> float | None:
+    """Fleet cost per million messages; None when nothing was delivered."""
+    if messages <= 0:
+        return None
+    return fleet_cost(prices, region, instances, hours) / messages * 1_000_000
