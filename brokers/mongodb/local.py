@@ -1,0 +1,250 @@
+"""The local stand-in for MongoDB: FerretDB v1 (built by :mod:`brokers.mongodb.ferretdb`)
+over a private PostgreSQL server, both on free loopback ports.
+
+PostgreSQL rather than SQLite as FerretDB's backend: FerretDB's SQLite backend cannot use
+its ``_id`` index for updates (every claim scans the table) and SQLite serialises all
+writers, while PostgreSQL flushes every commit to disk with group commit across
+connections. PostgreSQL refuses to run as root, so as root it runs as the ``postgres``
+user of Debian's package, in a data directory of its own outside the work directory
+(which may not be readable by that user); it is removed with the cluster.
+
+What the stand-in does not do: replicate (one server) or enforce write concerns —
+``w = "majority"`` is accepted and acknowledged once PostgreSQL has committed.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from brokers import templating
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerStartError, BrokerUnavailable
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    find_binary,
+    free_ports,
+    port_open,
+    run_checked,
+    start_cluster,
+    wait_for_port,
+    wait_until,
+)
+from brokers.mongodb import ferretdb
+
+PG_USER = "postgres"
+PG_DATABASE = "ferretdb"
+START_TIMEOUT = 120
+
+
+def _pg_bin_dirs() -> list[str]:
+    return sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+
+
+def _pg_binary(name: str) -> str:
+    return find_binary(name, "postgresql", _pg_bin_dirs())
+
+
+def _as_postgres_user() -> list[str]:
+    """Prefix that runs a PostgreSQL command as ``postgres`` when we are root."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("runuser") is None:
+        raise BrokerUnavailable("runuser not found: install the Debian package util-linux")
+    import pwd
+
+    try:
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        raise BrokerUnavailable(
+            "user 'postgres' does not exist: install the Debian package postgresql"
+        ) from None
+    return ["runuser", "-u", PG_USER, "--"]
+
+
+class FerretDBCluster(ProcessCluster):
+    """The two processes, plus a PostgreSQL data directory that may live elsewhere."""
+
+    def __init__(self, topology: str, workdir: Path) -> None:
+        super().__init__(topology, workdir)
+        self.extra_dirs: list[Path] = []
+
+    def stop(self) -> None:
+        super().stop()
+        if not self.keep:
+            for path in self.extra_dirs:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+class FerretDBLocal(LocalDeployment):
+    topologies = ("single",)
+    debian_packages = ("postgresql",)
+    stand_in = (
+        f"FerretDB {ferretdb.VERSION} on PostgreSQL (write concern not enforced by the "
+        "local stand-in)"
+    )
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("pymongo") is None:
+            return "the MongoDB client pymongo is not installed: pip install pymongo"
+        try:
+            _pg_binary("postgres")
+            _as_postgres_user()
+        except BrokerUnavailable as exc:
+            return str(exc)
+        if not ferretdb.built():
+            if ferretdb.go_binary() is None:
+                return "FerretDB not built and go not found: install Go ≥ 1.22 (https://go.dev/dl)"
+            return f"FerretDB {ferretdb.VERSION} not built yet: run 'brokerbench setup'"
+        return None
+
+    def install(self, log: Callable[[str], None]) -> None:
+        ferretdb.build(log)
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        if not ferretdb.built():
+            raise BrokerStartError(
+                f"FerretDB is missing from {ferretdb.build_dir()}: run 'brokerbench setup'"
+            )
+        cluster = FerretDBCluster(topology, workdir)
+        return start_cluster(cluster, lambda c: self._build(c))  # type: ignore[arg-type]
+
+    def _build(self, cluster: FerretDBCluster) -> None:
+        workdir = cluster.workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        prefix = _as_postgres_user()
+        pg_root = workdir / "postgres"
+        if prefix:
+            pg_root = Path(tempfile.mkdtemp(prefix="brokerbench-mongodb-pg-"))
+            cluster.extra_dirs.append(pg_root)
+            shutil.chown(pg_root, PG_USER, PG_USER)
+        pg_root.mkdir(parents=True, exist_ok=True)
+        pg_port, port = free_ports(2)
+        data = pg_root / "data"
+        run_checked(
+            [
+                *prefix,
+                _pg_binary("initdb"),
+                "-D",
+                str(data),
+                "-U",
+                PG_USER,
+                "--auth=trust",
+                "--no-instructions",
+                "-E",
+                "UTF8",
+            ],
+            "initdb for FerretDB's PostgreSQL",
+        )
+        (data / "postgresql.conf").write_text(
+            templating.render(
+                __file__,
+                "postgresql.conf.j2",
+                host=LOOPBACK,
+                port=pg_port,
+                socket_dir=str(pg_root),
+                max_connections=100,
+                shared_buffers="128MB",
+            )
+        )
+        postgres = cluster.add(
+            ManagedProcess(
+                name="postgres (FerretDB backend)",
+                cmd=[*prefix, _pg_binary("postgres"), "-D", str(data)],
+                log_path=workdir / "postgres.log",
+            )
+        )
+        wait_for_port(postgres, LOOPBACK, pg_port, timeout=START_TIMEOUT)
+        wait_until(
+            lambda: _pg_ready(pg_port),
+            f"postgres for FerretDB ({LOOPBACK}:{pg_port})",
+            START_TIMEOUT,
+            log_path=postgres.log_path,
+            process=postgres,
+        )
+        run_checked(
+            [
+                _pg_binary("createdb"),
+                "-h",
+                LOOPBACK,
+                "-p",
+                str(pg_port),
+                "-U",
+                PG_USER,
+                PG_DATABASE,
+            ],
+            "createdb for FerretDB",
+        )
+        state = workdir / "ferretdb"
+        state.mkdir(exist_ok=True)
+        env_text = templating.render(
+            __file__,
+            "ferretdb.env.j2",
+            pg_user=PG_USER,
+            pg_host=LOOPBACK,
+            pg_port=pg_port,
+            pg_database=PG_DATABASE,
+            pg_pool=50,
+            host=LOOPBACK,
+            port=port,
+            state_dir=str(state),
+            log_level="warn",
+        )
+        (workdir / "ferretdb.env").write_text(env_text)
+        env = _env_file(env_text)
+        node = cluster.add(
+            ManagedProcess(
+                name="ferretdb",
+                cmd=[str(ferretdb.binary())],
+                log_path=workdir / "ferretdb.log",
+                env=env,
+                cwd=state,
+            )
+        )
+        cluster.endpoints = Endpoints(
+            hosts=(f"{LOOPBACK}:{port}",), extra=(("database", "brokerbench"),)
+        )
+        wait_until(
+            lambda: port_open(LOOPBACK, port) and _answers(cluster.endpoints),
+            f"ferretdb ({LOOPBACK}:{port})",
+            START_TIMEOUT,
+            log_path=node.log_path,
+            process=node,
+            interval=0.5,
+        )
+
+
+def _pg_ready(port: int) -> bool:
+    """True once PostgreSQL accepts connections (not only its port: it may be starting up)."""
+    done = subprocess.run(
+        [_pg_binary("pg_isready"), "-q", "-h", LOOPBACK, "-p", str(port), "-U", PG_USER],
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
+    return done.returncode == 0
+
+
+def _env_file(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _answers(endpoints: Endpoints) -> bool:
+    from brokers.mongodb.adapter import mongo_client
+
+    try:
+        with mongo_client(endpoints) as client:
+            client.admin.command("ping")
+    except Exception:
+        return False
+    return True
