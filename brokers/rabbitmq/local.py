@@ -1,0 +1,179 @@
+"""RabbitMQ on this machine: one node (``single``) or three nodes joined into one cluster
+(``cluster``), from the Debian package, on free loopback ports in a private directory.
+
+Each node has its own node name, AMQP and distribution ports, data, log and config files.
+The cluster gets its own Erlang cookie and its own ``epmd`` on a free port, so it neither
+uses nor disturbs an epmd (or RabbitMQ) already running here, and stopping it leaves
+nothing behind. Nodes 2 and 3 join node 1 with ``rabbitmqctl`` (stop_app, join_cluster,
+start_app).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from brokers import templating
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    find_binary,
+    free_ports,
+    start_cluster,
+    wait_for_port,
+    wait_until,
+)
+from brokers.rabbitmq.ctl import LOOPBACK_DIST, Ctl
+
+PACKAGE = "rabbitmq-server"
+RABBIT_BIN = ("/usr/lib/rabbitmq/bin",)  # the real scripts; /usr/sbin has su wrappers
+ERLANG_BIN = ("/usr/lib/erlang/bin",)
+#: Erlang start-up is slow on a small, busy machine.
+START_TIMEOUT = 180.0
+#: Schedulers must not busy-wait: several VMs and the clients share few cores here.
+VM_ARGS = "+sbwt none +sbwtdcpu none +sbwtdio none"
+
+
+def render_config(
+    node_name: str,
+    listen_host: str,
+    amqp_port: int,
+    *,
+    default_user: str = "",
+    default_pass: str = "",
+    memory_watermark: float = 0.4,
+    disk_free_limit: str = "50MB",
+    cluster_name: str = "",
+) -> dict[str, str]:
+    """File name → content of one node's configuration (local and AWS)."""
+    values = dict(
+        node_name=node_name,
+        listen_host=listen_host,
+        amqp_port=amqp_port,
+        default_user=default_user,
+        default_pass=default_pass,
+        memory_watermark=memory_watermark,
+        disk_free_limit=disk_free_limit,
+        cluster_name=cluster_name,
+    )
+    return {
+        "rabbitmq.conf": templating.render(__file__, "rabbitmq.conf.j2", **values),
+        # No plugins: the management plugin (and its HTTP listener) stays off.
+        "enabled_plugins": templating.render(__file__, "enabled_plugins.j2", plugins=[]),
+    }
+
+
+def _binaries() -> tuple[str, str, str]:
+    server = find_binary("rabbitmq-server", PACKAGE, RABBIT_BIN)
+    ctl = find_binary("rabbitmqctl", PACKAGE, RABBIT_BIN)
+    epmd = find_binary("epmd", "erlang-base", ERLANG_BIN)
+    return server, ctl, epmd
+
+
+class RabbitMQLocal(LocalDeployment):
+    topologies = ("single", "cluster")
+    debian_packages = (PACKAGE,)
+
+    def missing(self) -> str | None:
+        try:
+            _binaries()
+        except BrokerUnavailable as exc:
+            return str(exc)
+        return None
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        size = 3 if topology == "cluster" else 1
+        cluster = ProcessCluster(topology, workdir)
+        return start_cluster(cluster, lambda c: _build(c, size))
+
+
+def _build(cluster: ProcessCluster, size: int) -> None:
+    server, ctl_binary, epmd_binary = _binaries()
+    workdir = cluster.workdir
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    cookie = home / ".erlang.cookie"
+    cookie.write_text(secrets.token_hex(20).upper())
+    cookie.chmod(0o400)
+    (home / "rabbitmq-env.conf").write_text("")
+
+    ports = free_ports(1 + 2 * size)
+    epmd_port, node_ports = ports[0], ports[1:]
+    names = [f"bb{i + 1}@localhost" for i in range(size)]
+    ctl = Ctl(ctl_binary, str(home), epmd_port, tuple(names))
+
+    epmd = cluster.add(
+        ManagedProcess(
+            "epmd",
+            [epmd_binary, "-port", str(epmd_port), "-address", LOOPBACK],
+            workdir / "epmd.log",
+        )
+    )
+    wait_for_port(epmd, LOOPBACK, epmd_port, timeout=30)
+
+    amqp_ports = node_ports[:size]
+    nodes = []
+    for i, name in enumerate(names):
+        node_dir = workdir / f"bb{i + 1}"
+        node_dir.mkdir()
+        for file, content in render_config(name, LOOPBACK, amqp_ports[i]).items():
+            (node_dir / file).write_text(content)
+        env = {
+            **ctl.env(),
+            "RABBITMQ_NODENAME": name,
+            "RABBITMQ_USE_LONGNAME": "false",
+            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+            "RABBITMQ_NODE_PORT": str(amqp_ports[i]),
+            "RABBITMQ_DIST_PORT": str(node_ports[size + i]),
+            "RABBITMQ_MNESIA_BASE": str(node_dir / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(node_dir / "log"),
+            "RABBITMQ_CONFIG_FILE": str(node_dir / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(node_dir / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(node_dir / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(node_dir / "rabbitmq.pid"),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": f"{LOOPBACK_DIST} {VM_ARGS}",
+        }
+        # Started together: the slow Erlang boots overlap.
+        nodes.append(
+            cluster.add(
+                ManagedProcess(
+                    f"rabbitmq {name}", [server], workdir / f"bb{i + 1}.log", env=env, cwd=node_dir
+                )
+            )
+        )
+    for node, port in zip(nodes, amqp_ports, strict=True):
+        wait_for_port(node, LOOPBACK, port, timeout=START_TIMEOUT)
+    for name in names:
+        ctl.run(name, "await_startup", "--timeout", str(int(START_TIMEOUT)))
+    for name in names[1:]:
+        ctl.run(name, "stop_app")
+        ctl.run(name, "join_cluster", names[0])
+        ctl.run(name, "start_app", timeout=START_TIMEOUT)
+    if size > 1:
+        _wait_for_members(ctl, names)
+    cluster.endpoints = Endpoints(
+        hosts=tuple(f"{LOOPBACK}:{p}" for p in amqp_ports), extra=ctl.extra()
+    )
+
+
+def _wait_for_members(ctl: Ctl, names: list[str]) -> None:
+    """Until every node runs in the cluster; the error names the ones that do not."""
+    running: set[str] = set()
+
+    def ready() -> bool:
+        running.clear()
+        try:
+            running.update(ctl.cluster_status().get("running_nodes", []))
+        except BrokerError:
+            return False
+        return running >= set(names)
+
+    try:
+        wait_until(ready, f"RabbitMQ cluster of {', '.join(names)}", timeout=START_TIMEOUT)
+    except BrokerStartError:
+        absent = ", ".join(sorted(set(names) - running))
+        raise BrokerStartError(f"RabbitMQ nodes not running in the cluster: {absent}") from None
