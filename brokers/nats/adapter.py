@@ -1,0 +1,301 @@
+"""The NATS JetStream adapter (nats-py, asyncio): a file-backed work-queue stream with
+``replicas`` copies and one durable pull consumer with explicit acks.
+
+``send`` publishes every message of the batch concurrently and returns when the stream
+has acknowledged each one (a PubAck: stored by a majority of the stream's replicas);
+``receive`` fetches up to ``max_n`` messages from the shared durable consumer, waiting at
+most a second; ``ack`` sends ``+ACK`` to each message's reply subject. A message not acked
+within ``ack_wait`` is delivered again.
+
+Workers are spread over the servers: each new client starts at the next server of the
+list (offset by the process id) and fails over to the others. nats-py is imported
+lazily, so the package loads without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from brokers.base import AsyncAdapter, Destination, Endpoints, Received
+from brokers.errors import BrokerConnectionError, BrokerError
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
+
+    from brokers.nats import NatsParams
+
+CONSUMER = "brokerbench"
+CONNECT_TIMEOUT = 15.0
+#: JetStream API calls made while a (new) cluster elects leaders are retried this long.
+API_RETRY = 60.0
+
+T = TypeVar("T")
+_next_client = itertools.count(os.getpid())
+
+
+def stream_name(destination: Destination) -> str:
+    """A valid stream name for the destination (no dots, wildcards or spaces)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", destination.name)
+
+
+def subject(destination: Destination) -> str:
+    return f"brokerbench.{stream_name(destination)}"
+
+
+def server_order(endpoints: Endpoints) -> list[str]:
+    """Server URLs in the order a new client tries them (a different first one each time)."""
+    urls = [f"nats://{host}" for host in endpoints.hosts]
+    start = next(_next_client) % len(urls)
+    return urls[start:] + urls[:start]
+
+
+class _ConnectFailures:
+    """Errors nats-py reports while connecting: the last one, and whether to give up."""
+
+    def __init__(self, servers: int) -> None:
+        self.limit = 2 * servers
+        self.count = 0
+        self.last: BaseException | None = None
+        self.refused = asyncio.Event()
+
+    async def record(self, exc: Exception) -> None:
+        self.count += 1
+        self.last = exc
+        if self.count >= self.limit:
+            self.refused.set()
+
+
+async def open_connection(endpoints: Endpoints, servers: list[str] | None = None) -> Client:
+    """A connection that reconnects on its own once up.
+
+    The first connection gives up when every server failed twice, or after 15 s.
+    """
+    import nats
+
+    servers = servers or server_order(endpoints)
+    failures = _ConnectFailures(len(servers))
+    options: dict[str, Any] = {}
+    if endpoints.get("user"):
+        options.update(user=endpoints.get("user"), password=endpoints.get("password"))
+    connecting = asyncio.ensure_future(
+        nats.connect(
+            servers=servers,
+            dont_randomize=True,
+            connect_timeout=5,
+            reconnect_time_wait=0.5,
+            max_reconnect_attempts=-1,
+            error_cb=failures.record,
+            **options,
+        )
+    )
+    giving_up = asyncio.ensure_future(failures.refused.wait())
+    await asyncio.wait(
+        {connecting, giving_up}, timeout=CONNECT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+    )
+    giving_up.cancel()
+    cause = failures.last
+    if connecting.done():
+        failure = connecting.exception()
+        if failure is None:
+            client: Client = connecting.result()
+            return client
+        if not isinstance(failure, OSError | nats.errors.Error):
+            raise failure
+        cause = failure
+    else:
+        connecting.cancel()
+        with contextlib.suppress(BaseException):
+            await connecting
+    hosts = ", ".join(s.removeprefix("nats://") for s in servers)
+    detail = f"{type(cause).__name__} {cause}".strip() if cause else "no answer within 15 s"
+    raise BrokerConnectionError(f"cannot reach NATS at {hosts}: {detail}")
+
+
+def cluster_size(client: Client) -> int:
+    """Servers in the cluster, from the client URLs the server announces (itself included)."""
+    urls = client._server_info.get("connect_urls") or []
+    return max(1, len(urls))
+
+
+def stream_replicas(client: Client, params: NatsParams) -> int:
+    return params.replicas if params.replicas is not None else min(3, cluster_size(client))
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], what: str) -> T:
+    """Retry JetStream API calls a young cluster answers with 'unavailable' or not at all."""
+    import nats.errors
+    import nats.js.errors
+
+    deadline = time.monotonic() + API_RETRY
+    while True:
+        try:
+            return await call()
+        except (
+            nats.js.errors.ServiceUnavailableError,
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+        ) as exc:
+            if time.monotonic() >= deadline:
+                raise BrokerError(f"NATS JetStream: {what} failed: {exc!r}") from None
+            await asyncio.sleep(0.5)
+
+
+async def _create(js: JetStreamContext, client: Client, params: NatsParams, name: str) -> Any:
+    """Create (or update) the stream and its durable consumer; return the stream info."""
+    from nats.js import api
+
+    config = api.StreamConfig(
+        name=name,
+        subjects=[f"brokerbench.{name}"],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        storage=api.StorageType(params.storage),
+        num_replicas=stream_replicas(client, params),
+    )
+    info = await _retrying(lambda: js.add_stream(config), f"creating stream {name}")
+    consumer = api.ConsumerConfig(
+        durable_name=CONSUMER,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=params.ack_wait,
+        max_ack_pending=params.max_ack_pending,
+        deliver_policy=api.DeliverPolicy.ALL,
+    )
+    await _retrying(lambda: js.add_consumer(name, consumer), f"creating consumer of {name}")
+    return info
+
+
+def prepare(endpoints: Endpoints, params: NatsParams, destination: Destination) -> None:
+    async def run() -> None:
+        client = await open_connection(endpoints, [f"nats://{h}" for h in endpoints.hosts])
+        try:
+            await _create(client.jetstream(timeout=10), client, params, stream_name(destination))
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
+def describe(endpoints: Endpoints, params: NatsParams) -> dict[str, Any]:
+    """Server version and the replicas / placement of a stream created like ``prepare``."""
+
+    async def run() -> dict[str, Any]:
+        client = await open_connection(endpoints, [f"nats://{h}" for h in endpoints.hosts])
+        probe = f"bb_describe_{uuid.uuid4().hex[:12]}"
+        try:
+            js = client.jetstream(timeout=10)
+            await _create(js, client, params, probe)
+            stream = await js.stream_info(probe)
+            consumer = await js.consumer_info(probe, CONSUMER)
+            await js.delete_stream(probe)
+            server = client._server_info
+            cluster = stream.cluster
+            followers = (cluster.replicas or []) if cluster else []
+            peers = [cluster.leader] if cluster and cluster.leader else []
+            peers += [r.name for r in followers if r.name]
+            return {
+                "version": server.get("version"),
+                "server_name": server.get("server_name"),
+                "cluster_name": server.get("cluster") or "",
+                "cluster_size": cluster_size(client),
+                "replicas": stream.config.num_replicas,
+                "stream_peers": sorted(peers),
+                "stream_leader": cluster.leader if cluster else None,
+                "stream_followers_current": sum(1 for r in followers if r.current),
+                "storage": _value(stream.config.storage),
+                "retention": _value(stream.config.retention),
+                "consumer_ack_policy": _value(consumer.config.ack_policy),
+                "consumer_ack_wait_s": consumer.config.ack_wait,
+                "consumer_max_ack_pending": consumer.config.max_ack_pending,
+                "publish": "waits for every message's PubAck",
+            }
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def _value(item: Any) -> Any:
+    return getattr(item, "value", item)
+
+
+class NatsAdapter(AsyncAdapter["NatsParams"]):
+    """One worker's connection; the pull subscription is bound on the first receive."""
+
+    def __init__(self, endpoints: Endpoints, params: NatsParams, destination: Destination):
+        self.endpoints = endpoints
+        self.params = params
+        self.stream = stream_name(destination)
+        self.subject = subject(destination)
+        self.client: Client | None = None
+        self.js: JetStreamContext | None = None
+        self.subscription: Any = None
+
+    async def open(self) -> NatsAdapter:
+        self.client = await open_connection(self.endpoints)
+        self.js = self.client.jetstream(timeout=self.params.publish_timeout)
+        return self
+
+    @property
+    def server(self) -> str:
+        """``host:port`` of the server this client is connected to."""
+        url = self.client.connected_url if self.client else None
+        return url.netloc if url else ""
+
+    async def send(self, batch: Sequence[bytes]) -> None:
+        assert self.js is not None
+        js, subject, stream = self.js, self.subject, self.stream
+        results = await asyncio.gather(
+            *(js.publish(subject, body, stream=stream) for body in batch),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            raise BrokerError(
+                f"NATS {self.server}: {len(failed)} of {len(batch)} messages not acknowledged "
+                f"by stream {stream}: {type(failed[0]).__name__} {failed[0]}".strip()
+            )
+
+    async def receive(self, max_n: int) -> list[Received]:
+        import nats.errors
+
+        assert self.js is not None
+        if self.subscription is None:
+            self.subscription = await self.js.pull_subscribe_bind(
+                durable=CONSUMER, stream=self.stream
+            )
+        try:
+            messages = await self.subscription.fetch(max_n, timeout=1.0)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        return [
+            Received(m.data, m.reply, redelivered=m.metadata.num_delivered > 1)
+            for m in messages
+            if m.reply
+        ]
+
+    async def ack(self, receipts: Sequence[Hashable]) -> None:
+        assert self.client is not None
+        for reply in receipts:
+            await self.client.publish(str(reply), b"+ACK")
+
+    async def close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None and not client.is_closed:
+            try:
+                await client.flush(timeout=5)
+            finally:
+                await client.close()
+
+
+async def connect(
+    endpoints: Endpoints, params: NatsParams, destination: Destination
+) -> NatsAdapter:
+    return await NatsAdapter(endpoints, params, destination).open()

@@ -1,0 +1,77 @@
+"""NATS JetStream servers on AWS: the Debian/Ubuntu package, the same configuration
+template as the local cluster (private addresses, standard ports, larger limits), run by
+the package's systemd unit as the ``nats`` user."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from brokers.base import CloudRecipe, Endpoints
+from brokers.nats.local import render_config
+
+ROLE = "server"
+CLIENT_PORT = 4222
+CLUSTER_PORT = 6222
+MONITOR_PORT = 8222
+CONFIG = "/etc/nats-server.conf"
+STORE = "/var/lib/nats/jetstream"
+
+
+class NatsCloud(CloudRecipe):
+    """Three ``server`` nodes routing to each other; JetStream elects its own leaders."""
+
+    #: Where the node's data volume is mounted (the JetStream store lives below it).
+    data_dir = "/var/lib/nats"
+
+    def __init__(self, version: str = "", max_file_store: str = "500GB") -> None:
+        #: apt version string to pin (e.g. "2.9.10-1+b3"); empty = the image's.
+        self.version = version
+        self.max_file_store = max_file_store
+
+    def install_commands(self) -> list[str]:
+        package = f"nats-server={self.version}" if self.version else "nats-server"
+        return [
+            "export DEBIAN_FRONTEND=noninteractive",
+            "apt-get update -q",
+            f"apt-get install -y -q {shlex.quote(package)} curl",
+            "systemctl stop nats-server || true",
+        ]
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        addresses = cluster[ROLE]
+        routes = (
+            [f"{a}:{CLUSTER_PORT}" for j, a in enumerate(addresses) if j != index]
+            if len(addresses) > 1
+            else []
+        )
+        config = render_config(
+            f"nats-{index + 1}",
+            "0.0.0.0",
+            CLIENT_PORT,
+            CLUSTER_PORT,
+            MONITOR_PORT,
+            STORE,
+            routes,
+            max_memory_store="4GB",
+            max_file_store=self.max_file_store,
+        )
+        return {CONFIG: config}
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        return [
+            f"mkdir -p {STORE} && chown -R nats:nats /var/lib/nats",
+            "systemctl enable nats-server",
+            "systemctl restart nats-server",
+            # Ready when JetStream is healthy (in a cluster: the meta leader is known).
+            f"for i in $(seq 120); do curl -sf http://127.0.0.1:{MONITOR_PORT}/healthz "
+            "&& break; sleep 2; done",
+        ]
+
+    def ports(self) -> list[int]:
+        return [CLIENT_PORT, CLUSTER_PORT, MONITOR_PORT]
+
+    def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
+        return Endpoints(hosts=tuple(f"{address}:{CLIENT_PORT}" for address in cluster[ROLE]))

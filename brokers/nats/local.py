@@ -1,0 +1,156 @@
+"""NATS with JetStream on this machine: one server (``single``) or a 3-server JetStream
+cluster (``cluster``), from the Debian package, on free loopback ports.
+
+Every server has a unique server name, its own store directory and config file rendered
+from ``templates/nats-server.conf.j2``; cluster servers route to each other on loopback.
+A server is ready when its monitoring endpoint ``/healthz`` reports JetStream healthy
+and, in a cluster, ``/jsz`` names the JetStream meta leader.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from brokers import templating
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerUnavailable
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    find_binary,
+    free_ports,
+    start_cluster,
+    wait_for_port,
+    wait_until,
+)
+
+PACKAGE = "nats-server"
+START_TIMEOUT = 120.0
+CLUSTER_NAME = "brokerbench"
+
+
+def render_config(
+    server_name: str,
+    listen_host: str,
+    client_port: int,
+    cluster_port: int,
+    monitor_port: int,
+    store_dir: str,
+    routes: list[str],
+    *,
+    monitor_host: str = "",
+    max_memory_store: str = "256MB",
+    max_file_store: str = "8GB",
+    max_payload: str = "8MB",
+) -> str:
+    """nats-server.conf of one server; used locally and (other addresses, sizes) on AWS."""
+    return templating.render(
+        __file__,
+        "nats-server.conf.j2",
+        server_name=server_name,
+        listen_host=listen_host,
+        client_port=client_port,
+        cluster_port=cluster_port,
+        monitor_host=monitor_host or listen_host,
+        monitor_port=monitor_port,
+        store_dir=store_dir,
+        routes=routes,
+        cluster_name=CLUSTER_NAME,
+        max_memory_store=max_memory_store,
+        max_file_store=max_file_store,
+        max_payload=max_payload,
+    )
+
+
+def _monitor(host: str, monitor_port: int, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{host}:{monitor_port}{path}", timeout=2) as reply:
+        data = json.load(reply)
+    return data if isinstance(data, dict) else {}
+
+
+def healthy(host: str, monitor_port: int, clustered: bool) -> bool:
+    """True when ``/healthz`` says ok and, in a cluster, a JetStream meta leader is known."""
+    try:
+        if _monitor(host, monitor_port, "/healthz").get("status") != "ok":
+            return False
+        if clustered:
+            meta = _monitor(host, monitor_port, "/jsz").get("meta_cluster") or {}
+            return bool(meta.get("leader"))
+        return True
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+class NatsLocal(LocalDeployment):
+    topologies = ("single", "cluster")
+    debian_packages = (PACKAGE,)
+
+    def missing(self) -> str | None:
+        try:
+            find_binary("nats-server", PACKAGE)
+        except BrokerUnavailable as exc:
+            return str(exc)
+        return None
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        size = 3 if topology == "cluster" else 1
+        cluster = ProcessCluster(topology, workdir)
+        return start_cluster(cluster, lambda c: _build(c, size))
+
+
+def _build(cluster: ProcessCluster, size: int) -> None:
+    binary = find_binary("nats-server", PACKAGE)
+    ports = free_ports(3 * size)
+    client_ports, cluster_ports, monitor_ports = (
+        ports[:size],
+        ports[size : 2 * size],
+        ports[2 * size :],
+    )
+    names = [f"n{i + 1}" for i in range(size)]
+    nodes = []
+    for i, name in enumerate(names):
+        node_dir = cluster.workdir / name
+        (node_dir / "jetstream").mkdir(parents=True)
+        routes = (
+            [f"{LOOPBACK}:{p}" for j, p in enumerate(cluster_ports) if j != i] if size > 1 else []
+        )
+        conf = node_dir / "nats-server.conf"
+        conf.write_text(
+            render_config(
+                name,
+                LOOPBACK,
+                client_ports[i],
+                cluster_ports[i],
+                monitor_ports[i],
+                str(node_dir / "jetstream"),
+                routes,
+            )
+        )
+        nodes.append(
+            cluster.add(
+                ManagedProcess(
+                    f"nats-server {name}",
+                    [binary, "-c", str(conf)],
+                    cluster.workdir / f"{name}.log",
+                )
+            )
+        )
+    for node, port in zip(nodes, client_ports, strict=True):
+        wait_for_port(node, LOOPBACK, port, timeout=START_TIMEOUT)
+    for node, port in zip(nodes, monitor_ports, strict=True):
+        wait_until(
+            lambda port=port: healthy(LOOPBACK, port, size > 1),  # type: ignore[misc]
+            f"{node.name} JetStream (/healthz on {LOOPBACK}:{port})",
+            timeout=START_TIMEOUT,
+            log_path=node.log_path,
+            process=node,
+        )
+    cluster.endpoints = Endpoints(
+        hosts=tuple(f"{LOOPBACK}:{p}" for p in client_ports),
+        extra=(("monitor", ",".join(f"{LOOPBACK}:{p}" for p in monitor_ports)),),
+    )
