@@ -18,6 +18,8 @@ class AnalysisAppArgs:
     max_vcpu: int
     tags: dict[str, str]
     idle_minutes: int = 15
+    #: A custom image (ECR URI) providing Python ≥ 3.11 for the job; None = EMR's own.
+    image_uri: str | None = None
 
 
 class AnalysisApp(pulumi.ComponentResource):
@@ -40,6 +42,11 @@ class AnalysisApp(pulumi.ComponentResource):
             ),
             maximum_capacity=aws.emrserverless.ApplicationMaximumCapacityArgs(
                 cpu=f"{args.max_vcpu} vCPU", memory=f"{args.max_vcpu * 4} GB"
+            ),
+            image_configuration=(
+                aws.emrserverless.ApplicationImageConfigurationArgs(image_uri=args.image_uri)
+                if args.image_uri
+                else None
             ),
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),

@@ -372,8 +372,8 @@ def cloud_init_schema_batch(texts: list[str]) -> list[list[str]] | None:
         raise RuntimeError(f"cloud-init schema batch failed: {done.stderr.strip()[-500:]}")
     found = json.loads(done.stdout)
     results = []
-    for path in paths:
-        output = found[path]
+    for name in paths:
+        output = found[name]
         valid = "Valid cloud-config:" in output and "Error" not in output
         results.append([] if valid else [line for line in output.splitlines() if line.strip()])
     return results

@@ -144,7 +144,10 @@ def build(
         RunAccessArgs(bucket.name, layout, tags, queue.arn if queue is not None else None),
     )
     analysis = AnalysisApp(
-        "analysis", AnalysisAppArgs(settings.emr_release, settings.emr_max_vcpu, tags)
+        "analysis",
+        AnalysisAppArgs(
+            settings.emr_release, settings.emr_max_vcpu, tags, image_uri=settings.emr_image
+        ),
     )
 
     endpoints: pulumi.Output[Endpoints] = (
@@ -297,6 +300,7 @@ def _manifest(
             "clients": [vars(n) for n in plan.clients],
             "points": [vars(p) for p in plan.points],
             "endpoints": {"hosts": list(endpoints.hosts), "extra": dict(endpoints.extra)},
+            "emr_python": settings.emr_python,
         },
         indent=1,
         sort_keys=True,

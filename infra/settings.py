@@ -69,6 +69,12 @@ class StackSettings(BaseModel):
         "analysis.job", description="Python module the EMR job runs (as __main__)."
     )
     emr_release: str = "emr-7.5.0"
+    emr_image: str | None = Field(
+        None, description="EMR Serverless custom image (ECR URI) with Python ≥ 3.11."
+    )
+    emr_python: str = Field(
+        "/usr/bin/python3.11", description="Python of the analysis job on EMR (PYSPARK_PYTHON)."
+    )
     emr_max_vcpu: int = Field(64, ge=4, le=4000)
     broker_wait_minutes: int = Field(30, ge=1, le=24 * 60)
 

@@ -270,16 +270,16 @@ def test_analyze_submits_the_job_with_the_run_and_the_wheel(
     run = cloud.CloudRun(
         BUCKET, RUN, REGION, app["applicationId"], "arn:aws:iam::123456789012:role/job"
     )
-    job = cloud.submit_analysis(emr, run)
+    job = cloud.submit_analysis(emr, run, python="/usr/bin/python3.11")
     driver = emr.get_job_run(applicationId=run.emr_application_id, jobRunId=job)["jobRun"][
         "jobDriver"
     ]
     assert driver["sparkSubmit"]["entryPoint"] == f"s3://{BUCKET}/artifacts/{RUN}/analysis_entry.py"
     assert driver["sparkSubmit"]["entryPointArguments"] == [f"s3://{BUCKET}/runs/{RUN}/"]
-    assert (
-        f"--py-files s3://{BUCKET}/artifacts/{RUN}/brokerbench.zip"
-        in driver["sparkSubmit"]["sparkSubmitParameters"]
-    )
+    parameters = driver["sparkSubmit"]["sparkSubmitParameters"]
+    assert f"--py-files s3://{BUCKET}/artifacts/{RUN}/brokerbench.zip" in parameters
+    assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=/usr/bin/python3.11" in parameters
+    manifest(s3)
     args = [
         "--emr-application",
         run.emr_application_id,

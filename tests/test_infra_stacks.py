@@ -307,3 +307,19 @@ def test_scenario_of_another_system_is_rejected(
     settings = deployable("postgresql").model_copy(update={"system": "redis"})
     with pytest.raises(StackConfigError, match="not redis"):
         build(settings, "x", REGION, wheel=wheel)
+
+
+def test_emr_custom_image_and_sizes_reach_the_resources(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/brokerbench-emr:7.5.0"
+    settings = deployable("redis").model_copy(
+        update={"emr_image": image, "broker_instance_type": "r5.large", "data_volume_gib": 50}
+    )
+    _, resources = deploy(lambda: build(settings, "redis", REGION, wheel=wheel))
+    (app,) = checks.of_type(resources, "emrserverless/application:Application")
+    assert app.inputs["imageConfiguration"] == {"imageUri": image}
+    brokers = [m for m in instances(resources) if m.name.startswith("brokers-")]
+    assert {m.inputs["instanceType"] for m in brokers} == {"r5.large"}
+    assert {m.inputs["ebsBlockDevices"][0]["volumeSize"] for m in brokers} == {50}

@@ -111,17 +111,23 @@ class Progress:
         return not self.missing
 
 
-def run_progress(s3: Any, run: CloudRun) -> Progress:
-    """Which nodes of which sweep points have posted their done marker (from the manifest)."""
-    from infra.agent import RunStore
-
+def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
+    """The run manifest the stack uploaded (nodes, sweep points, instance types …)."""
     try:
         body = s3.get_object(Bucket=run.bucket, Key=run.manifest_key)["Body"].read()
     except Exception as exc:
         raise UserError(
             f"s3://{run.bucket}/{run.manifest_key}: cannot read the manifest ({exc})"
         ) from None
-    manifest = json.loads(body)
+    manifest: dict[str, Any] = json.loads(body)
+    return manifest
+
+
+def run_progress(s3: Any, run: CloudRun) -> Progress:
+    """Which nodes of which sweep points have posted their done marker (from the manifest)."""
+    from infra.agent import RunStore
+
+    manifest = read_manifest(s3, run)
     store = RunStore(s3, run.bucket, run.run_id)
     present = store.keys("control/")
     failed, missing, done = [], [], 0
@@ -181,11 +187,20 @@ def _print_progress(run: CloudRun, progress: Progress) -> None:
 # -- analyze -----------------------------------------------------------------------------
 
 
-def submit_analysis(emr: Any, run: CloudRun) -> str:
-    """Start the analysis job run on EMR Serverless; its job run id."""
+def submit_analysis(emr: Any, run: CloudRun, python: str = "") -> str:
+    """Start the analysis job run on EMR Serverless; its job run id.
+
+    ``python`` is the job's interpreter (the stack's ``emrPython``, from the manifest).
+    """
     if not run.emr_application_id or not run.emr_execution_role_arn:
         raise UserError("no EMR application/role: use --stack, or --emr-application and --emr-role")
     artifacts = f"s3://{run.bucket}/artifacts/{run.run_id}/"
+    parameters = [f"--py-files {artifacts}brokerbench.zip"]
+    if python:
+        parameters += [
+            f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={python}",
+            f"--conf spark.executorEnv.PYSPARK_PYTHON={python}",
+        ]
     response = emr.start_job_run(
         applicationId=run.emr_application_id,
         executionRoleArn=run.emr_execution_role_arn,
@@ -194,7 +209,7 @@ def submit_analysis(emr: Any, run: CloudRun) -> str:
             "sparkSubmit": {
                 "entryPoint": f"{artifacts}analysis_entry.py",
                 "entryPointArguments": [run.run_uri],
-                "sparkSubmitParameters": f"--py-files {artifacts}brokerbench.zip",
+                "sparkSubmitParameters": " ".join(parameters),
             }
         },
         configurationOverrides={
@@ -225,7 +240,8 @@ def follow_job(emr: Any, run: CloudRun, job_run_id: str, poll: float, timeout: f
 def cmd_analyze(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     emr = _client("emr-serverless", run.region)
-    job_run_id = submit_analysis(emr, run)
+    manifest = read_manifest(_client("s3", run.region), run)
+    job_run_id = submit_analysis(emr, run, str(manifest.get("emr_python", "")))
     print(f"submitted the analysis of {run.run_id} to EMR Serverless: job run {job_run_id}")
     if args.no_wait:
         return 0
