@@ -11,7 +11,6 @@ import argparse
 import csv
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from analysis import transforms as tf
-from analysis.storage import RunLocation, hadoop_aws_jars, s3a_settings
+from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.results import TABLES
 
 SUMMARY_COLUMNS = [
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", help="a run directory, or s3://bucket/prefix of one")
     args = parser.parse_args(argv)
     settings: dict[str, str] = {}
-    if RunLocation.of(args.run_dir).s3 and not os.environ.get("BROKERBENCH_SPARK_CLUSTER"):
+    if RunLocation.of(args.run_dir).s3 and not cluster_mode():
         settings = s3a_settings(hadoop_aws_jars())
     spark = spark_session(settings=settings)
     try:

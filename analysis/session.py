@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from analysis.storage import cluster_mode
+
 #: Driver heap for local mode (every JVM gets an explicit -Xmx).
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DEFAULT_DRIVER_MEMORY = os.environ.get("BROKERBENCH_SPARK_MEMORY", "2g")
@@ -24,7 +26,7 @@ def spark_session(
     builder = SparkSession.builder.appName(app)
     for key, value in (settings or {}).items():
         builder = builder.config(key, value)
-    if not os.environ.get("BROKERBENCH_SPARK_CLUSTER"):
+    if not cluster_mode():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (
             builder.master(f"local[{cores or '*'}]")

@@ -82,8 +82,8 @@ class RunLocation:
         """The path Spark reads or writes: ``s3a://`` in local mode, ``s3://`` on EMR."""
         if not self.s3:
             return str(self.local / relative)
-        scheme = "s3" if os.environ.get("BROKERBENCH_SPARK_CLUSTER") else "s3a"
-        return f"{scheme}://{self._bucket_key(relative)[0]}/{self._bucket_key(relative)[1]}"
+        bucket, key = self._bucket_key(relative)
+        return f"{'s3' if cluster_mode() else 's3a'}://{bucket}/{key}"
 
     def read_text(self, relative: str) -> str:
         if not self.s3:
@@ -112,6 +112,14 @@ class RunLocation:
     def _bucket_key(self, relative: str) -> tuple[str, str]:
         bucket, _, prefix = self.uri.split("://", 1)[1].partition("/")
         return bucket, "/".join(p for p in (prefix.strip("/"), relative) if p)
+
+
+def cluster_mode() -> bool:
+    """True under spark-submit (EMR, a cluster) or when ``BROKERBENCH_SPARK_CLUSTER`` is set:
+    the cluster's own settings and S3 support are used as they are."""
+    return bool(
+        os.environ.get("BROKERBENCH_SPARK_CLUSTER") or os.environ.get("PYSPARK_GATEWAY_PORT")
+    )
 
 
 def is_s3(uri: str) -> bool:

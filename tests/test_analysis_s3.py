@@ -88,10 +88,11 @@ def test_job_reads_and_writes_a_run_in_s3(s3_endpoint, tmp_path: Path, monkeypat
 
 def test_run_location_paths(monkeypatch) -> None:
     monkeypatch.delenv("BROKERBENCH_SPARK_CLUSTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     run = RunLocation.of("s3://bucket/some/prefix/run-1/")
     assert run.s3 and run.name == "run-1"
     assert run.spark_path("raw/seconds") == "s3a://bucket/some/prefix/run-1/raw/seconds"
-    monkeypatch.setenv("BROKERBENCH_SPARK_CLUSTER", "1")
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")  # under spark-submit, e.g. on EMR
     assert run.spark_path("raw/seconds") == "s3://bucket/some/prefix/run-1/raw/seconds"
     local = RunLocation.of(Path("/tmp/x/run-2"))
     assert not local.s3 and local.spark_path("raw") == "/tmp/x/run-2/raw"
