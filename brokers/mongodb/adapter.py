@@ -20,6 +20,7 @@ back in storage order — oldest first for messages not yet delivered.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -66,7 +67,9 @@ def mongo_client(endpoints: Endpoints, params: MongoParams | None = None) -> Mon
 
 def _unreachable(endpoints: Endpoints, exc: Exception) -> BrokerConnectionError:
     host, port = endpoints.first
-    reason = str(exc).strip().split(",")[0].splitlines()[0] if str(exc).strip() else "no answer"
+    text = str(exc).strip()
+    reason = re.split(r" \(configured timeouts|, Timeout:", text)[0].splitlines()[0] if text else ""
+    reason = reason or "no answer"
     return BrokerConnectionError(f"cannot reach MongoDB at {host}:{port}: {reason}")
 
 
