@@ -183,10 +183,13 @@ def render_unit(role: str, home: str, command: str) -> str:
     )
 
 
-def jvm_options(home: Path | str, direct: str | None = None) -> list[str]:
+def jvm_options(
+    home: Path | str, direct: str | None = None, log_dir: Path | str = "/var/log/pulsar"
+) -> list[str]:
     """System properties and opens of every Pulsar JVM (logging to stdout)."""
     options = [
         f"-Dlog4j.configurationFile={home}/conf/log4j2.yaml",
+        f"-Dpulsar.log.dir={log_dir}",
         "-Dlog4j.shutdownHookEnabled=false",
         "-Dpulsar.log.root.level=info",
         "-Djute.maxbuffer=10485760",

@@ -182,7 +182,10 @@ class PulsarLocal(LocalDeployment):
             "--no-functions-worker",
             "--no-stream-storage",
         ]
-        jvm = [*jvm_options(home(), LOCAL_SIZES.standalone_direct), f"-Dpulsar.config.file={conf}"]
+        jvm = [
+            *jvm_options(home(), LOCAL_SIZES.standalone_direct, workdir),
+            f"-Dpulsar.config.file={conf}",
+        ]
         node = cluster.add(
             ManagedProcess(
                 "standalone",
@@ -214,7 +217,7 @@ class PulsarLocal(LocalDeployment):
                     classpath(),
                     sizes.zookeeper_heap,
                     [str(zk_dir / "zookeeper.conf")],
-                    jvm_options(home()),
+                    jvm_options(home(), log_dir=zk_dir),
                 ),
                 workdir / "zookeeper.log",
                 cwd=zk_dir,
@@ -231,9 +234,9 @@ class PulsarLocal(LocalDeployment):
                 f"http://{LOOPBACK}:{web_port}",
                 f"pulsar://{LOOPBACK}:{broker_port}",
             ),
-            jvm_options(home()),
+            jvm_options(home(), log_dir=workdir),
         )
-        run_checked(init, "Pulsar cluster metadata setup", timeout=180)
+        run_checked(init, "Pulsar cluster metadata setup", timeout=180, cwd=workdir)
 
         bookies: list[tuple[ManagedProcess, int]] = []
         for index, port in enumerate(bookie_ports, start=1):
@@ -248,7 +251,7 @@ class PulsarLocal(LocalDeployment):
                 classpath(),
                 sizes.bookie_heap,
                 ["--conf", str(conf)],
-                jvm_options(home(), sizes.bookie_direct),
+                jvm_options(home(), sizes.bookie_direct, bookie_dir),
             )
             process = ManagedProcess(
                 f"bookie-{index}", command, workdir / f"bookie-{index}.log", cwd=bookie_dir
@@ -280,7 +283,7 @@ class PulsarLocal(LocalDeployment):
                     classpath(),
                     sizes.broker_heap,
                     ["--broker-conf", str(broker_dir / "broker.conf")],
-                    jvm_options(home(), sizes.broker_direct),
+                    jvm_options(home(), sizes.broker_direct, broker_dir),
                 ),
                 workdir / "broker.log",
                 cwd=broker_dir,

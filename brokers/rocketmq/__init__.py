@@ -1,0 +1,44 @@
+"""Apache RocketMQ 5 (SPEC §6): name server, SYNC_MASTER brokers with slaves and the gRPC
+proxy from Maven Central; topics and consumer groups created before a run; clients use
+rocketmq-python-client (producer, SimpleConsumer with an invisible duration, acks).
+"""
+
+from __future__ import annotations
+
+from brokers.base import BrokerSystem, Topology
+from brokers.rocketmq import adapter, admin
+from brokers.rocketmq.cloud import RocketMQCloud
+from brokers.rocketmq.local import RocketMQLocal
+from brokers.rocketmq.params import RocketMQParams
+
+DURABILITY_CAVEAT = (
+    "A confirmed send is fsynced on the master (SYNC_FLUSH) and, with a slave, copied to the "
+    "slave before the master answers (SYNC_MASTER); the slave's copy is not fsynced before "
+    "that answer. The 'single' topology has no slave (ASYNC_MASTER, no replication)."
+)
+FAILOVER_CAVEAT = (
+    "Master-slave pairs do not fail over automatically (no controller/DLedger): while a "
+    "master is down its queues cannot be written."
+)
+CLIENT_CAVEAT = (
+    "Every send and receive goes through the gRPC proxy; rocketmq-python-client sends one "
+    "message per request (a batch is sent concurrently) and a message not acknowledged within "
+    "invisible_duration (min. 10 s) is delivered again."
+)
+
+SYSTEM = BrokerSystem(
+    name="rocketmq",
+    title="Apache RocketMQ",
+    params_model=RocketMQParams,
+    connect=adapter.connect,
+    prepare=admin.prepare,
+    describe=admin.describe,
+    reference_topology=Topology(
+        roles={"namesrv": 1, "master": 3, "slave": 3},
+        replication="3 master-slave pairs, SYNC_MASTER + SYNC_FLUSH; a gRPC proxy on each master",
+    ),
+    local=RocketMQLocal(),
+    cloud=RocketMQCloud(),
+    caveats=(DURABILITY_CAVEAT, FAILOVER_CAVEAT, CLIENT_CAVEAT),
+    client_package="rocketmq-python-client",
+)

@@ -1,0 +1,153 @@
+"""The RocketMQ client of one worker: rocketmq-python-client over gRPC through the proxy.
+
+* ``send``: every message of the batch is sent with ``send_async``; the call returns when
+  every send receipt arrived, i.e. the master has the message fsynced (``SYNC_FLUSH``) and,
+  as ``SYNC_MASTER``, replicated to its slave. A failed status raises.
+* ``receive``: a ``SimpleConsumer`` of the point's consumer group (clustering mode) long-polls
+  for up to ``long_polling`` seconds; what it returns stays invisible to the other
+  receivers for ``invisible_duration`` and comes back if it is not acknowledged by then.
+* ``ack``: one acknowledgement per message, each waited for.
+
+Producer and consumer are created on first use, so a sender worker never joins the group.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Hashable, Sequence
+from concurrent.futures import wait
+from typing import Any
+
+from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.rocketmq.admin import group_name, topic_name
+from brokers.rocketmq.params import RocketMQParams
+
+#: How long after start-up a consumer may still be unknown to the proxy.
+SETTINGS_GRACE = 15.0
+
+
+class RocketMQAdapter(Adapter[RocketMQParams]):
+    def __init__(
+        self, endpoints: Endpoints, params: RocketMQParams, destination: Destination
+    ) -> None:
+        import rocketmq
+
+        logging.getLogger("rocketmq-python-client").setLevel(logging.WARNING)
+        self._rocketmq = rocketmq
+        self.params = params
+        self.topic = topic_name(destination)
+        self.group = group_name(destination)
+        self.config = rocketmq.ClientConfiguration(
+            ";".join(endpoints.hosts),
+            rocketmq.Credentials(),
+            request_timeout=params.send_timeout,
+        )
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._consumer_started = 0.0
+        self._tokens = itertools.count()
+        self._unacked: dict[int, Any] = {}
+
+    def _producer_for_send(self) -> Any:
+        if self._producer is None:
+            producer = self._rocketmq.Producer(self.config, (self.topic,))
+            producer.startup()
+            self._producer = producer
+        return self._producer
+
+    def _consumer_for_receive(self) -> Any:
+        if self._consumer is None:
+            rocketmq = self._rocketmq
+            consumer = rocketmq.SimpleConsumer(
+                self.config,
+                self.group,
+                {self.topic: rocketmq.FilterExpression()},
+                await_duration=self.params.long_polling,
+            )
+            consumer.startup()
+            settled = getattr(consumer, "_init_settings_event", None)
+            if settled is not None:
+                settled.wait(timeout=10)
+            self._consumer = consumer
+            self._consumer_started = time.monotonic()
+        return self._consumer
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        producer = self._producer_for_send()
+        futures = []
+        for body in batch:
+            message = self._rocketmq.Message()
+            message.topic = self.topic
+            message.body = body
+            futures.append(producer.send_async(message))
+        timeout = self.params.send_timeout * 3 + 5  # the client retries up to 3 times
+        done, pending = wait(futures, timeout=timeout)
+        if pending:
+            raise BrokerError(
+                f"RocketMQ: {len(pending)} of {len(batch)} sends not confirmed within "
+                f"{timeout:.0f} s"
+            )
+        errors = [f.exception() for f in done if f.exception() is not None]
+        if errors:
+            raise BrokerError(
+                f"RocketMQ: {len(errors)} of {len(batch)} sends failed: {_one_line(errors[0])}"
+            )
+
+    def receive(self, max_n: int) -> list[Received]:
+        consumer = self._consumer_for_receive()
+        try:
+            messages = consumer.receive(max_n, int(self.params.invisible_duration))
+        except Exception as exc:
+            # Right after start-up the proxy may not have this consumer's settings yet.
+            if time.monotonic() - self._consumer_started < SETTINGS_GRACE and "settings" in str(
+                exc
+            ):
+                time.sleep(0.2)
+                return []
+            raise
+        received = []
+        for message in messages:
+            token = next(self._tokens)
+            self._unacked[token] = message
+            attempt = message.delivery_attempt or 1
+            received.append(Received(message.body, token, attempt > 1))
+        return received
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        consumer = self._consumer_for_receive()
+        for receipt in receipts:
+            message = self._unacked.pop(receipt, None)  # type: ignore[call-overload]
+            if message is not None:
+                consumer.ack(message)
+
+    def close(self) -> None:
+        self._unacked.clear()
+        for client in (self._producer, self._consumer):
+            if client is not None:
+                try:
+                    client.shutdown()
+                except Exception:
+                    pass
+
+
+def _one_line(error: BaseException | None) -> str:
+    return " ".join(str(error).split())[:300]
+
+
+def connect(
+    endpoints: Endpoints, params: RocketMQParams, destination: Destination
+) -> RocketMQAdapter:
+    """One worker's client; fails within seconds, naming the proxy, when it is unreachable."""
+    host, port = endpoints.first
+    try:
+        with socket.create_connection((host, port), timeout=10):
+            pass
+    except OSError as exc:
+        raise BrokerConnectionError(
+            f"RocketMQ proxy at {host}:{port} is unreachable: {exc}"
+        ) from None
+    return RocketMQAdapter(endpoints, params, destination)

@@ -1,0 +1,271 @@
+"""RocketMQ 5 on this machine, from the name server, broker and proxy jars on Maven Central.
+
+* ``single``: name server, one master (``ASYNC_MASTER``: there is no slave to wait for)
+  and the gRPC proxy (cluster mode).
+* ``cluster``: name server, a ``SYNC_MASTER`` (by default) with its ``SLAVE``, and the
+  proxy; ready only once the master reports its slave in sync.
+
+Every JVM gets an explicit heap and runs with the loopback-bind library
+(:mod:`brokers.rocketmq.loopback`), so nothing listens beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from brokers.base import Endpoints, LocalDeployment
+from brokers.errors import BrokerError, BrokerStartError
+from brokers.local import (
+    LOOPBACK,
+    ManagedProcess,
+    ProcessCluster,
+    cache_dir,
+    free_ports,
+    java_command,
+    maven_fetch,
+    start_cluster,
+    wait_for_port,
+    wait_until,
+)
+from brokers.rocketmq import loopback, remoting
+from brokers.rocketmq.config import (
+    MAIN,
+    POM,
+    BrokerNode,
+    Sizes,
+    jvm_options,
+    main_args,
+    render_broker,
+    render_namesrv,
+    render_proxy,
+    version,
+)
+from brokers.rocketmq.params import RocketMQParams
+
+START_TIMEOUT = 180.0
+LOCAL_SIZES = Sizes()
+BROKER_NAME = "broker-a"
+
+
+def jar_dir() -> Path:
+    return cache_dir("rocketmq") / version()
+
+
+def fetched() -> bool:
+    return (jar_dir() / ".complete").exists() and any(jar_dir().glob("rocketmq-proxy-*.jar"))
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def broker_ports(count: int, taken: set[int]) -> list[int]:
+    """Listen ports whose ``port - 2`` is free too: a broker also listens there."""
+    chosen: list[int] = []
+    for _ in range(50):
+        for port in free_ports(4):
+            used = taken | set(chosen) | {p - 2 for p in chosen}
+            if port in used or port - 2 in used or port - 2 < 1024:
+                continue
+            if _bindable(port - 2):
+                chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise BrokerStartError("found no free port pairs for the RocketMQ brokers")
+
+
+class RocketMQCluster(ProcessCluster):
+    """Stops the proxy, then the brokers together, then the name server."""
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for prefix in ("proxy", "broker", "namesrv"):
+            group = [n for n in self.nodes if n.name.startswith(prefix)]
+            with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
+                list(pool.map(_stop_node, group))
+        for node in self.nodes:
+            node.kill()
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _stop_node(node: ManagedProcess) -> None:
+    try:
+        node.stop(timeout=5)
+    except Exception:
+        node.kill()
+
+
+class RocketMQLocal(LocalDeployment):
+    """Name server + broker(s) + proxy from the jars fetched by ``install``."""
+
+    topologies = ("single", "cluster")
+    debian_packages = ("openjdk-17-jre-headless", "maven", "gcc")
+
+    def missing(self) -> str | None:
+        if shutil.which("java") is None:
+            return "java not found: install the Debian package openjdk-17-jre-headless"
+        if not fetched():
+            if shutil.which("mvn") is None:
+                return (
+                    "RocketMQ jars not fetched and mvn not found: install the Debian package maven"
+                )
+            return f"RocketMQ {version()} jars not fetched yet: run 'brokerbench setup'"
+        if not loopback.library().exists():
+            if loopback.compiler() is None:
+                return "no C compiler for RocketMQ's loopback-bind library: install gcc"
+            return "RocketMQ's loopback-bind library is not built yet: run 'brokerbench setup'"
+        return None
+
+    def install(self, log: Callable[[str], None]) -> None:
+        maven_fetch(POM, jar_dir(), log)
+        if not loopback.library().exists():
+            log("building RocketMQ's loopback-bind library…")
+        loopback.build()
+
+    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+        if not fetched():
+            raise BrokerStartError(
+                f"RocketMQ {version()} jars are missing from {jar_dir()}: run 'brokerbench setup'"
+            )
+        if not isinstance(params, RocketMQParams):
+            params = RocketMQParams.model_validate({})
+        library = loopback.build()
+        cluster = RocketMQCluster(topology, workdir)
+        return start_cluster(
+            cluster, lambda c: self._build(c, params, topology == "cluster", library)
+        )
+
+    def _build(
+        self, cluster: ProcessCluster, params: RocketMQParams, with_slave: bool, library: Path
+    ) -> None:
+        sizes = LOCAL_SIZES
+        workdir = cluster.workdir
+        namesrv_port, grpc_port, proxy_remoting_port, *ha_ports = free_ports(5)
+        taken = {namesrv_port, grpc_port, proxy_remoting_port, *ha_ports}
+        listen_ports = broker_ports(2 if with_slave else 1, taken)
+        namesrv = [f"{LOOPBACK}:{namesrv_port}"]
+        deadline = time.monotonic() + START_TIMEOUT
+
+        def remaining() -> float:
+            return max(1.0, deadline - time.monotonic())
+
+        def launch(
+            name: str, role: str, heap: str, direct: str | None, conf: str
+        ) -> ManagedProcess:
+            home = workdir / name
+            (home / "conf").mkdir(parents=True, exist_ok=True)
+            path = home / ("proxy.json" if role == "proxy" else f"{role}.conf")
+            path.write_text(conf)
+            command = java_command(
+                MAIN[role],
+                [str(jar_dir() / "*")],
+                heap,
+                main_args(role, path),
+                jvm_options(home, direct),
+            )
+            env = {"ROCKETMQ_HOME": str(home), "LD_PRELOAD": str(library)}
+            return cluster.add(
+                ManagedProcess(name, command, workdir / f"{name}.log", env=env, cwd=home)
+            )
+
+        ns = launch(
+            "namesrv", "namesrv", sizes.namesrv_heap, None, render_namesrv(namesrv_port, LOOPBACK)
+        )
+        wait_for_port(ns, LOOPBACK, namesrv_port, timeout=remaining())
+
+        nodes = [
+            BrokerNode(
+                BROKER_NAME,
+                0,
+                params.broker_role(with_slave),
+                LOOPBACK,
+                LOOPBACK,
+                listen_ports[0],
+                ha_ports[0],
+                str(workdir / f"{BROKER_NAME}-master" / "store"),
+            )
+        ]
+        if with_slave:
+            nodes.append(
+                BrokerNode(
+                    BROKER_NAME,
+                    1,
+                    "SLAVE",
+                    LOOPBACK,
+                    LOOPBACK,
+                    listen_ports[1],
+                    ha_ports[1],
+                    str(workdir / f"{BROKER_NAME}-slave" / "store"),
+                )
+            )
+        brokers = []
+        for node in nodes:
+            name = f"{node.broker_name}-{'master' if node.broker_id == 0 else 'slave'}"
+            conf = render_broker(node, params.flush_disk_type, namesrv, sizes)
+            process = launch(name, "broker", sizes.broker_heap, sizes.broker_direct, conf)
+            brokers.append((process, node))
+        for process, node in brokers:
+            wait_for_port(process, LOOPBACK, node.port, timeout=remaining())
+        master = f"{LOOPBACK}:{listen_ports[0]}"
+        wait_until(
+            lambda: _registered(namesrv[0], len(nodes)),
+            f"{BROKER_NAME} registration with the name server",
+            remaining(),
+            log_path=brokers[0][0].log_path,
+            process=brokers[0][0],
+            interval=0.5,
+        )
+        if with_slave:
+            slave = brokers[1][0]
+            wait_until(
+                lambda: _slave_in_sync(master),
+                f"{slave.name} replication (the master reports no slave in sync)",
+                remaining(),
+                log_path=slave.log_path,
+                process=slave,
+                interval=0.5,
+            )
+        proxy = launch(
+            "proxy",
+            "proxy",
+            sizes.proxy_heap,
+            sizes.proxy_direct,
+            render_proxy(namesrv, grpc_port, proxy_remoting_port),
+        )
+        wait_for_port(proxy, LOOPBACK, grpc_port, timeout=remaining())
+        dead = cluster.dead_nodes()
+        if dead:
+            raise BrokerStartError(f"RocketMQ node(s) {', '.join(dead)} exited while starting")
+        cluster.endpoints = Endpoints(
+            hosts=(f"{LOOPBACK}:{grpc_port}",),
+            extra=(("namesrv", namesrv[0]), ("rocketmq_version", version())),
+        )
+
+
+def _registered(namesrv: str, brokers: int) -> bool:
+    try:
+        ids = remoting.cluster_info(namesrv).get(BROKER_NAME, {})
+    except BrokerError:
+        return False
+    return len(ids) >= brokers
+
+
+def _slave_in_sync(master: str) -> bool:
+    try:
+        return int(remoting.ha_status(master).get("inSyncSlaveNums", 0)) >= 1
+    except BrokerError:
+        return False
