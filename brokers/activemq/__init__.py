@@ -1,0 +1,45 @@
+"""ActiveMQ Classic (5.x, the broker of the 2015 study): persistent messages over STOMP.
+
+One broker from the Debian package ``activemq``, started by brokerbench with its own
+configuration and data directory; client acknowledgements per message. There is no
+replication in this setup (the report says so).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from brokers.activemq.adapter import connect, describe, prepare
+from brokers.activemq.cloud import ActiveMQCloud
+from brokers.activemq.local import ActiveMQLocal
+from brokers.base import BrokerParams, BrokerSystem, Topology
+
+
+class ActiveMQParams(BrokerParams):
+    """``[broker.params]`` for ActiveMQ Classic; the defaults are the safe configuration."""
+
+    prefetch: int = Field(
+        100, ge=1, description="Messages the broker pushes ahead to a consumer (unacked)."
+    )
+    send_timeout: float = Field(
+        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
+    )
+    heap: str = Field("512m", pattern=r"^\d+[mg]$", description="Java heap of the local broker.")
+
+
+SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
+    name="activemq",
+    title="ActiveMQ Classic",
+    params_model=ActiveMQParams,
+    connect=connect,
+    prepare=prepare,
+    describe=describe,
+    reference_topology=Topology(roles={"broker": 1}, replication="none"),
+    local=ActiveMQLocal(),
+    cloud=ActiveMQCloud(),
+    caveats=(
+        "No replication here: a single ActiveMQ Classic broker; a confirmed message is "
+        "synced to its KahaDB journal on one machine only.",
+    ),
+    client_package="stomp.py",
+)

@@ -1,0 +1,69 @@
+"""ActiveMQ Artemis: persistent messages on a durable anycast queue, replicated live–backup pairs.
+
+Clients speak STOMP with a receipt per message (see :mod:`brokers.artemis.adapter`).
+Locally brokerbench runs the official binary distribution from Maven Central: one broker
+(``single``) or live–backup replication pairs (``cluster``, ``pairs`` = 1 or 2) on
+loopback. The reference topology on AWS is 3 live + 3 backup brokers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from brokers.artemis.adapter import connect, describe, prepare
+from brokers.artemis.cloud import ArtemisCloud
+from brokers.artemis.local import ArtemisLocal
+from brokers.base import BrokerParams, BrokerSystem, Topology
+
+
+class ArtemisParams(BrokerParams):
+    """``[broker.params]`` for Artemis; the defaults are the safe configuration."""
+
+    consumer_window_size: int = Field(
+        10240,
+        ge=-1,
+        description="STOMP consumer credit in bytes: messages pushed ahead of receive (-1 = unbounded).",
+    )
+    send_timeout: float = Field(
+        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
+    )
+    pairs: int = Field(
+        1, ge=1, le=2, description="Local 'cluster' topology: number of live–backup pairs."
+    )
+    heap: str = Field(
+        "512m", pattern=r"^\d+[mg]$", description="Java heap (-Xmx) of each local broker."
+    )
+    journal_type: Literal["NIO", "ASYNCIO"] = Field(
+        "NIO", description="Journal I/O (ASYNCIO needs libaio; NIO works everywhere)."
+    )
+
+
+SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
+    name="artemis",
+    title="ActiveMQ Artemis",
+    params_model=ArtemisParams,
+    connect=connect,
+    prepare=prepare,
+    describe=describe,
+    reference_topology=Topology(
+        roles={"live": 3, "backup": 3},
+        replication="replication HA: each live broker synchronously replicates its journal "
+        "to one backup (static cluster connectors)",
+    ),
+    local=ArtemisLocal(),
+    cloud=ArtemisCloud(),
+    caveats=(
+        "A live broker acknowledges a send after its journal sync and its backup's "
+        "confirmation; if the backup is down the live carries on unreplicated "
+        "(describe() reports replica_sync).",
+        "STOMP clients do not fail over transparently: a worker reconnects to the backup "
+        "after its live broker fails, and unacknowledged messages are redelivered.",
+        "With several live brokers, messages are spread by the cluster (ON_DEMAND load "
+        "balancing, redistribution); each message still lives on one pair only.",
+        "Redelivery counts are a lower bound: when a STOMP consumer closes, Artemis flags "
+        "only the first of its unacknowledged messages as redelivered.",
+    ),
+    client_package="stomp.py",
+)

@@ -1,0 +1,214 @@
+"""ActiveMQ Classic: configuration, command line and AWS recipe without a server, then the
+STOMP adapter, settings read-back and a whole run against the Debian package's broker."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brokers import registry
+from brokers.activemq import SYSTEM, ActiveMQParams, config
+from brokers.activemq.adapter import parse_map_json
+from brokers.activemq.cloud import ActiveMQCloud
+from brokers.base import Adapter, Destination, Endpoints
+from brokers.errors import BrokerConnectionError
+from brokers.local import ProcessCluster, free_ports
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = pytest.mark.activemq
+
+AMQ = {"amq": "http://activemq.apache.org/schema/core"}
+
+
+def broker_element(node: config.NodeConfig) -> ET.Element:
+    root = ET.fromstring(config.render_activemq_xml(node))
+    broker = root.find("amq:broker", AMQ)
+    assert broker is not None
+    return broker
+
+
+# -- without a server -----------------------------------------------------------------------
+
+
+def test_defaults_are_the_safe_settings() -> None:
+    params = ActiveMQParams()
+    assert params.prefetch == 100
+    assert params.heap == "512m"
+    with pytest.raises(ValueError, match="prefetch_size"):
+        ActiveMQParams.model_validate({"prefetch_size": 10})
+
+
+def test_configuration_is_persistent_synced_and_stomp_on_loopback(tmp_path: Path) -> None:
+    node = config.NodeConfig("brokerbench", "127.0.0.1", 61999, str(tmp_path / "b"))
+    broker = broker_element(node)
+    assert broker.get("persistent") == "true"
+    assert broker.get("dataDirectory") == f"{tmp_path}/b/data"
+    kahadb = broker.find("amq:persistenceAdapter/amq:kahaDB", AMQ)
+    assert kahadb is not None
+    assert kahadb.get("journalDiskSyncStrategy") == "always"
+    assert kahadb.get("directory") == f"{tmp_path}/b/data/kahadb"
+    (connector,) = broker.findall("amq:transportConnectors/amq:transportConnector", AMQ)
+    assert (connector.get("uri") or "").startswith("stomp+nio://127.0.0.1:61999?")
+    assert broker.find("amq:plugins/amq:statisticsBrokerPlugin", AMQ) is not None
+    auth = broker.find("amq:plugins/amq:simpleAuthenticationPlugin", AMQ)
+    assert auth is not None and auth.get("anonymousAccessAllowed") == "false"
+    path = config.write_configuration(node)
+    assert path == tmp_path / "b" / "conf" / "activemq.xml"
+    assert (tmp_path / "b" / "conf" / "log4j.properties").is_file()
+    assert (tmp_path / "b" / "data").is_dir()
+
+
+def test_broker_command_has_explicit_heap_and_own_base_dir() -> None:
+    node = config.NodeConfig("b", "127.0.0.1", 1, "/work/amq", heap="384m")
+    cmd = config.broker_command(node, java="/usr/bin/java")
+    assert cmd[:3] == ["/usr/bin/java", "-Xmx384m", "-Xms384m"]
+    assert "-Dactivemq.base=/work/amq" in cmd
+    assert "-Dactivemq.data=/work/amq/data" in cmd
+    assert cmd[-3:] == [config.MAIN_CLASS, "start", "xbean:file:/work/amq/conf/activemq.xml"]
+    assert not any("/var/lib/activemq" in part for part in cmd)
+
+
+def test_cloud_recipe_uses_the_same_templates() -> None:
+    recipe = SYSTEM.cloud
+    assert isinstance(recipe, ActiveMQCloud)
+    assert SYSTEM.reference_topology.roles == {"broker": 1}
+    files = recipe.node_files("broker", 0, {"broker": ["10.0.0.9"]}, ActiveMQParams())
+    xml = next(v for k, v in files.items() if k.endswith("/activemq.xml"))
+    assert "stomp+nio://10.0.0.9:61613" in xml
+    unit = files["/etc/systemd/system/brokerbench-activemq.service"]
+    assert "-Xmx16g" in unit and "org.apache.activemq.console.Main" in unit
+    assert any("activemq" in c for c in recipe.install_commands())
+    assert recipe.ports() == [61613]
+
+
+def test_statistics_map_is_parsed() -> None:
+    body = (
+        b'{"map":{"entry":[{"string":"storeLimit","long":10737418240},'
+        b'{"string":["dataDirectory","\\/srv\\/data"]},{"string":["stomp",""]},'
+        b'{"string":"storePercentUsage","int":0}]}}'
+    )
+    assert parse_map_json(body) == {
+        "storeLimit": 10737418240,
+        "dataDirectory": "/srv/data",
+        "stomp": "",
+        "storePercentUsage": 0,
+    }
+
+
+def test_report_says_there_is_no_replication() -> None:
+    system = registry.get("activemq")
+    assert any("No replication" in caveat for caveat in system.caveats)
+    assert system.local is not None and system.local.topologies == ("single",)
+    assert "activemq" in system.local.debian_packages
+
+
+def test_unreachable_broker_fails_fast_naming_host() -> None:
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}") as err:
+        SYSTEM.connect(Endpoints(hosts=(f"127.0.0.1:{port}",)), ActiveMQParams(), Destination("q"))
+    assert time.monotonic() - started < 30
+    assert "\n" not in str(err.value)
+
+
+# -- against a real broker --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_smoke_run_loses_nothing(tmp_path: Path) -> None:
+    done = brokerbench("run", str(SCENARIOS / "activemq-smoke.toml"), "--results", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ActiveMQ Classic" in done.stdout and "No replication" in done.stdout
+    (row,) = read_summary(tmp_path)
+    assert row["broker"] == "activemq"
+    assert int(row["sent"]) > 0
+    assert int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    local = SYSTEM.local
+    assert local is not None
+    if shutil.which("java") is None or local.missing():
+        pytest.skip(f"ActiveMQ Classic cannot run here: {local.missing()}")
+    started = local.start("single", ActiveMQParams(), tmp_path_factory.mktemp("activemq"))
+    assert isinstance(started, ProcessCluster)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def receive_all(adapter: Adapter, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
+    bodies: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while not wanted <= set(bodies) and time.monotonic() < deadline:
+        messages = adapter.receive(10)
+        bodies += [m.body for m in messages]
+        adapter.ack([m.receipt for m in messages])
+    return bodies
+
+
+@pytest.mark.slow
+def test_round_trip(broker: ProcessCluster) -> None:
+    params, destination = ActiveMQParams(), Destination("round_trip")
+    SYSTEM.prepare(broker.endpoints, params, destination)
+    sender = SYSTEM.connect(broker.endpoints, params, destination)
+    receiver = SYSTEM.connect(broker.endpoints, params, destination)
+    try:
+        sent = [b"message-%d" % i for i in range(30)]
+        for i in range(0, 30, 10):
+            sender.send(sent[i : i + 10])
+        assert sorted(receive_all(receiver, set(sent))) == sorted(sent)
+        assert receiver.receive(10) == []
+    finally:
+        sender.close()
+        receiver.close()
+
+
+@pytest.mark.slow
+def test_unacknowledged_messages_come_back(broker: ProcessCluster) -> None:
+    params, destination = ActiveMQParams(prefetch=50), Destination("redelivery")
+    SYSTEM.prepare(broker.endpoints, params, destination)
+    sender = SYSTEM.connect(broker.endpoints, params, destination)
+    sender.send([b"m%d" % i for i in range(20)])
+    sender.close()
+
+    first = SYSTEM.connect(broker.endpoints, params, destination)
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += first.receive(10)
+    first.ack([m.receipt for m in got if int(m.body[1:]) % 2 == 0])
+    first.close()  # the odd ones were never acknowledged
+
+    second = SYSTEM.connect(broker.endpoints, params, destination)
+    try:
+        unacked = {b"m%d" % i for i in range(1, 20, 2)}
+        again: list = []
+        deadline = time.monotonic() + 30
+        while len({m.body for m in again}) < 10 and time.monotonic() < deadline:
+            again += second.receive(10)
+        assert {m.body for m in again} == unacked
+        assert all(m.redelivered for m in again)
+        second.ack([m.receipt for m in again])
+    finally:
+        second.close()
+
+
+@pytest.mark.slow
+def test_describe_reads_back_version_and_store(broker: ProcessCluster, tmp_path: Path) -> None:
+    described = SYSTEM.describe(broker.endpoints, ActiveMQParams())
+    assert described["version"].startswith("5.17")
+    assert described["replicated"] is False
+    assert described["broker_name"] == "brokerbench"
+    assert str(described["data_directory"]).endswith("/broker/data")
+    assert "/var/lib/activemq" not in str(described["data_directory"])
+    assert described["store_limit_bytes"] == 10 * 1024**3
