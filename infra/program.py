@@ -164,6 +164,8 @@ def build(
         region=region,
         wheel_key=layout.wheel_key,
         broker_wait_minutes=settings.broker_wait_minutes,
+        client_instance_type=settings.client_instance_type,
+        broker_instance_type=settings.broker_instance_type,
         placeholder=missing_recipe_message(system.name) if placeholder else "",
     )
     defaults = MachineDefaults(

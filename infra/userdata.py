@@ -101,6 +101,8 @@ class RunContext:
     wheel_key: str = ""
     scenario_toml: str = ""
     broker_wait_minutes: int = 30
+    client_instance_type: str = ""
+    broker_instance_type: str = ""
     client_extras: str = "brokers"
     #: Set when the system has no cloud recipe: nodes fail at boot with this message.
     placeholder: str = ""
@@ -225,6 +227,8 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
         BROKERBENCH_ROLE=node.role,
         BROKERBENCH_NODE=str(node.index),
         BROKERBENCH_BUCKET=context.bucket,
+        BROKERBENCH_MACHINE_TYPE=context.client_instance_type,
+        BROKERBENCH_BROKER_MACHINE_TYPE=context.broker_instance_type,
         AWS_DEFAULT_REGION=context.region,
     )
     return render(
