@@ -327,3 +327,21 @@ def test_fetch_without_analysis_says_what_to_do(
 
 def test_a_run_must_be_named() -> None:
     assert cloud.main(["cloud", "status"]) == 2
+
+
+def test_a_stack_names_its_run_through_pulumi_outputs(
+    s3: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outputs = {"bucket": BUCKET, "run_id": RUN, "region": REGION, "emr_application_id": "app"}
+    fake = tmp_path / "pulumi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        '[ "$*" = "stack output --json --show-secrets --stack kafka" ] || exit 3\n'
+        f"echo '{json.dumps(outputs)}'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    manifest(s3)
+    assert cloud.main(["cloud", "status", "--stack", "kafka"]) == 0
+    assert f"run {RUN} (s3://{BUCKET}/runs/{RUN}/): 0/9" in capsys.readouterr().out
+    assert cloud.main(["cloud", "status", "--stack", "other"]) == 2

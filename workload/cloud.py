@@ -28,6 +28,8 @@ from workload.errors import UserError
 from workload.scenario import parse_duration
 
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
+#: The Pulumi project (``Pulumi.yaml``) the ``--stack`` option refers to.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def stack_outputs(stack: str) -> dict[str, Any]:
             text=True,
             check=False,
             timeout=120,
+            cwd=PROJECT_DIR if (PROJECT_DIR / "Pulumi.yaml").exists() else None,
         )
     except FileNotFoundError:
         raise UserError(
