@@ -84,6 +84,8 @@ def test_cloud_recipe_uses_the_same_templates() -> None:
     assert "-Xmx16g" in unit and "org.apache.activemq.console.Main" in unit
     assert any("activemq" in c for c in recipe.install_commands())
     assert recipe.ports() == [61613]
+    endpoints = recipe.endpoints({"broker": ["10.0.0.9"]})
+    assert endpoints.hosts == ("10.0.0.9:61613",) and endpoints.get("user") == config.USER
 
 
 def test_statistics_map_is_parsed() -> None:

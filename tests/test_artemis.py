@@ -19,7 +19,7 @@ from brokers import registry
 from brokers.artemis import SYSTEM, ArtemisParams, config
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.jolokia import Jolokia
-from brokers.artemis.local import POM, endpoints_for
+from brokers.artemis.local import POM
 from brokers.base import Adapter, Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports
@@ -123,7 +123,7 @@ def test_create_command_is_non_interactive_with_explicit_heap() -> None:
 
 def test_endpoints_list_lives_then_their_backups() -> None:
     nodes = config.pair_nodes([("127.0.0.1", p, p + 100) for p in (1, 2, 3, 4)])
-    endpoints = endpoints_for(nodes)
+    endpoints = config.endpoints_for(nodes)
     assert endpoints.hosts == ("127.0.0.1:1", "127.0.0.1:3")
     assert endpoints.get("backups") == "127.0.0.1:2,127.0.0.1:4"
     assert endpoints.get("jolokia") == "127.0.0.1:101,127.0.0.1:103"
@@ -152,6 +152,10 @@ def test_cloud_recipe_renders_three_replicated_pairs() -> None:
     assert "create --silent" in starts and "--backup" in starts and "--java-memory 16G" in starts
     assert any(config.ARTEMIS_VERSION in c for c in recipe.install_commands())
     assert set(recipe.ports()) == {61616, 8161}
+    endpoints = recipe.endpoints(cluster)
+    assert endpoints.hosts == ("10.0.0.1:61616", "10.0.0.2:61616", "10.0.0.3:61616")
+    assert endpoints.get("backups") == "10.0.0.4:61616,10.0.0.5:61616,10.0.0.6:61616"
+    assert endpoints.get("jolokia_backups").endswith("10.0.0.6:8161")
 
 
 def test_unreachable_broker_fails_fast_naming_host() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.activemq import config
-from brokers.base import CloudRecipe
+from brokers.base import CloudRecipe, Endpoints
 
 PORT = 61613
 BASE = "/var/lib/brokerbench-activemq"
@@ -73,3 +73,9 @@ class ActiveMQCloud(CloudRecipe):
 
     def ports(self) -> list[int]:
         return [PORT]
+
+    def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
+        return Endpoints(
+            hosts=(f"{cluster['broker'][0]}:{PORT}",),
+            extra=(("password", config.PASSWORD), ("user", config.USER)),
+        )

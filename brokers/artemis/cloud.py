@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.artemis import config
-from brokers.base import CloudRecipe
+from brokers.base import CloudRecipe, Endpoints
 
 PORT = 61616
 HTTP_PORT = 8161
@@ -85,6 +85,12 @@ class ArtemisCloud(CloudRecipe):
 
     def ports(self) -> list[int]:
         return [PORT, HTTP_PORT]
+
+    def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
+        """Clients connect to the lives (each backup second); management on every node."""
+        roles = ["live"] + (["backup"] if cluster.get("backup") else [])
+        nodes = [_node(r, i, cluster) for r in roles for i in range(len(cluster[r]))]
+        return config.endpoints_for(nodes)
 
 
 def _unit() -> str:

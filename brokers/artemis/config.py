@@ -15,6 +15,8 @@ from typing import Literal
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from brokers.base import Endpoints
+
 ARTEMIS_VERSION = "2.39.0"
 DISTRIBUTION = f"apache-artemis-{ARTEMIS_VERSION}"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -164,3 +166,19 @@ def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
         ),
         instance,
     ]
+
+
+def endpoints_for(nodes: list[NodeConfig]) -> Endpoints:
+    """Where clients and management connect (see :mod:`brokers.artemis.adapter`)."""
+    lives = [n for n in nodes if n.role != "backup"]
+    backups = [n for n in nodes if n.role == "backup"]
+    return Endpoints(
+        hosts=tuple(n.address for n in lives),
+        extra=(
+            ("backups", ",".join(b.address for b in backups)),
+            ("jolokia", ",".join(n.http_address for n in lives)),
+            ("jolokia_backups", ",".join(b.http_address for b in backups)),
+            ("password", PASSWORD),
+            ("user", USER),
+        ),
+    )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers.artemis import config
-from brokers.base import Endpoints, LocalDeployment
+from brokers.base import LocalDeployment
 from brokers.errors import BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
@@ -119,7 +119,7 @@ class ArtemisLocal(LocalDeployment):
             ]
             for node, process in zip(nodes, processes, strict=True):
                 self._wait_ready(node, process)
-            c.endpoints = endpoints_for(nodes)
+            c.endpoints = config.endpoints_for(nodes)
 
         return start_cluster(cluster, build)
 
@@ -153,18 +153,3 @@ class ArtemisLocal(LocalDeployment):
             log_path=process.log_path,
             process=process,
         )
-
-
-def endpoints_for(nodes: list[config.NodeConfig]) -> Endpoints:
-    lives = [n for n in nodes if n.role != "backup"]
-    backups = [n for n in nodes if n.role == "backup"]
-    return Endpoints(
-        hosts=tuple(n.address for n in lives),
-        extra=(
-            ("backups", ",".join(b.address for b in backups)),
-            ("jolokia", ",".join(n.http_address for n in lives)),
-            ("jolokia_backups", ",".join(b.http_address for b in backups)),
-            ("password", config.PASSWORD),
-            ("user", config.USER),
-        ),
-    )
