@@ -93,7 +93,7 @@ class RedisAdapter(Adapter["RedisParams"]):
         # COUNT applies per stream: ask each key for its share so the total stays ≤ max_n
         # (an entry read but not returned would sit unacknowledged until XAUTOCLAIM).
         per_key = max(1, max_n // len(self.keys))
-        reply = self.client.xreadgroup(
+        reply: Any = self.client.xreadgroup(
             GROUP, self.consumer, {k: ">" for k in self.keys}, count=per_key, block=500
         )
         out: list[Received] = []
@@ -106,9 +106,10 @@ class RedisAdapter(Adapter["RedisParams"]):
         idle_ms = int(self.params.claim_after * 1000)
         out: list[Received] = []
         for key in self.keys:
-            _, entries, *_ = self.client.xautoclaim(
+            claimed: Any = self.client.xautoclaim(
                 key, GROUP, self.consumer, idle_ms, start_id="0-0", count=max_n
             )
+            entries = claimed[1]
             out += [
                 Received(fields[FIELD], (key.encode(), entry_id), redelivered=True)
                 for entry_id, fields in entries
@@ -120,8 +121,9 @@ class RedisAdapter(Adapter["RedisParams"]):
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
         by_key: dict[Any, list[Any]] = defaultdict(list)
-        for key, entry_id in receipts:  # type: ignore[misc]
-            by_key[key].append(entry_id)
+        for receipt in receipts:
+            pair: tuple[Any, Any] = receipt  # type: ignore[assignment]
+            by_key[pair[0]].append(pair[1])
         pipe = self.client.pipeline(transaction=False)
         for key, ids in by_key.items():
             pipe.xack(key, GROUP, *ids)

@@ -1,0 +1,100 @@
+"""Bad things during a run: the broker dies, the user presses Ctrl-C. Either way the
+run ends with a clear message and a non-zero exit, and what was recorded is kept."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, read_summary
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.redis]
+
+SCENARIO = """
+name = "redis-failure"
+[broker]
+system = "redis"
+[load]
+threads = 1
+duration = "40s"
+idle_timeout = "2s"
+failure_timeout = "3s"
+[measurement]
+window = "5s"
+step = "1s"
+"""
+
+
+def start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    scenario = tmp_path / "failure.toml"
+    scenario.write_text(SCENARIO)
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workload.cli", "run", str(scenario), "--results", str(results)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    return proc, results
+
+
+def wait_for_messages(results: Path, proc: subprocess.Popen[str], timeout: float = 180) -> str:
+    """Read the run's progress lines until messages have been sent; return what was read."""
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise AssertionError(f"the run ended early: {''.join(seen)}")
+        seen.append(line)
+        match = re.search(r"sent ([\d,]+)", line)
+        if match and int(match.group(1).replace(",", "")) > 0:
+            return "".join(seen)
+    raise AssertionError("no messages were sent in time")
+
+
+def redis_servers_of(proc: subprocess.Popen[str]) -> list[int]:
+    """The redis-server processes this run started (children of the brokerbench process)."""
+    out = subprocess.run(
+        ["pgrep", "-P", str(proc.pid), "-x", "redis-server"], capture_output=True, text=True
+    )
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def test_broker_dying_mid_run_names_the_node_and_keeps_results(tmp_path: Path) -> None:
+    proc, results = start_run(tmp_path)
+    before = wait_for_messages(results, proc)
+    pids = redis_servers_of(proc)
+    assert pids, "no redis-server of this run found"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=240)
+    stderr = before + stderr
+    assert proc.returncode == 1, stderr
+    assert "broker node redis master died during the run" in stderr
+    assert "Traceback" not in stderr
+    (row,) = read_summary(results)
+    assert int(row["sent"]) > 0  # what was confirmed before the crash is kept and analysed
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_was_recorded(tmp_path: Path) -> None:
+    proc, results = start_run(tmp_path)
+    wait_for_messages(results, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    stdout, stderr = proc.communicate(timeout=240)
+    stderr = stdout + stderr
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    (row,) = read_summary(results)
+    assert int(row["sent"]) > 0 and int(row["lost"]) >= 0
+    assert not redis_servers_of(proc), "the broker was not stopped"
