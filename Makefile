@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 BB := $(BIN)/brokerbench
 RESULTS ?= results
+# Messages in the synthetic run the analysis benchmark times (the issue's target size).
+BENCH_MESSAGES ?= 100000000
 # Debian packages the tools (not the brokers) need: user-data validation, report rendering.
 TOOL_PACKAGES ?= cloud-init chromium
 
@@ -68,6 +70,7 @@ lint: $(VENV)/.full
 
 bench: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_recording.py
+	$(BIN)/python tests/benchmarks/bench_analysis.py --messages $(BENCH_MESSAGES)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .mypy_cache .ruff_cache

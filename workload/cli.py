@@ -80,6 +80,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserError(f"{args.results}: no runs found (a run directory holds context.json)")
     for run_dir in run_dirs:
         _report(run_dir)
+    if len(run_dirs) > 1:
+        from analysis.overview import write_overview
+
+        _say(f"overview: {write_overview(args.results)}")
     return 0
 
 
