@@ -229,11 +229,21 @@ def test_close_releases_what_was_not_acked_for_immediate_retry() -> None:
     assert adapter.outstanding == set()
 
 
-def test_a_subscription_that_ends_fails_the_next_receive() -> None:
+def test_a_subscription_that_ends_fails_a_receive_and_is_reopened() -> None:
     adapter, fake = adapter_with_fake(receive_wait=0.5)
-    deliver(adapter, fake, RuntimeError("connection reset"))
+    first = deliver(adapter, fake, FakeEvent(b"bb1|before"), RuntimeError("connection reset"))
+    time.sleep(0.1)
+    assert [m.body for m in adapter.receive(10)] == [b"bb1|before"]
     with pytest.raises(SubscriptionClosed, match="connection reset"):
         adapter.receive(10)
+    assert first.stopped and adapter.outstanding == set()
+    assert adapter.receive(10) == []  # a new subscription
+    assert len(fake.subscriptions) == 2
+    second = deliver(adapter, fake, FakeEvent(b"bb1|after", retry_count=1))
+    (got,) = adapter.receive(10)
+    assert got.body == b"bb1|after" and got.redelivered
+    adapter.ack([got.receipt])
+    assert second.acked == [got.receipt]
     adapter.close()
 
 

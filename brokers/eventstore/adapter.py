@@ -8,7 +8,9 @@ bounded by the subscription's ``event_buffer_size`` of unacknowledged events —
 ``receive`` takes up to ``max_n`` of them, waiting at most ``receive_wait`` for the first.
 ``ack`` hands event ids to the client, which sends them in batches
 (``max_ack_batch_size`` / ``max_ack_delay``). On ``close`` every event pulled but not
-acknowledged is nacked with ``retry`` so another consumer gets it at once.
+acknowledged is nacked with ``retry`` so another consumer gets it at once. When the
+subscription ends (node gone, leader change), the next ``receive`` raises and the one
+after opens a new subscription; unacked events come back after ``message_timeout``.
 
 The subscription is opened lazily on the first ``receive``: sender workers never join
 the consumer group. :class:`EventStoreAdapter` works on any object with the client's
@@ -173,6 +175,8 @@ class EventStoreAdapter(Adapter["EventStoreParams"]):
         #: Receipts handed out by ``receive`` and not acknowledged yet.
         self.outstanding: set[Hashable] = set()
         self.stopping = threading.Event()
+        #: How the subscription ended, raised by the next receive (which then reopens it).
+        self.failure: BaseException | None = None
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -190,53 +194,81 @@ class EventStoreAdapter(Adapter["EventStoreParams"]):
     # -- receiving -------------------------------------------------------------------------
 
     def _subscribe(self) -> None:
-        self.subscription = self.client.read_subscription_to_stream(
+        subscription = self.client.read_subscription_to_stream(
             self.params.group,
             self.stream,
             event_buffer_size=self.params.event_buffer_size,
             max_ack_batch_size=self.params.max_ack_batch_size,
             max_ack_delay=self.params.max_ack_delay,
         )
+        buffer: queue.Queue[Any] = queue.Queue()
+        self.subscription, self.buffer = subscription, buffer
         self.reader = threading.Thread(
-            target=self._read, name=f"subscription-{self.stream}", daemon=True
+            target=self._read,
+            args=(subscription, buffer),
+            name=f"subscription-{self.stream}",
+            daemon=True,
         )
         self.reader.start()
 
-    def _read(self) -> None:
+    def _read(self, subscription: Any, buffer: queue.Queue[Any]) -> None:
+        """Move events from the subscription into its buffer; its end becomes an error item."""
         try:
-            for event in self.subscription:
-                self.buffer.put(event)
+            for event in subscription:
+                buffer.put(event)
         except Exception as exc:
             if not self.stopping.is_set():
-                self.buffer.put(SubscriptionClosed(f"persistent subscription ended: {exc}"))
+                buffer.put(SubscriptionClosed(f"persistent subscription ended: {exc}"))
             return
         if not self.stopping.is_set():
-            self.buffer.put(SubscriptionClosed("persistent subscription ended"))
+            buffer.put(SubscriptionClosed("persistent subscription ended"))
 
-    def _take(self, item: Any, out: list[Received]) -> None:
-        if isinstance(item, BaseException):
-            raise item
-        receipt = getattr(item, "ack_id", item.id)
-        self.outstanding.add(receipt)
-        out.append(
-            Received(body=bytes(item.data), receipt=receipt, redelivered=item.retry_count > 0)
-        )
+    def _drop_subscription(self) -> None:
+        """Forget a subscription that ended; the next receive opens a new one. Events it
+        delivered and that were not acked come back after the group's message timeout."""
+        subscription, self.subscription = self.subscription, None
+        self.outstanding.clear()
+        self.failure = None
+        try:
+            subscription.stop()
+        except Exception:
+            pass
 
     def receive(self, max_n: int) -> list[Received]:
+        if self.failure is not None:
+            failure = self.failure
+            self._drop_subscription()
+            raise failure
         if self.subscription is None:
             self._subscribe()
         out: list[Received] = []
         try:
-            self._take(self.buffer.get(timeout=self.params.receive_wait), out)
-            while len(out) < max_n:
-                self._take(self.buffer.get_nowait(), out)
+            item = self.buffer.get(timeout=self.params.receive_wait)
+            while True:
+                if isinstance(item, BaseException):
+                    self.failure = item
+                    break
+                receipt = getattr(item, "ack_id", item.id)
+                self.outstanding.add(receipt)
+                out.append(
+                    Received(
+                        body=bytes(item.data), receipt=receipt, redelivered=item.retry_count > 0
+                    )
+                )
+                if len(out) >= max_n:
+                    break
+                item = self.buffer.get_nowait()
         except queue.Empty:
             pass
+        if self.failure is not None and not out:
+            return self.receive(max_n)  # raises the failure
         return out
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
         if self.subscription is None:
-            raise BrokerError("ack before any receive: nothing was delivered to this consumer")
+            raise SubscriptionClosed(
+                "no open subscription to ack on; these events will be delivered again"
+            )
         for receipt in receipts:
             self.subscription.ack(receipt)
             self.outstanding.discard(receipt)

@@ -4,7 +4,8 @@
 ``send`` splits a batch into calls of at most 10 entries and 256 KiB; a batch counts as
 sent only when every entry of every call is in ``Successful`` — any ``Failed`` entry
 raises. ``receive`` long-polls for at most ``wait_time`` (≤ 1 s) and hides what it
-returns for ``visibility_timeout`` seconds; ``ack`` deletes by receipt handle.
+returns for ``visibility_timeout`` seconds; ``ack`` deletes by receipt handle. Message
+bodies are text: the workload's payloads are ASCII and go out unchanged.
 
 Endpoints: ``hosts[0]`` is the service endpoint (``sqs.<region>.amazonaws.com:443`` on
 AWS, ``127.0.0.1:<port>`` for the local stand-in). Extras:
