@@ -22,8 +22,9 @@ LOCAL_CAVEAT = (
 )
 BATCHING_CAVEAT = (
     "With batching (default) a send's messages travel as one BookKeeper entry; "
-    "acknowledgements are per message (batch-index acks), redelivery after ack_timeout "
-    "(min. 10 s) or when a receiver disconnects."
+    "acknowledgements are per message (batch-index acks). Unacknowledged messages come back "
+    "after ack_timeout (min. 10 s) or when their receiver disconnects; Pulsar counts only the "
+    "former as redeliveries."
 )
 
 SYSTEM = BrokerSystem(
