@@ -170,6 +170,9 @@ class CloudRecipe(abc.ABC):
     addresses, paths and sizes differ.
     """
 
+    #: Where the node's data volume is mounted before the install commands run.
+    data_dir: str = "/data"
+
     @abc.abstractmethod
     def install_commands(self) -> list[str]:
         """Shell commands that install the pinned broker version on Debian/Ubuntu."""
@@ -190,6 +193,13 @@ class CloudRecipe(abc.ABC):
     def ports(self) -> list[int]:
         """TCP ports clients and peers use (opened inside the security group only)."""
         return []
+
+    def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
+        """Where clients connect: by default every node on the first port."""
+        port = self.ports()[0] if self.ports() else 0
+        return Endpoints(
+            hosts=tuple(f"{address}:{port}" for nodes in cluster.values() for address in nodes)
+        )
 
 
 @dataclass(frozen=True)

@@ -232,15 +232,10 @@ def build(
 
 
 def _broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:
-    """Where clients connect: the recipe's ``endpoints`` if it has one, else every node on
-    its first port."""
+    """Where clients connect: the recipe's ``endpoints`` (a placeholder without a recipe)."""
     if recipe is None:
         return default_endpoints(plan.cluster, [PLACEHOLDER_PORT])
-    method = getattr(recipe, "endpoints", None)
-    if callable(method):
-        endpoints: Endpoints = method(plan.cluster)
-        return endpoints
-    return default_endpoints(plan.cluster, recipe.ports())
+    return recipe.endpoints(plan.cluster)
 
 
 def _broker_user_data(

@@ -115,7 +115,7 @@ class RunContext:
 
 def data_dir(recipe: CloudRecipe | None) -> str:
     """Where the node's data volume is mounted: the recipe's ``data_dir``, else /data."""
-    return str(getattr(recipe, "data_dir", DATA_DIR))
+    return recipe.data_dir if recipe is not None else DATA_DIR
 
 
 def missing_recipe_message(system: str) -> str:

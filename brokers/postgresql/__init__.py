@@ -9,6 +9,7 @@ from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
 from brokers.postgresql import adapter
+from brokers.postgresql.cloud import PostgresCloud
 from brokers.postgresql.local import PostgresLocal
 
 
@@ -38,5 +39,6 @@ SYSTEM = BrokerSystem(
         replication="synchronous_standby_names = 'ANY 1 (s1, s2)', synchronous_commit = remote_write",
     ),
     local=PostgresLocal(),
+    cloud=PostgresCloud(),
     client_package="psycopg",
 )

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
 from brokers.redis import adapter
+from brokers.redis.cloud import RedisCloud
 from brokers.redis.local import RedisLocal
 
 
@@ -42,5 +43,6 @@ SYSTEM = BrokerSystem(
         "Redis replication is asynchronous: a confirmed XADD can be lost on fail-over "
         "unless wait_replicas is set (WAIT).",
     ),
+    cloud=RedisCloud(),
     client_package="redis",
 )
