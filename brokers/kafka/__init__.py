@@ -5,7 +5,9 @@ offsets after processing. Its client pieces also serve KMQ and Redpanda.
 
 from __future__ import annotations
 
-from brokers.base import BrokerSystem, Topology
+from typing import Any
+
+from brokers.base import BrokerSystem, Endpoints, Topology
 from brokers.kafka import adapter, admin
 from brokers.kafka.cloud import KafkaCloud
 from brokers.kafka.local import KafkaLocal
@@ -26,13 +28,18 @@ PYTHON_CLIENT_CAVEAT = (
     "Java or librdkafka clients."
 )
 
+
+def describe(endpoints: Endpoints, params: KafkaParams) -> dict[str, Any]:
+    return admin.describe(endpoints, params, probe=admin.prepare)
+
+
 SYSTEM = BrokerSystem(
     name="kafka",
     title="Apache Kafka",
     params_model=KafkaParams,
     connect=adapter.connect,
     prepare=admin.prepare,
-    describe=admin.describe,
+    describe=describe,
     reference_topology=Topology(
         roles={"broker": 3},
         replication="KRaft, 3 combined broker+controller nodes; replication factor 3, "

@@ -24,6 +24,18 @@ from brokers.kafka.params import KafkaClientParams
 POLL_TIMEOUT_MS = 1000
 
 
+def group_moved_on() -> tuple[type[Exception], ...]:
+    """Commit errors that mean the partitions moved on: redeliveries follow, no loss."""
+    from kafka import errors
+
+    return (
+        errors.CommitFailedError,
+        errors.RebalanceInProgressError,
+        errors.IllegalGenerationError,
+        errors.UnknownMemberIdError,
+    )
+
+
 def group_of(destination: Destination) -> str:
     """The consumer group every receiver of one sweep point joins."""
     return f"{destination.name}.receivers"
@@ -83,20 +95,22 @@ class AckTracker:
 
 
 def _rebalance_listener(adapter: KafkaAdapter) -> Any:
-    from kafka import ConsumerRebalanceListener
+    from kafka import AsyncConsumerRebalanceListener
 
-    class CommitOnRevoke(ConsumerRebalanceListener):
-        """Commit what was acknowledged before a partition moves; forget the rest."""
+    class CommitOnRevoke(AsyncConsumerRebalanceListener):
+        """Commit what was acknowledged before a partition moves; forget the rest.
 
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            partitions = [tp.partition for tp in revoked]
-            adapter.commit(partitions, quiet=True)
-            adapter.acks.forget(partitions)
+        The consumer awaits this before it rejoins the group, so the commit still
+        carries the generation that owns the partitions.
+        """
 
-        def on_partitions_assigned(self, assigned: Any) -> None:
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            await adapter.commit_revoked([tp.partition for tp in revoked])
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
             pass
 
-        def on_partitions_lost(self, lost: Any) -> None:
+        async def on_partitions_lost(self, lost: Any) -> None:
             adapter.acks.forget(tp.partition for tp in lost)
 
     return CommitOnRevoke()
@@ -172,34 +186,47 @@ class KafkaAdapter(Adapter[Any]):
         if time.monotonic() - self._last_commit >= self.params.commit_interval:
             self.commit()
 
-    def commit(self, partitions: Iterable[int] | None = None, quiet: bool = False) -> None:
-        """Commit acknowledged offsets synchronously (nothing is received meanwhile).
-
-        ``quiet``: a commit the group refuses (the partition already moved) is skipped;
-        its messages are then delivered again, never lost.
-        """
-        from kafka.errors import CommitFailedError, KafkaError
+    def offsets(self, points: dict[int, int]) -> dict[Any, Any]:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        if partitions is None:
-            self._last_commit = time.monotonic()
-        if self._consumer is None:
-            return
-        points = self.acks.commit_points(partitions)
-        if not points:
-            return
-        offsets = {
+        return {
             TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in points.items()
         }
+
+    def commit(self, quiet: bool = False) -> None:
+        """Commit acknowledged offsets synchronously (nothing is received meanwhile).
+
+        A commit the group refuses because partitions are moving is skipped (its
+        messages are delivered again, never lost); other failures raise unless ``quiet``.
+        """
+        from kafka.errors import KafkaError
+
+        self._last_commit = time.monotonic()
+        if self._consumer is None:
+            return
+        points = self.acks.commit_points()
+        if not points:
+            return
         try:
-            self._consumer.commit(offsets)
-        except CommitFailedError:
+            self._consumer.commit(self.offsets(points))
+        except group_moved_on():
             return
         except KafkaError:
             if quiet:
                 return
             raise
         self.acks.committed(points)
+
+    async def commit_revoked(self, partitions: list[int]) -> None:
+        """Commit (awaited on the consumer's event loop) before ``partitions`` move."""
+        points = self.acks.commit_points(partitions)
+        self.acks.forget(partitions)
+        if not points or self._consumer is None:
+            return
+        try:
+            await self._consumer.commit_async(self.offsets(points))
+        except Exception:
+            pass  # a refused commit means redeliveries, never loss
 
     def close(self) -> None:
         try:

@@ -8,8 +8,9 @@ replication factor, in-sync replicas and topic configs of the topics prepared la
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from brokers.base import Destination, Endpoints
@@ -26,7 +27,12 @@ BROKER_KEYS = (
     "log.flush.interval.ms",
 )
 #: Topic settings the run context records.
-TOPIC_KEYS = ("min.insync.replicas", "flush.messages", "unclean.leader.election.enable")
+TOPIC_KEYS = (
+    "min.insync.replicas",
+    "flush.messages",
+    "unclean.leader.election.enable",
+    "write.caching",
+)
 
 #: Topics prepared by this process, per cluster, for ``describe``.
 _prepared: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -125,9 +131,17 @@ def _configs(admin: Any, kind: str, name: str, keys: Sequence[str]) -> dict[str,
     return {key: entries[key].get("value") for key in keys if key in entries}
 
 
-def _topic_settings(admin: Any, name: str) -> dict[str, Any]:
-    (topic,) = admin.describe_topics([name])
-    partitions = topic["partitions"]
+def _topic_settings(admin: Any, name: str, timeout: float = 30.0) -> dict[str, Any]:
+    # A broker that has not caught up with the metadata log yet reports no partitions.
+    deadline = time.monotonic() + timeout
+    while True:
+        (topic,) = admin.describe_topics([name])
+        partitions = topic["partitions"]
+        if partitions and all(p["leader_id"] >= 0 for p in partitions):
+            break
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topic {name} has no partitions with a leader")
+        time.sleep(0.5)
     replicas = [len(p["replica_nodes"]) for p in partitions]
     in_sync = [len(p["isr_nodes"]) for p in partitions]
     return {
@@ -144,8 +158,23 @@ def _version(admin: Any) -> str:
     return ".".join(str(part) for part in version) if version else "unknown"
 
 
-def describe(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
-    """Version, brokers and durability settings as the cluster reports them."""
+Prepare = Callable[[Endpoints, Any, Destination], None]
+
+
+def describe(
+    endpoints: Endpoints, params: KafkaClientParams, probe: Prepare | None = None
+) -> dict[str, Any]:
+    """Version, brokers and durability settings as the cluster reports them.
+
+    Topic settings are read from the topics this process prepared last; before any
+    (the runner describes a run before its first sweep point), ``probe`` creates a
+    throw-away topic exactly as a sweep point's, which is read back and deleted.
+    """
+    names = _prepared.get(endpoints.hosts, ())
+    probed: tuple[str, ...] = ()
+    if not names and probe is not None:
+        probe(endpoints, params, Destination(f"bb_describe_{secrets.token_hex(4)}"))
+        names = probed = _prepared.pop(endpoints.hosts, ())
     admin = client.admin(endpoints)
     try:
         cluster = admin.describe_cluster()
@@ -161,12 +190,23 @@ def describe(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
             "producer_acks": params.acks,
             "commit_interval_s": params.commit_interval,
         }
-        names = _prepared.get(endpoints.hosts, ())
+        if endpoints.get("kafka_version"):
+            result["local_distribution"] = f"kafka_2.13-{endpoints.get('kafka_version')} jars"
         if names:
             result["topics"] = [_topic_settings(admin, name) for name in names]
+            result["topic_settings_from"] = (
+                "a probe topic created like every sweep point's"
+                if probed
+                else "the last prepared topic"
+            )
             first = result["topics"][0]
             result["replication_factor"] = first["replication_factor"]
             result["min_insync_replicas"] = first["configs"].get("min.insync.replicas")
         return result
     finally:
+        if probed:
+            try:
+                admin.delete_topics(list(probed), timeout_ms=30_000)
+            except Exception:
+                pass
         admin.close()

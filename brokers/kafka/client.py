@@ -16,7 +16,7 @@ from brokers.errors import BrokerConnectionError
 from brokers.kafka.params import KafkaClientParams
 
 #: How long connecting to the bootstrap servers may take before giving up.
-BOOTSTRAP_TIMEOUT = 20.0
+BOOTSTRAP_TIMEOUT = 10.0
 
 
 def bootstrap(endpoints: Endpoints) -> list[str]:
@@ -27,9 +27,9 @@ def where(endpoints: Endpoints) -> str:
     return ", ".join(endpoints.hosts)
 
 
-def probe(endpoints: Endpoints, timeout: float = BOOTSTRAP_TIMEOUT) -> None:
+def probe(endpoints: Endpoints, timeout: float | None = None) -> None:
     """Raise :class:`BrokerConnectionError` unless some bootstrap server accepts TCP."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (BOOTSTRAP_TIMEOUT if timeout is None else timeout)
     last = ""
     while True:
         for host, port in endpoints.addresses():

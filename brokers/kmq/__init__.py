@@ -22,7 +22,8 @@ def prepare(endpoints: Endpoints, params: KmqParams, destination: Destination) -
 
 
 def describe(endpoints: Endpoints, params: KmqParams) -> dict[str, Any]:
-    return {**admin.describe(endpoints, params), "redelivery_timeout_s": params.redelivery_timeout}
+    described = admin.describe(endpoints, params, probe=prepare)
+    return {**described, "redelivery_timeout_s": params.redelivery_timeout}
 
 
 SYSTEM = BrokerSystem(

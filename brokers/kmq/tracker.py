@@ -19,6 +19,7 @@ from typing import Any
 from brokers.base import Endpoints
 from brokers.errors import BrokerError
 from brokers.kafka import client
+from brokers.kafka.adapter import group_moved_on
 from brokers.kafka.params import KafkaClientParams
 from brokers.kmq import markers
 
@@ -119,20 +120,27 @@ class RedeliveryTracker:
                     pass
 
     def _listener(self) -> Any:
-        from kafka import ConsumerRebalanceListener
+        from kafka import AsyncConsumerRebalanceListener
 
         tracker = self
 
-        class Handover(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                partitions = [tp.partition for tp in revoked]
-                tracker._commit(partitions, quiet=True)
-                tracker._forget(partitions)
+        class Handover(AsyncConsumerRebalanceListener):
+            """Commit how far the markers were handled before a partition moves."""
 
-            def on_partitions_assigned(self, assigned: Any) -> None:
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                partitions = [tp.partition for tp in revoked]
+                offsets = tracker._commit_offsets(partitions)
+                tracker._forget(partitions)
+                if offsets and tracker._consumer is not None:
+                    try:
+                        await tracker._consumer.commit_async(offsets)
+                    except Exception:
+                        pass  # the next owner redelivers a little more
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
                 pass
 
-            def on_partitions_lost(self, lost: Any) -> None:
+            async def on_partitions_lost(self, lost: Any) -> None:
                 tracker._forget(tp.partition for tp in lost)
 
         return Handover()
@@ -153,22 +161,28 @@ class RedeliveryTracker:
         else:
             entries.pop((marker.partition, marker.offset), None)
 
-    def _commit(self, partitions: Any = None, quiet: bool = False) -> None:
-        from kafka.errors import KafkaError
+    def _commit_offsets(self, partitions: Any = None) -> dict[Any, Any]:
+        """Per markers partition: the oldest open start marker, or how far it was read."""
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        if self._consumer is None:
-            return
         chosen = self.read_to if partitions is None else set(partitions) & set(self.read_to)
         offsets = {}
         for partition in chosen:
             entries = self.open.get(partition)
             point = min(v[1] for v in entries.values()) if entries else self.read_to[partition]
             offsets[TopicPartition(self.markers, partition)] = OffsetAndMetadata(point, "", -1)
-        if not offsets:
+        return offsets
+
+    def _commit(self, quiet: bool = False) -> None:
+        from kafka.errors import KafkaError
+
+        offsets = self._commit_offsets()
+        if not offsets or self._consumer is None:
             return
         try:
             self._consumer.commit(offsets)
+        except group_moved_on():
+            return
         except KafkaError:
             if not quiet:
                 raise

@@ -31,7 +31,7 @@ def prepare(endpoints: Endpoints, params: RedpandaParams, destination: Destinati
 
 
 def describe(endpoints: Endpoints, params: RedpandaParams) -> dict[str, Any]:
-    described = admin.describe(endpoints, params)
+    described = admin.describe(endpoints, params, probe=prepare)
     versions = broker_versions(endpoints, params.admin_port)
     described["kafka_api_version"] = described.pop("version")
     described.pop("version_source", None)

@@ -1,0 +1,272 @@
+"""Kafka: configuration rendering and offset bookkeeping without a server, then the adapter
+and a whole run against a real 3-node KRaft cluster started from the Maven Central jars."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brokers import registry
+from brokers.base import Destination, Endpoints
+from brokers.errors import BrokerConnectionError
+from brokers.kafka import SYSTEM, client
+from brokers.kafka.adapter import AckTracker, KafkaAdapter
+from brokers.kafka.cloud import KafkaCloud, cluster_id
+from brokers.kafka.local import (
+    KAFKA_VERSION,
+    POM,
+    ClusterSizes,
+    NodeConfig,
+    new_cluster_id,
+    render_server_properties,
+)
+from brokers.kafka.params import KafkaParams, min_insync_for, replication_for
+from brokers.local import free_ports
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = pytest.mark.kafka
+
+
+def properties(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+# -- without a server -----------------------------------------------------------------------
+
+
+def test_defaults_are_the_safe_settings() -> None:
+    params = KafkaParams()
+    assert params.acks == "all"
+    assert params.partitions == 64
+    assert params.commit_interval == 10.0
+    assert replication_for(params, brokers=3) == 3
+    assert min_insync_for(params, 3) == 2
+    assert (replication_for(params, brokers=1), min_insync_for(params, 1)) == (1, 1)
+
+
+def test_unknown_params_are_rejected() -> None:
+    with pytest.raises(ValueError, match="partitons"):
+        KafkaParams.model_validate({"partitons": 8})
+
+
+def test_pom_pins_the_version_the_code_uses() -> None:
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = ET.parse(POM).getroot()
+    assert root.findtext("m:properties/m:kafka.version", namespaces=ns) == KAFKA_VERSION
+    assert re.fullmatch(r"3\.9\.\d+", KAFKA_VERSION)
+    artifacts = {a.text for a in root.iterfind(".//m:dependency/m:artifactId", ns)}
+    assert {"kafka_2.13", "slf4j-reload4j"} <= artifacts
+
+
+def test_local_node_listens_on_loopback_with_safe_topic_defaults() -> None:
+    node = NodeConfig(2, "127.0.0.1", "127.0.0.1", 19092, 19093, "/tmp/n2/data")
+    text = render_server_properties(
+        node, "1@127.0.0.1:1,2@127.0.0.1:19093,3@127.0.0.1:3", 3, 2, ClusterSizes()
+    )
+    conf = properties(text)
+    assert conf["process.roles"] == "broker,controller"
+    assert conf["node.id"] == "2"
+    assert conf["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert conf["default.replication.factor"] == "3"
+    assert conf["min.insync.replicas"] == "2"
+    assert conf["unclean.leader.election.enable"] == "false"
+    assert "log.flush.interval.messages" not in conf
+
+
+def test_cloud_nodes_share_templates_and_cluster_id() -> None:
+    recipe = SYSTEM.cloud
+    assert isinstance(recipe, KafkaCloud)
+    cluster = {"broker": ["10.0.0.5", "10.0.0.6", "10.0.0.7"]}
+    files = recipe.node_files("broker", 2, cluster, KafkaParams(log_flush_interval_messages=1))
+    conf = properties(files["/etc/kafka/server.properties"])
+    assert conf["node.id"] == "3"
+    assert conf["controller.quorum.voters"] == ("1@10.0.0.5:9093,2@10.0.0.6:9093,3@10.0.0.7:9093")
+    assert conf["advertised.listeners"] == "PLAINTEXT://10.0.0.7:9092"
+    assert conf["min.insync.replicas"] == "2"
+    assert conf["log.flush.interval.messages"] == "1"
+    assert "-Xmx6g" in files["/etc/systemd/system/kafka.service"]
+    starts = " ".join(recipe.start_commands("broker", 0, cluster))
+    assert cluster_id(cluster["broker"]) in starts
+    assert cluster_id(cluster["broker"]) == cluster_id(list(cluster["broker"]))
+    assert any(KAFKA_VERSION in c for c in recipe.install_commands())
+    assert set(recipe.ports()) == {9092, 9093}
+
+
+def test_cluster_ids_look_like_kafka_uuids() -> None:
+    ids = {new_cluster_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", i) for i in ids)
+    assert new_cluster_id("x") == new_cluster_id("x") != new_cluster_id("y")
+
+
+def test_commit_point_stops_at_the_first_unacknowledged_offset() -> None:
+    acks = AckTracker()
+    for offset in range(10, 15):
+        acks.handed_out(0, offset)
+    acks.handed_out(1, 3)
+    for offset in (10, 11, 13, 14):
+        acks.acked(0, offset)
+    assert acks.commit_points() == {0: 12, 1: 3}
+    acks.committed({0: 12, 1: 3})
+    assert acks.commit_points() == {}
+    acks.acked(0, 12)
+    acks.acked(1, 3)
+    assert acks.commit_points() == {0: 15, 1: 4}
+    assert acks.commit_points([1]) == {1: 4}
+    acks.forget([0])
+    assert acks.commit_points() == {1: 4}
+
+
+def test_rewound_offsets_are_not_committed() -> None:
+    acks = AckTracker()
+    for offset in range(5):
+        acks.handed_out(0, offset)
+    acks.acked(0, 0)
+    acks.rewind(0, 1)
+    assert acks.unacked() == 0
+    assert acks.commit_points() == {0: 1}
+
+
+def test_unreachable_broker_fails_fast_naming_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client, "BOOTSTRAP_TIMEOUT", 2.0)
+    (port,) = free_ports(1)
+    endpoints = Endpoints(hosts=(f"127.0.0.1:{port}",))
+    started = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}") as err:
+        SYSTEM.connect(endpoints, KafkaParams(), Destination("t"))
+    assert time.monotonic() - started < 30
+    assert "\n" not in str(err.value)
+
+
+def test_registered_with_local_and_cloud() -> None:
+    system = registry.get("kafka")
+    assert system.local is not None and system.local.topologies == ("single", "cluster")
+    assert system.reference_topology.roles == {"broker": 3}
+    assert system.cloud is not None
+
+
+# -- against a real cluster -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    local = SYSTEM.local
+    assert local is not None
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed")
+    local.install(print)  # once; later runs reuse the cache
+    started = local.start("cluster", KafkaParams(), tmp_path_factory.mktemp("kafka"))
+    try:
+        yield started.endpoints
+    finally:
+        started.stop()
+
+
+def receive_all(adapter: KafkaAdapter, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
+    """Receive and acknowledge until every wanted body arrived (or the timeout)."""
+    bodies: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while not wanted <= set(bodies) and time.monotonic() < deadline:
+        messages = adapter.receive(10)
+        bodies += [m.body for m in messages]
+        adapter.ack([m.receipt for m in messages])
+    return bodies
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cluster_smoke_run_loses_nothing(tmp_path: Path) -> None:
+    done = brokerbench(
+        "run", str(SCENARIOS / "kafka-cluster-smoke.toml"), "--results", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Apache Kafka" in done.stdout and "send msgs/s" in done.stdout
+    (row,) = read_summary(tmp_path)
+    assert row["broker"] == "kafka"
+    assert int(row["sent"]) > 0
+    assert int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0
+    (context,) = tmp_path.glob("*/context.json")
+    text = context.read_text()
+    assert '"replication_factor": 3' in text and '"min_insync_replicas": "2"' in text
+
+
+@pytest.mark.slow
+def test_round_trip(cluster: Endpoints) -> None:
+    params = KafkaParams(partitions=4)
+    destination = Destination("round_trip")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    receiver = SYSTEM.connect(cluster, params, destination)
+    try:
+        sent = [b"message-%d" % i for i in range(30)]
+        for i in range(0, 30, 10):
+            sender.send(sent[i : i + 10])
+        assert sorted(receive_all(receiver, set(sent))) == sorted(sent)
+        assert receiver.receive(10) == []
+    finally:
+        sender.close()
+        receiver.close()
+
+
+@pytest.mark.slow
+def test_unacknowledged_messages_come_back(cluster: Endpoints) -> None:
+    params = KafkaParams(partitions=2, commit_interval=0.1)
+    destination = Destination("redelivery")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    sender.send([b"m%d" % i for i in range(20)])
+    sender.close()
+
+    first = SYSTEM.connect(cluster, params, destination)
+    got: list = []
+    deadline = time.monotonic() + 60
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += first.receive(10)
+    assert len(got) == 20
+    acked = [m for m in got if int(m.body[1:]) % 2 == 0]
+    first.ack([m.receipt for m in acked])
+    first.close()  # commits what was acknowledged, nothing past the first gap per partition
+
+    second = SYSTEM.connect(cluster, params, destination)
+    try:
+        unacked = {m.body for m in got} - {m.body for m in acked}
+        assert len(unacked) == 10
+        again = receive_all(second, unacked)
+        assert unacked <= set(again)
+    finally:
+        second.close()
+
+
+@pytest.mark.slow
+def test_describe_reads_back_the_safe_configuration(cluster: Endpoints) -> None:
+    params = KafkaParams(partitions=8)
+    SYSTEM.prepare(cluster, params, Destination("described"))
+    described = SYSTEM.describe(cluster, params)
+    assert described["version"] == ".".join(KAFKA_VERSION.split(".")[:2])
+    assert described["brokers"] == 3
+    assert described["replication_factor"] == 3
+    assert described["min_insync_replicas"] == "2"
+    (topic,) = described["topics"]
+    assert topic["partitions"] == 8 and topic["in_sync_replicas_min"] == 3
+    for broker in described["broker_configs"].values():
+        assert broker["default.replication.factor"] == "3"
+        assert broker["unclean.leader.election.enable"] == "false"
+
+
+@pytest.mark.slow
+def test_flush_every_message_variant_is_set_on_the_topic(cluster: Endpoints) -> None:
+    params = KafkaParams(partitions=2, log_flush_interval_messages=1)
+    SYSTEM.prepare(cluster, params, Destination("flushed"))
+    described = SYSTEM.describe(cluster, params)
+    (topic,) = described["topics"]
+    assert topic["name"] == "flushed"
+    assert topic["configs"]["flush.messages"] == "1"
+    assert topic["replication_factor"] == 3

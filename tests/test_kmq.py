@@ -1,0 +1,131 @@
+"""KMQ: marker encoding without a server, then individual acknowledgements and redelivery
+on a real 3-node KRaft cluster, and a whole run."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brokers import registry
+from brokers.base import Destination, Endpoints
+from brokers.kafka import SYSTEM as KAFKA
+from brokers.kmq import SYSTEM, markers
+from brokers.kmq.params import KmqParams
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = pytest.mark.kmq
+
+
+def test_markers_round_trip() -> None:
+    start = markers.parse(markers.key(3, 1234), markers.start(1_700_000_000_000))
+    assert start == markers.Marker(3, 1234, True, 1_700_000_000_000)
+    end = markers.parse(markers.key(0, 7), markers.end())
+    assert end == markers.Marker(0, 7, False)
+    assert markers.parse(None, b"E") is None
+    assert markers.parse(b"x:y", b"E") is None
+    assert markers.parse(b"1:2", b"something else") is None
+
+
+def test_defaults_and_reuse_of_kafka() -> None:
+    params = KmqParams()
+    assert params.redelivery_timeout == 15.0
+    assert params.acks == "all" and params.commit_interval == 10.0
+    system = registry.get("kmq")
+    assert system.local is KAFKA.local and system.cloud is KAFKA.cloud
+    assert system.reference_topology.roles == {"broker": 3}
+    with pytest.raises(ValueError, match="redelivery"):
+        KmqParams.model_validate({"redelivery": 3})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    local = SYSTEM.local
+    assert local is not None
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed")
+    local.install(print)
+    started = local.start("cluster", KmqParams(), tmp_path_factory.mktemp("kmq"))
+    try:
+        yield started.endpoints
+    finally:
+        started.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cluster_smoke_run_loses_nothing(cluster: Endpoints, tmp_path: Path) -> None:
+    # kmq-cluster-smoke.toml, pointed at this module's running 3-node cluster.
+    text = (SCENARIOS / "kmq-cluster-smoke.toml").read_text()
+    hosts = ", ".join(f'"{h}"' for h in cluster.hosts)
+    byo = text.replace('topology = "cluster"', f'deployment = "endpoints"\nendpoints = [{hosts}]')
+    assert byo != text
+    scenario = tmp_path / "kmq-cluster-smoke.toml"
+    scenario.write_text(byo)
+    done = brokerbench("run", str(scenario), "--results", str(tmp_path / "results"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "KMQ on Kafka" in done.stdout
+    (row,) = read_summary(tmp_path / "results")
+    assert row["broker"] == "kmq"
+    assert int(row["sent"]) > 0
+    assert int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0
+
+
+@pytest.mark.slow
+def test_dropped_acks_are_redelivered(cluster: Endpoints) -> None:
+    params = KmqParams(partitions=4, redelivery_timeout=3.0, commit_interval=1.0)
+    destination = Destination("kmq_dropped_acks")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    sent = [b"msg-%03d" % i for i in range(100)]
+    for i in range(0, len(sent), 10):
+        sender.send(sent[i : i + 10])
+    sender.close()
+
+    receiver = SYSTEM.connect(cluster, params, destination)
+    deliveries: Counter[bytes] = Counter()
+    redelivered: Counter[bytes] = Counter()
+    acked: set[bytes] = set()
+    dropped: set[bytes] = set()
+    deadline = time.monotonic() + 90
+    try:
+        while acked != set(sent) and time.monotonic() < deadline:
+            messages = receiver.receive(10)
+            keep = []
+            for m in messages:
+                deliveries[m.body] += 1
+                if m.redelivered:
+                    redelivered[m.body] += 1
+                # The first delivery of every fifth message is "lost" by the receiver.
+                if int(m.body[4:]) % 5 == 0 and m.body not in dropped:
+                    dropped.add(m.body)
+                else:
+                    keep.append(m.receipt)
+                    acked.add(m.body)
+            receiver.ack(keep)
+    finally:
+        receiver.close()
+
+    assert acked == set(sent), f"{len(set(sent) - acked)} messages never arrived again"
+    assert dropped == {b for b in sent if int(b[4:]) % 5 == 0}
+    duplicates = sum(deliveries.values()) - len(sent)
+    assert duplicates >= len(dropped)
+    assert set(redelivered) >= dropped
+
+
+@pytest.mark.slow
+def test_describe_reads_back_both_topics(cluster: Endpoints) -> None:
+    params = KmqParams(partitions=4)
+    SYSTEM.prepare(cluster, params, Destination("kmq_described"))
+    described = SYSTEM.describe(cluster, params)
+    names = [t["name"] for t in described["topics"]]
+    assert names == ["kmq_described", markers.markers_topic("kmq_described")]
+    for topic in described["topics"]:
+        assert topic["replication_factor"] == 3
+        assert topic["configs"]["min.insync.replicas"] == "2"
+    assert described["redelivery_timeout_s"] == 15.0
