@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from brokers import registry
-from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from workload.context import build_context, now_iso, write_context
+from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process
 from workload.progress import ProgressView
 from workload.results import read_statuses
@@ -90,7 +91,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     run_id = new_run_id(scenario)
     run_dir = results_root / run_id
     outcome = RunOutcome(run_id, run_dir)
-    tag = secrets.token_hex(4)
+    tag = run_tag(run_id)
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
         described = system.describe(endpoints, scenario.broker_params())
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +138,7 @@ def run_point(
         f"point {label}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
         f"receiver_nodes={point.receiver_nodes}"
     )
-    destination = Destination(f"bb_{tag}_p{point.index}")
+    destination = destination_name(tag, point.index)
     params = system.params_model.model_validate(point.params)
     system.prepare(endpoints, params, destination)
     ctx = mp.get_context("spawn")
@@ -148,7 +149,7 @@ def run_point(
         NodeSpec(
             run_dir=outcome.run_dir,
             run_id=outcome.run_id,
-            tag=f"{tag}.{point.index:x}",
+            tag=point_tag(tag, point.index),
             point=point.index,
             role=role,
             node=node,

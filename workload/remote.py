@@ -1,0 +1,104 @@
+"""The two steps a client machine on AWS runs for each sweep point (``infra/agent.py``
+calls them): ``brokerbench prepare`` creates the point's destination (and, for point 0,
+writes the run context), ``brokerbench node`` runs this machine's sender or receiver node.
+
+Every machine derives the same names from the run id alone, so they need not talk to
+each other; the local runner uses the same naming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from brokers import registry
+from workload.context import build_context, now_iso, write_context
+from workload.errors import UserError
+from workload.naming import destination_name, point_tag, run_tag
+from workload.node import NodeSpec, run_node
+from workload.scenario import Scenario, load_scenario
+from workload.sweep import SweepPoint, expand
+
+
+def _point(scenario: Scenario, index: int, source: Path) -> SweepPoint:
+    points = expand(scenario)
+    if not 0 <= index < len(points):
+        raise UserError(f"{source}: --point {index} is out of range (0…{len(points) - 1})")
+    if scenario.broker.deployment != "endpoints":
+        raise UserError(f"{source}: broker.deployment must be 'endpoints' on a client machine")
+    return points[index]
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    point = _point(scenario, args.point, args.scenario)
+    system = registry.get(scenario.broker.system)
+    endpoints = scenario.broker.given_endpoints()
+    tag = run_tag(args.run_id)
+    params = system.params_model.model_validate(point.params)
+    system.prepare(endpoints, params, destination_name(tag, point.index))
+    if point.index == 0:
+        run_dir = args.results / args.run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        broker = {
+            "deployment": "endpoints",
+            "topology": "reference",
+            "endpoints": list(endpoints.hosts),
+            **system.describe(endpoints, scenario.broker_params()),
+        }
+        context = build_context(
+            args.run_id, scenario, str(args.scenario), system, expand(scenario), broker
+        )
+        context["clock"] = {"sync": "chrony (Amazon Time Sync)", "offset_ms": None}
+        write_context(run_dir, context)
+    print(f"prepared point {point.index} ({point.label})")
+    return 0
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    point = _point(scenario, args.point, args.scenario)
+    tag = run_tag(args.run_id)
+    spec = NodeSpec(
+        run_dir=args.results / args.run_id,
+        run_id=args.run_id,
+        tag=point_tag(tag, point.index),
+        point=point.index,
+        role=args.role,
+        node=args.node,
+        system=scenario.broker.system,
+        endpoints=scenario.broker.given_endpoints(),
+        params=point.params,
+        destination=destination_name(tag, point.index).name,
+        load=point.load,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    status = run_node(spec, stop)
+    print(
+        f"{args.role} {args.node} point {point.index}: sent {status.sent:,} "
+        f"received {status.received:,} errors {status.errors:,} (finished {now_iso()})"
+    )
+    if not status.ok:
+        print(status.error)
+        return 1
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``prepare`` and ``node`` (used by client machines) to the command line."""
+    for name, handler, text in (
+        ("prepare", cmd_prepare, "(client machine) create a sweep point's queue/topic"),
+        ("node", cmd_node, "(client machine) run one sender or receiver node of a sweep point"),
+    ):
+        parser = subparsers.add_parser(name, help=text, description=text)
+        parser.add_argument("scenario", type=Path, help="scenario with deployment = 'endpoints'")
+        parser.add_argument("--run-id", required=True)
+        parser.add_argument("--point", type=int, required=True, help="sweep point index")
+        parser.add_argument("--results", type=Path, required=True, help="results directory")
+        if name == "node":
+            parser.add_argument("--role", choices=("sender", "receiver"), required=True)
+            parser.add_argument("--node", type=int, required=True, help="node index in its role")
+        parser.set_defaults(handler=handler)
