@@ -20,13 +20,13 @@ import queue
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from brokers.artemis.stomp_client import (
+from brokers.base import Destination, Endpoints
+from brokers.stomp import (
     StompAdapter,
     StompConnection,
     StompFailure,
     StompOptions,
 )
-from brokers.base import Destination, Endpoints
 
 if TYPE_CHECKING:
     from brokers.activemq import ActiveMQParams

@@ -24,8 +24,8 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from brokers.artemis.jolokia import Jolokia
-from brokers.artemis.stomp_client import StompAdapter, StompOptions, server_header
 from brokers.base import Destination, Endpoints, split_host_port
+from brokers.stomp import StompAdapter, StompOptions, server_header
 
 if TYPE_CHECKING:
     from brokers.artemis import ArtemisParams
