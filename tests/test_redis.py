@@ -70,3 +70,19 @@ def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
     (row,) = read_summary(tmp_path)
     assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
     assert int(row["lost"]) == 0
+
+
+def test_redis_cluster_sharded_end_to_end(tmp_path: Path) -> None:
+    from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+    done = brokerbench(
+        "run", str(SCENARIOS / "redis-sharded-smoke.toml"), "--results", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = read_summary(tmp_path)
+    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0
+    (context,) = tmp_path.glob("*/context.json")
+    import json
+
+    assert json.loads(context.read_text())["broker"]["cluster_shards"] == 3

@@ -16,6 +16,7 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
+import redis.cluster
 
 from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError
@@ -27,10 +28,21 @@ GROUP = "brokerbench"
 FIELD = b"m"
 
 
-def _client(endpoints: Endpoints) -> redis.Redis:
+def is_cluster(endpoints: Endpoints) -> bool:
+    return endpoints.get("mode") == "cluster"
+
+
+def _client(endpoints: Endpoints) -> Any:
+    """A client of the master, or of Redis Cluster (``mode = cluster``: hosts are masters)."""
     host, port = endpoints.first
-    client = redis.Redis(host=host, port=port, socket_connect_timeout=10, socket_timeout=30)
     try:
+        if is_cluster(endpoints):
+            nodes = [redis.cluster.ClusterNode(h, p) for h, p in endpoints.addresses()]
+            client: Any = redis.cluster.RedisCluster(
+                startup_nodes=nodes, socket_connect_timeout=10, socket_timeout=30
+            )
+        else:
+            client = redis.Redis(host=host, port=port, socket_connect_timeout=10, socket_timeout=30)
         client.ping()
     except redis.RedisError as exc:
         raise BrokerConnectionError(f"cannot reach Redis at {host}:{port}: {exc}") from None
@@ -50,14 +62,26 @@ def prepare(endpoints: Endpoints, params: RedisParams, destination: Destination)
 
 
 def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
-    client = _client(endpoints)
-    server = client.info("server")
-    replication = client.info("replication")
-    config = client.config_get("append*")
+    host, port = endpoints.first
+    master = redis.Redis(host=host, port=port, socket_connect_timeout=10)
+    try:
+        server = master.info("server")
+        replication = master.info("replication")
+        config = master.config_get("append*")
+        cluster = master.info("cluster").get("cluster_enabled") == 1
+        shards = None
+        if cluster:
+            masters = [
+                n for n in master.cluster("nodes").values() if "master" in n["flags"] and n["slots"]
+            ]
+            shards = len(masters)
+    except redis.RedisError as exc:
+        raise BrokerConnectionError(f"cannot reach Redis at {host}:{port}: {exc}") from None
     return {
         "version": server.get("redis_version"),
         "role": replication.get("role"),
         "connected_replicas": replication.get("connected_slaves", 0),
+        "cluster_shards": shards,
         "settings": {k: config.get(k) for k in ("appendonly", "appendfsync")},
         "replication": "asynchronous",
     }
@@ -69,7 +93,11 @@ class RedisAdapter(Adapter["RedisParams"]):
         self.client = _client(endpoints)
         self.keys = stream_keys(destination, params)
         self.next_key = itertools.cycle(self.keys)
+        self.cluster = is_cluster(endpoints)
+        if self.cluster and params.wait_replicas:
+            raise ValueError("wait_replicas is not supported with Redis Cluster")
         self.consumer = f"c-{uuid.uuid4().hex[:12]}"
+        self.read_key = itertools.cycle(self.keys)
         self.next_claim = time.monotonic() + params.claim_after / 2
 
     def send(self, batch: Sequence[bytes]) -> None:
@@ -90,17 +118,30 @@ class RedisAdapter(Adapter["RedisParams"]):
             claimed = self._claim(max_n)
             if claimed:
                 return claimed
-        # COUNT applies per stream: ask each key for its share so the total stays ≤ max_n
-        # (an entry read but not returned would sit unacknowledged until XAUTOCLAIM).
-        per_key = max(1, max_n // len(self.keys))
-        reply: Any = self.client.xreadgroup(
-            GROUP, self.consumer, {k: ">" for k in self.keys}, count=per_key, block=500
-        )
+        if self.cluster:
+            reply = self._read_cluster(max_n)
+        else:
+            # COUNT applies per stream: ask each key for its share so the total stays ≤ max_n
+            # (an entry read but not returned would sit unacknowledged until XAUTOCLAIM).
+            per_key = max(1, max_n // len(self.keys))
+            reply = self.client.xreadgroup(
+                GROUP, self.consumer, {k: ">" for k in self.keys}, count=per_key, block=500
+            )
         out: list[Received] = []
         for key, entries in reply or []:
             for entry_id, fields in entries:
                 out.append(Received(fields[FIELD], (key, entry_id)))
         return out
+
+    def _read_cluster(self, max_n: int) -> Any:
+        """Redis Cluster cannot read keys of different slots at once: try them in turn."""
+        for _ in range(len(self.keys)):
+            key = next(self.read_key)
+            reply = self.client.xreadgroup(GROUP, self.consumer, {key: ">"}, count=max_n)
+            if reply:
+                return reply
+        time.sleep(0.05)
+        return []
 
     def _claim(self, max_n: int) -> list[Received]:
         idle_ms = int(self.params.claim_after * 1000)

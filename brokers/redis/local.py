@@ -1,5 +1,7 @@
-"""Redis on this machine: one master (``single``) or a master with two replicas
-(``cluster``), each with AOF on, on free loopback ports in a private directory."""
+"""Redis on this machine, each server with AOF on, on free loopback ports in a private
+directory: one master (``single``), a master with two replicas (``cluster``), or Redis
+Cluster of 3 shards × (master + 2 replicas) (``sharded``), made with
+``redis-cli --cluster create``."""
 
 from __future__ import annotations
 
@@ -15,14 +17,25 @@ from brokers.local import (
     ProcessCluster,
     find_binary,
     free_ports,
+    run_checked,
     start_cluster,
     wait_for_port,
     wait_until,
 )
 
+SHARDS = 3
+REPLICAS_PER_SHARD = 2
+
 
 def render_config(
-    name: str, bind: str, port: int, data_dir: str, appendfsync: str, replica_of: str = ""
+    name: str,
+    bind: str,
+    port: int,
+    data_dir: str,
+    appendfsync: str,
+    replica_of: str = "",
+    cluster_enabled: bool = False,
+    cluster_port: int = 0,
 ) -> str:
     """redis.conf of one node; used locally and (with other addresses) on AWS."""
     return templating.render(
@@ -34,12 +47,13 @@ def render_config(
         data_dir=data_dir,
         appendfsync=appendfsync,
         replica_of=replica_of,
-        cluster_enabled=False,
+        cluster_enabled=cluster_enabled,
+        cluster_port=cluster_port,
     )
 
 
 class RedisLocal(LocalDeployment):
-    topologies = ("single", "cluster")
+    topologies = ("single", "cluster", "sharded")
     debian_packages = ("redis-server",)
 
     def missing(self) -> str | None:
@@ -51,7 +65,49 @@ class RedisLocal(LocalDeployment):
 
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
         cluster = ProcessCluster(topology, workdir)
+        if topology == "sharded":
+            return start_cluster(cluster, lambda c: self._build_sharded(c, params))
         return start_cluster(cluster, lambda c: self._build(c, params, topology == "cluster"))
+
+    def _server(
+        self, cluster: ProcessCluster, name: str, port: int, params: Any, **config: Any
+    ) -> ManagedProcess:
+        data = cluster.workdir / name
+        data.mkdir(parents=True, exist_ok=True)
+        conf = data / "redis.conf"
+        conf.write_text(
+            render_config(name, LOOPBACK, port, str(data), params.appendfsync, **config)
+        )
+        binary = find_binary("redis-server", "redis-server")
+        node = cluster.add(
+            ManagedProcess(f"redis {name}", [binary, str(conf)], cluster.workdir / f"{name}.log")
+        )
+        wait_for_port(node, LOOPBACK, port, timeout=30)
+        return node
+
+    def _build_sharded(self, cluster: ProcessCluster, params: Any) -> None:
+        count = SHARDS * (1 + REPLICAS_PER_SHARD)
+        # The cluster bus needs a port of its own (by default port + 10000, often taken).
+        ports, bus_ports = free_ports(count), free_ports(count)
+        for i, (port, bus) in enumerate(zip(ports, bus_ports, strict=True)):
+            self._server(cluster, f"node{i}", port, params, cluster_enabled=True, cluster_port=bus)
+        # The first SHARDS addresses become masters, the rest their replicas.
+        run_checked(
+            [
+                find_binary("redis-cli", "redis-tools"),
+                "--cluster",
+                "create",
+                *(f"{LOOPBACK}:{p}" for p in ports),
+                "--cluster-replicas",
+                str(REPLICAS_PER_SHARD),
+                "--cluster-yes",
+            ],
+            "redis-cli --cluster create",
+        )
+        cluster.endpoints = Endpoints(
+            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports[:SHARDS]), extra=(("mode", "cluster"),)
+        )
+        _wait_for_cluster(cluster.endpoints, count)
 
     def _build(self, cluster: ProcessCluster, params: Any, replicated: bool) -> None:
         binary = find_binary("redis-server", "redis-server")
@@ -88,3 +144,19 @@ def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
         return sum(1 for r in online if r.get("state") == "online") >= count
 
     wait_until(ready, f"{count} Redis replicas", timeout=30)
+
+
+def _wait_for_cluster(endpoints: Endpoints, nodes: int) -> None:
+    import redis
+
+    host, port = endpoints.first
+    client = redis.Redis(host=host, port=port)
+
+    def ready() -> bool:
+        info = client.cluster("info")
+        if not isinstance(info, dict) or info.get("cluster_state") != "ok":
+            return False
+        flags = [n["flags"] for n in client.cluster("nodes").values()]
+        return sum("slave" in f for f in flags) == nodes - SHARDS
+
+    wait_until(ready, f"Redis Cluster ({SHARDS} shards, all replicas attached)", timeout=90)
