@@ -1,0 +1,219 @@
+"""NATS JetStream: the asyncio adapter against a real 3-server JetStream cluster started
+from the Debian package, the settings read back from it, a whole run, and the AWS recipe."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from brokers import registry
+from brokers.base import Destination, Endpoints
+from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.local import free_ports
+from brokers.nats import local as nats_local
+from brokers.nats.cloud import NatsCloud
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = [pytest.mark.nats]
+
+SYSTEM = registry.get("nats")
+AWS = {"server": ["10.42.1.10", "10.42.1.11", "10.42.1.12"]}
+
+
+async def drain(adapter, want: int, patience: float = 20.0) -> list:
+    got: list = []
+    deadline = time.monotonic() + patience
+    while len(got) < want and time.monotonic() < deadline:
+        got += await adapter.receive(10)
+    return got
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
+    scenario = SCENARIOS / "nats-cluster-smoke.toml"
+    done = brokerbench("run", str(scenario), "--results", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = read_summary(tmp_path)
+    assert row["broker"] == "nats"
+    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    assert SYSTEM.local is not None
+    workdir = tmp_path_factory.mktemp("nats") / "c"
+    with SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir) as running:
+        yield running
+    assert not workdir.exists(), "stop() leaves no data behind"
+
+
+@pytest.mark.slow
+def test_describe_reads_back_three_replicas(cluster) -> None:
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["version"].startswith("2.")
+    assert info["cluster_size"] == 3 and info["replicas"] == 3
+    assert info["stream_peers"] == ["n1", "n2", "n3"]
+    assert info["storage"] == "file" and info["consumer_ack_policy"] == "explicit"
+
+
+@pytest.mark.slow
+def test_round_trip_waits_for_stream_acks(cluster) -> None:
+    params = SYSTEM.params_model()
+    destination = Destination("bb_round_trip")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    bodies = [f"m{i}".encode() for i in range(25)]
+
+    async def run() -> None:
+        sender = await SYSTEM.connect(cluster.endpoints, params, destination)
+        receiver = await SYSTEM.connect(cluster.endpoints, params, destination)
+        await sender.send(bodies[:10])
+        await sender.send(bodies[10:])
+        stream = await sender.js.stream_info("bb_round_trip")
+        assert stream.state.messages == 25  # every confirmed message is in the stream
+        got = await drain(receiver, 25)
+        assert sorted(m.body for m in got) == sorted(bodies)
+        assert not any(m.redelivered for m in got)
+        await receiver.ack([m.receipt for m in got])
+        assert await receiver.receive(10) == []
+        stream = await sender.js.stream_info("bb_round_trip")
+        assert stream.state.messages == 0  # work queue: acked messages are removed
+        await sender.close()
+        await receiver.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_unacked_message_comes_back_after_ack_wait(cluster) -> None:
+    params = SYSTEM.params_model(ack_wait=1.0)
+    destination = Destination("bb_redelivery")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+
+    async def run() -> None:
+        adapter = await SYSTEM.connect(cluster.endpoints, params, destination)
+        await adapter.send([b"orphan"])
+        first = await drain(adapter, 1)
+        assert [m.body for m in first] == [b"orphan"] and not first[0].redelivered
+        await asyncio.sleep(1.5)  # not acked within ack_wait
+        again = await drain(adapter, 1)
+        assert [m.body for m in again] == [b"orphan"] and again[0].redelivered
+        await adapter.ack([m.receipt for m in again])
+        await asyncio.sleep(1.5)
+        assert await adapter.receive(10) == []
+        await adapter.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_clients_are_spread_over_all_servers(cluster) -> None:
+    params = SYSTEM.params_model()
+
+    async def run() -> set[str]:
+        adapters = [
+            await SYSTEM.connect(cluster.endpoints, params, Destination("bb_spread"))
+            for _ in range(3)
+        ]
+        servers = {a.server for a in adapters}
+        for adapter in adapters:
+            await adapter.close()
+        return servers
+
+    assert asyncio.run(run()) == set(cluster.endpoints.hosts)
+
+
+def test_unreachable_server_fails_fast_naming_it() -> None:
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}"):
+        asyncio.run(
+            SYSTEM.connect(
+                Endpoints((f"127.0.0.1:{port}",)), SYSTEM.params_model(), Destination("x")
+            )
+        )
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+def test_publishing_goes_on_when_a_server_dies(cluster) -> None:
+    # Last: it kills a server of the module's cluster.
+    params = SYSTEM.params_model()
+    destination = Destination("bb_server_dies")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+
+    async def run() -> None:
+        adapter = await SYSTEM.connect(cluster.endpoints, params, destination)
+        await adapter.send([b"before"])
+        # The server this client is connected to: it must reconnect to another one.
+        index = cluster.endpoints.hosts.index(adapter.server)
+        cluster.node(f"nats-server n{index + 1}").kill()
+        deadline = time.monotonic() + 60
+        while True:  # reconnects to another server; 2 of 3 replicas still form a majority
+            try:
+                await adapter.send([b"after"])
+                break
+            except BrokerError:
+                assert time.monotonic() < deadline, "no acknowledged publish within 60 s"
+                await asyncio.sleep(0.5)
+        got = await drain(adapter, 2, patience=60)
+        assert sorted(m.body for m in got) == [b"after", b"before"]
+        await adapter.close()
+
+    asyncio.run(run())
+
+
+def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
+    local = nats_local.render_config(
+        "n2", "127.0.0.1", 4999, 6999, 8999, "/tmp/js", ["127.0.0.1:6998", "127.0.0.1:6997"]
+    )
+    cloud = NatsCloud().node_files("server", 1, AWS, params=None)["/etc/nats-server.conf"]
+    assert "server_name: nats-2" in cloud and "listen: 0.0.0.0:4222" in cloud
+    assert "nats-route://10.42.1.10:6222" in cloud and "nats-route://10.42.1.12:6222" in cloud
+    assert "nats-route://10.42.1.11" not in cloud
+    assert 'store_dir: "/var/lib/nats/jetstream"' in cloud
+
+    def keys(text: str) -> list[str]:
+        return [line.split(":")[0].strip() for line in text.splitlines() if ":" in line]
+
+    assert keys(local) == keys(cloud)
+    assert NatsCloud().endpoints(AWS).hosts == (
+        "10.42.1.10:4222",
+        "10.42.1.11:4222",
+        "10.42.1.12:4222",
+    )
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+@pytest.mark.slow
+def test_a_server_that_does_not_start_is_named_and_everything_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert SYSTEM.local is not None
+    real = nats_local.render_config
+
+    def broken_third(name: str, *args, **kwargs) -> str:
+        text = real(name, *args, **kwargs)
+        return text + "no_such_option: 1\n" if name == "n3" else text
+
+    monkeypatch.setattr(nats_local, "render_config", broken_third)
+    workdir = tmp_path / "c"
+    with pytest.raises(BrokerError, match=r"nats-server n3 .*exited.*n3\.log"):
+        SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir)
+    assert not workdir.exists()
+    assert _processes_mentioning(str(workdir)) == []

@@ -1,0 +1,239 @@
+"""RabbitMQ: the adapter against a real 3-node cluster started from the Debian package,
+the settings read back from it, a whole run, and the AWS recipe's rendering."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from brokers import registry
+from brokers.base import Destination, Endpoints
+from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.local import free_ports
+from brokers.rabbitmq import local as rabbitmq_local
+from brokers.rabbitmq.cloud import RabbitMQCloud
+from brokers.rabbitmq.ctl import Ctl
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = [pytest.mark.rabbitmq]
+
+SYSTEM = registry.get("rabbitmq")
+AWS = {"broker": ["10.42.1.10", "10.42.1.11", "10.42.1.12"]}
+
+
+def drain(adapter, want: int, patience: float = 20.0, ack: bool = False) -> list:
+    got: list = []
+    deadline = time.monotonic() + patience
+    while len(got) < want and time.monotonic() < deadline:
+        batch = adapter.receive(10)
+        if ack and batch:
+            adapter.ack([m.receipt for m in batch])
+        got += batch
+    return got
+
+
+# Runs first, before the module's cluster exists: two Erlang clusters at once are slow here.
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
+    scenario = SCENARIOS / "rabbitmq-cluster-smoke.toml"
+    done = brokerbench("run", str(scenario), "--results", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = read_summary(tmp_path)
+    assert row["broker"] == "rabbitmq"
+    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    assert SYSTEM.local is not None
+    workdir = tmp_path_factory.mktemp("rabbitmq") / "c"
+    with SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir) as running:
+        yield running
+    assert not workdir.exists(), "stop() leaves no data behind"
+
+
+@pytest.fixture(scope="module")
+def ctl(cluster) -> Ctl:
+    found = Ctl.from_endpoints(cluster.endpoints)
+    assert found is not None
+    return found
+
+
+@pytest.mark.slow
+def test_quorum_queue_really_has_three_members(cluster, ctl: Ctl) -> None:
+    destination = Destination("bb_members")
+    SYSTEM.prepare(cluster.endpoints, SYSTEM.params_model(), destination)
+    queue = ctl.queue(destination.name)
+    assert queue is not None
+    assert queue["type"] == "quorum" and queue["durable"] is True
+    assert sorted(queue["members"]) == ["bb1@localhost", "bb2@localhost", "bb3@localhost"]
+    assert sorted(queue["online"]) == sorted(queue["members"])
+
+
+@pytest.mark.slow
+def test_describe_reads_back_version_nodes_and_replicas(cluster) -> None:
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["version"].startswith("3.")
+    assert info["cluster_nodes"] == ["bb1@localhost", "bb2@localhost", "bb3@localhost"]
+    assert info["queue_type"] == "quorum" and info["queue_durable"] is True
+    assert info["replicas"] == 3 and len(info["queue_members"]) == 3
+
+
+@pytest.mark.slow
+def test_round_trip_with_confirms_prefetch_and_acks(cluster, ctl: Ctl) -> None:
+    params = SYSTEM.params_model(prefetch=7)
+    destination = Destination("bb_round_trip")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
+    bodies = [f"m{i}".encode() for i in range(25)]
+    sender.send(bodies[:10])
+    sender.send(bodies[10:])
+    first = receiver.receive(3)
+    assert 1 <= len(first) <= 3
+    consumers = ctl.json(
+        ctl.nodes[0], "list_consumers", "queue_name", "ack_required", "prefetch_count"
+    )
+    mine = [c for c in consumers if c["queue_name"] == destination.name]
+    assert mine == [{"queue_name": destination.name, "ack_required": True, "prefetch_count": 7}]
+    held = first + drain(receiver, 25, patience=3)
+    assert len(held) == 7, "without acks, the consumer gets no more than the prefetch"
+    receiver.ack([m.receipt for m in held])
+    got = held + drain(receiver, 25 - len(held), ack=True)
+    assert sorted(m.body for m in got) == sorted(bodies)
+    assert not any(m.redelivered for m in got)
+    assert receiver.receive(10) == []
+    sender.close()
+    receiver.close()
+
+
+@pytest.mark.slow
+def test_unacked_messages_come_back_redelivered(cluster) -> None:
+    params = SYSTEM.params_model()
+    destination = Destination("bb_redelivery")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    sender.send([b"orphan-1", b"orphan-2"])
+    crashed = SYSTEM.connect(cluster.endpoints, params, destination)
+    assert sorted(m.body for m in drain(crashed, 2)) == [b"orphan-1", b"orphan-2"]
+    crashed.close()  # never acked
+    survivor = SYSTEM.connect(cluster.endpoints, params, destination)
+    again = drain(survivor, 2)
+    assert sorted(m.body for m in again) == [b"orphan-1", b"orphan-2"]
+    assert all(m.redelivered for m in again)
+    survivor.ack([m.receipt for m in again])
+    sender.close()
+    survivor.close()
+
+
+@pytest.mark.slow
+def test_clients_are_spread_over_all_nodes(cluster) -> None:
+    params = SYSTEM.params_model()
+    destination = Destination("bb_spread")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    adapters = [SYSTEM.connect(cluster.endpoints, params, destination) for _ in range(3)]
+    assert {a.node for a in adapters} == set(cluster.endpoints.hosts)
+    for adapter in adapters:
+        adapter.close()
+
+
+@pytest.mark.slow
+def test_unroutable_batch_is_not_confirmed(cluster) -> None:
+    adapter = SYSTEM.connect(cluster.endpoints, SYSTEM.params_model(), Destination("bb_absent"))
+    with pytest.raises(BrokerError, match="unroutable"):
+        adapter.send([b"nowhere"])
+    adapter.close()
+
+
+def test_unreachable_broker_fails_fast_naming_it() -> None:
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}"):
+        SYSTEM.connect(Endpoints((f"127.0.0.1:{port}",)), SYSTEM.params_model(), Destination("x"))
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+def test_sending_goes_on_when_a_node_dies(cluster) -> None:
+    # Last: it kills a node of the module's cluster.
+    params = SYSTEM.params_model()
+    destination = Destination("bb_node_dies")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    adapter = SYSTEM.connect(cluster.endpoints, params, destination)
+    adapter.send([b"before"])
+    # The node this client is connected to: it must reconnect to another one.
+    index = cluster.endpoints.hosts.index(adapter.node)
+    cluster.node(f"rabbitmq bb{index + 1}@localhost").kill()
+    deadline = time.monotonic() + 60
+    while True:  # a client of the dead node reconnects to another; a new leader is elected
+        try:
+            adapter.send([b"after"])
+            break
+        except BrokerError:
+            assert time.monotonic() < deadline, "no confirmed send within 60 s of a node dying"
+            time.sleep(0.5)
+    assert sorted(m.body for m in drain(adapter, 2, patience=60)) == [b"after", b"before"]
+    adapter.close()
+
+
+def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
+    local = rabbitmq_local.render_config("bb1@localhost", "127.0.0.1", 5999)
+    files = RabbitMQCloud().node_files("broker", 1, AWS, params=None)
+    cloud = files["/etc/rabbitmq/rabbitmq.conf"]
+    assert "listeners.tcp.1 = 0.0.0.0:5672" in cloud
+    assert "default_user = brokerbench" in cloud and "loopback_users = none" in cloud
+    assert files["/etc/rabbitmq/enabled_plugins"] == local["enabled_plugins"] == "[].\n"
+    assert "NODENAME=rabbit@10.42.1.11" in files["/etc/rabbitmq/rabbitmq-env.conf"]
+    keys = {
+        line.split("=")[0].strip() for line in local["rabbitmq.conf"].splitlines() if "=" in line
+    }
+    assert all(f"{key} =" in cloud for key in keys)
+    cookies = {
+        RabbitMQCloud().node_files("broker", i, AWS, None)["/var/lib/rabbitmq/.erlang.cookie"]
+        for i in range(3)
+    }
+    assert len(cookies) == 1
+
+
+def test_cloud_nodes_join_the_first_one_after_it_is_up() -> None:
+    recipe = RabbitMQCloud()
+    assert not any("join_cluster" in c for c in recipe.start_commands("broker", 0, AWS))
+    commands = recipe.start_commands("broker", 2, AWS)
+    wait = next(i for i, c in enumerate(commands) if "-n rabbit@10.42.1.10 await_startup" in c)
+    stop = commands.index("rabbitmqctl stop_app")
+    join = commands.index("rabbitmqctl join_cluster rabbit@10.42.1.10")
+    assert wait < stop < join < commands.index("rabbitmqctl start_app")
+    assert recipe.endpoints(AWS).hosts == ("10.42.1.10:5672", "10.42.1.11:5672", "10.42.1.12:5672")
+    assert recipe.ports()[0] == 5672
+
+
+@pytest.mark.slow
+def test_a_node_that_does_not_start_is_named_and_everything_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert SYSTEM.local is not None
+    real = rabbitmq_local.render_config
+
+    def broken(name: str, *args, **kwargs) -> dict[str, str]:
+        files = real(name, *args, **kwargs)
+        return {**files, "rabbitmq.conf": files["rabbitmq.conf"] + "no_such.setting = 1\n"}
+
+    monkeypatch.setattr(rabbitmq_local, "render_config", broken)
+    workdir = tmp_path / "c"
+    with pytest.raises(BrokerError, match=r"rabbitmq bb1@localhost .*exited.*bb1\.log"):
+        SYSTEM.local.start("single", SYSTEM.params_model(), workdir)
+    assert not workdir.exists()
+    marker = f"HOME={workdir}/home".encode()
+    leftovers = [p.parent.name for p in Path("/proc").glob("[0-9]*/environ") if marker in _read(p)]
+    assert leftovers == [], "epmd and the node are stopped"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
