@@ -111,6 +111,7 @@ def _build(cluster: ProcessCluster, size: int) -> None:
             "epmd",
             [epmd_binary, "-port", str(epmd_port), "-address", LOOPBACK],
             workdir / "epmd.log",
+            env=ctl.env(),
         )
     )
     wait_for_port(epmd, LOOPBACK, epmd_port, timeout=30)
