@@ -197,14 +197,19 @@ def describe(endpoints: Endpoints, params: NatsParams) -> dict[str, Any]:
         try:
             js = client.jetstream(timeout=10)
             await _create(js, client, params, probe)
-            stream = await js.stream_info(probe)
-            consumer = await js.consumer_info(probe, CONSUMER)
-            await js.delete_stream(probe)
+            try:
+                stream = await js.stream_info(probe)
+                consumer = await js.consumer_info(probe, CONSUMER)
+            finally:
+                with contextlib.suppress(Exception):
+                    await js.delete_stream(probe)
             server = client._server_info
             cluster = stream.cluster
             followers = (cluster.replicas or []) if cluster else []
             peers = [cluster.leader] if cluster and cluster.leader else []
             peers += [r.name for r in followers if r.name]
+            if not peers:  # a server outside a cluster holds the only copy itself
+                peers = [str(server.get("server_name", ""))]
             return {
                 "version": server.get("version"),
                 "server_name": server.get("server_name"),

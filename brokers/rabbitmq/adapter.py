@@ -115,8 +115,10 @@ def describe(endpoints: Endpoints, params: RabbitMQParams) -> dict[str, Any]:
                 "acks": "manual",
             },
         }
-        info.update(_read_back(Ctl.from_endpoints(endpoints), probe))
-        channel.queue_delete(probe)
+        try:
+            info.update(_read_back(Ctl.from_endpoints(endpoints), probe))
+        finally:
+            channel.queue_delete(probe)
     finally:
         connection.close()
     return info
