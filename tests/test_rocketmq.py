@@ -1,0 +1,370 @@
+"""RocketMQ: parameters, configuration rendering, the remoting protocol, the loopback-bind
+library and the AWS recipe without a server, then the adapter, describe and a whole run
+against a real name server + SYNC_MASTER + SLAVE + gRPC proxy from Maven Central."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import toml
+
+from brokers import registry
+from brokers.base import Destination, Endpoints, Received
+from brokers.errors import BrokerConnectionError, BrokerError, BrokerStartError
+from brokers.local import ProcessCluster, free_ports
+from brokers.rocketmq import SYSTEM, local, loopback, remoting
+from brokers.rocketmq.cloud import RocketMQCloud
+from brokers.rocketmq.config import (
+    POM,
+    BrokerNode,
+    Sizes,
+    render_broker,
+    render_namesrv,
+    render_proxy,
+    version,
+)
+from brokers.rocketmq.params import RocketMQParams
+from tests.conftest import SCENARIOS, brokerbench, read_summary
+
+pytestmark = pytest.mark.rocketmq
+
+
+def properties(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+# -- without a server -----------------------------------------------------------------------
+
+
+def test_defaults_are_the_safe_settings() -> None:
+    params = RocketMQParams()
+    assert params.broker_role(has_slave=True) == "SYNC_MASTER"
+    assert params.broker_role(has_slave=False) == "ASYNC_MASTER"
+    assert params.flush_disk_type == "SYNC_FLUSH"
+    assert params.invisible_duration == 30.0
+    assert RocketMQParams(replication="async").broker_role(True) == "ASYNC_MASTER"
+    assert RocketMQParams(flush="async").flush_disk_type == "ASYNC_FLUSH"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"invisible_duration": 5}, "invisible_duration"),
+        ({"flush": "never"}, "flush"),
+        ({"queue": 8}, "queue"),
+    ],
+)
+def test_invalid_params_are_rejected(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RocketMQParams.model_validate(values)
+
+
+def test_pom_pins_one_5x_version_for_all_components() -> None:
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = ET.parse(POM).getroot()
+    assert re.fullmatch(r"5\.\d+\.\d+", version())
+    artifacts = {a.text for a in root.iterfind(".//m:dependency/m:artifactId", ns)}
+    assert artifacts == {"rocketmq-namesrv", "rocketmq-broker", "rocketmq-proxy", "rocketmq-tools"}
+    versions = {v.text for v in root.iterfind(".//m:dependency/m:version", ns)}
+    assert versions == {"${rocketmq.version}"}
+
+
+def test_broker_configuration() -> None:
+    node = BrokerNode("broker-a", 1, "SLAVE", "127.0.0.1", "127.0.0.1", 20911, 20912, "/s")
+    conf = properties(render_broker(node, "SYNC_FLUSH", ["127.0.0.1:9876"], Sizes()))
+    assert conf["brokerRole"] == "SLAVE" and conf["brokerId"] == "1"
+    assert conf["flushDiskType"] == "SYNC_FLUSH"
+    assert conf["bindAddress"] == "127.0.0.1" and conf["haListenPort"] == "20912"
+    assert conf["autoCreateTopicEnable"] == "false"
+    assert conf["autoCreateSubscriptionGroup"] == "false"
+    assert conf["storePathCommitLog"] == "/s/commitlog"
+    assert properties(render_namesrv(9876, "127.0.0.1"))["bindAddress"] == "127.0.0.1"
+    proxy = json.loads(render_proxy(["a:1", "b:2"], 8081, 8080))
+    assert proxy["namesrvAddr"] == "a:1;b:2" and proxy["proxyMode"] == "cluster"
+
+
+def test_cloud_recipe_pairs_masters_and_slaves() -> None:
+    recipe = SYSTEM.cloud
+    assert isinstance(recipe, RocketMQCloud)
+    assert SYSTEM.reference_topology.roles == {"namesrv": 1, "master": 3, "slave": 3}
+    cluster = {
+        "namesrv": ["10.0.0.1"],
+        "master": ["10.0.0.2", "10.0.0.3", "10.0.0.4"],
+        "slave": ["10.0.0.5", "10.0.0.6", "10.0.0.7"],
+    }
+    master = recipe.node_files("master", 1, cluster, RocketMQParams())
+    conf = properties(master["/etc/rocketmq/broker.conf"])
+    assert (conf["brokerName"], conf["brokerId"], conf["brokerRole"]) == (
+        "broker-b",
+        "0",
+        "SYNC_MASTER",
+    )
+    assert conf["brokerIP1"] == "10.0.0.3" and conf["namesrvAddr"] == "10.0.0.1:9876"
+    assert "/etc/systemd/system/rocketmq-proxy.service" in master
+    assert "-Xmx8g" in master["/etc/systemd/system/rocketmq-broker.service"]
+    slave = properties(
+        recipe.node_files("slave", 1, cluster, RocketMQParams())["/etc/rocketmq/broker.conf"]
+    )
+    assert (slave["brokerName"], slave["brokerId"], slave["brokerRole"]) == (
+        "broker-b",
+        "1",
+        "SLAVE",
+    )
+    assert "rocketmq-proxy" not in " ".join(recipe.start_commands("slave", 0, cluster))
+    assert "rocketmq-proxy" in " ".join(recipe.start_commands("master", 0, cluster))
+    install = "\n".join(recipe.install_commands())
+    assert "<rocketmq.version>" in install and "copy-dependencies" in install
+    endpoints = recipe.endpoints(cluster)
+    assert endpoints.hosts == ("10.0.0.2:8081", "10.0.0.3:8081", "10.0.0.4:8081")
+    assert endpoints.get("namesrv") == "10.0.0.1:9876"
+
+
+def test_fastjson_integer_keys_are_parsed() -> None:
+    body = b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:1",1:"127.0.0.1:2"}}}}'
+    parsed = remoting.lenient_json(body)
+    assert parsed["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {
+        "0": "127.0.0.1:1",
+        "1": "127.0.0.1:2",
+    }
+
+
+def fake_server(reply_code: int, body: bytes) -> tuple[str, list[dict[str, object]]]:
+    """A one-shot remoting server answering with ``reply_code``; records the request header."""
+    seen: list[dict[str, object]] = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn, server:
+            length, header_length = struct.unpack(">ii", conn.recv(8))
+            data = b""
+            while len(data) < length - 4:
+                data += conn.recv(length - 4 - len(data))
+            header = json.loads(data[:header_length])
+            seen.append(header)
+            reply = json.dumps(
+                {"code": reply_code, "flag": 1, "opaque": header["opaque"], "remark": "nope"}
+            ).encode()
+            conn.sendall(struct.pack(">ii", 4 + len(reply) + len(body), len(reply)) + reply + body)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"127.0.0.1:{server.getsockname()[1]}", seen
+
+
+def test_remoting_request_and_response_frames() -> None:
+    address, seen = fake_server(0, b"brokerRole=SYNC_MASTER\nflushDiskType=SYNC_FLUSH\n")
+    assert remoting.broker_config(address) == {
+        "brokerRole": "SYNC_MASTER",
+        "flushDiskType": "SYNC_FLUSH",
+    }
+    assert seen[0]["code"] == remoting.GET_BROKER_CONFIG and seen[0]["language"] == "PYTHON"
+    address, seen = fake_server(1, b"")
+    with pytest.raises(BrokerError, match="code 1: nope"):
+        remoting.create_topic(address, "t", 8)
+    assert seen[0]["extFields"]["attributes"] == "+message.type=NORMAL"  # type: ignore[index]
+
+
+def test_loopback_library_moves_wildcard_binds_to_loopback() -> None:
+    if loopback.compiler() is None and not loopback.library().exists():
+        pytest.skip("no C compiler")
+    library = loopback.build()
+    probe = (
+        "import socket\n"
+        "s = socket.socket(); s.bind(('0.0.0.0', 0)); print(s.getsockname()[0])\n"
+        "s6 = socket.socket(socket.AF_INET6); s6.bind(('::', 0)); print(s6.getsockname()[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "LD_PRELOAD": str(library)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["127.0.0.1", "::ffff:127.0.0.1"]
+
+
+def test_broker_ports_leave_room_for_the_fast_port() -> None:
+    ports = local.broker_ports(2, taken=set())
+    assert len(set(ports) | {p - 2 for p in ports}) == 4
+
+
+def test_unreachable_proxy_fails_fast_naming_host() -> None:
+    (port,) = free_ports(1)
+    endpoints = Endpoints(hosts=(f"127.0.0.1:{port}",), extra=(("namesrv", f"127.0.0.1:{port}"),))
+    started = time.monotonic()
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}") as err:
+        SYSTEM.connect(endpoints, RocketMQParams(), Destination("t"))
+    assert time.monotonic() - started < 30 and "\n" not in str(err.value)
+    with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}"):
+        SYSTEM.describe(endpoints, RocketMQParams())
+
+
+def test_registered_with_local_and_cloud() -> None:
+    system = registry.get("rocketmq")
+    assert system.local is not None and system.local.topologies == ("single", "cluster")
+    assert "gcc" in system.local.debian_packages
+    assert system.cloud is not None and system.client_package == "rocketmq-python-client"
+
+
+# -- against a real cluster -------------------------------------------------------------------
+
+
+def listening_addresses(cluster: ProcessCluster) -> set[str]:
+    pids = {n.proc.pid for n in cluster.nodes if n.proc is not None}
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = set()
+    for line in out.splitlines():
+        if any(f"pid={pid}," in line for pid in pids):
+            found.add(line.split()[3].rsplit(":", 1)[0])
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    deployment = SYSTEM.local
+    assert deployment is not None
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed")
+    deployment.install(print)  # once; later runs reuse the cache
+    started = deployment.start(
+        "cluster", RocketMQParams(), tmp_path_factory.mktemp("rocketmq") / "c"
+    )
+    assert isinstance(started, ProcessCluster)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def receive_all(adapter, wanted: int, timeout: float = 60) -> list[Received]:
+    got: list[Received] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < wanted and time.monotonic() < deadline:
+        messages = adapter.receive(10)
+        got += messages
+        adapter.ack([m.receipt for m in messages])
+    return got
+
+
+@pytest.mark.slow
+def test_start_failure_names_the_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deployment = SYSTEM.local
+    assert deployment is not None
+    if deployment.missing():
+        pytest.skip(deployment.missing() or "")
+    monkeypatch.setitem(local.MAIN, "namesrv", "org.apache.rocketmq.namesrv.NoSuchStartup")
+    with pytest.raises(BrokerStartError, match=r"^namesrv .*namesrv\.log") as err:
+        deployment.start("single", RocketMQParams(), tmp_path / "broken")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "broken").exists()
+
+
+@pytest.mark.slow
+def test_round_trip(cluster: ProcessCluster) -> None:
+    params = RocketMQParams(queues=4)
+    destination = Destination("round_trip")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
+    try:
+        sent = [b"message-%d" % i for i in range(30)]
+        for i in range(0, 30, 10):
+            sender.send(sent[i : i + 10])
+        got = receive_all(receiver, 30)
+        assert sorted(m.body for m in got) == sorted(sent)
+        assert not any(m.redelivered for m in got)
+        assert receiver.receive(10) == []
+    finally:
+        sender.close()
+        receiver.close()
+
+
+@pytest.mark.slow
+def test_unacknowledged_messages_come_back_after_the_invisible_duration(
+    cluster: ProcessCluster,
+) -> None:
+    params = RocketMQParams(invisible_duration=10)
+    destination = Destination("redelivery")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    first = SYSTEM.connect(cluster.endpoints, params, destination)
+    second = SYSTEM.connect(cluster.endpoints, params, destination)
+    try:
+        sender.send([b"m%d" % i for i in range(6)])
+        held: list[Received] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 6 and time.monotonic() < deadline:
+            held += first.receive(6 - len(held))
+        assert len(held) == 6
+        first.ack([m.receipt for m in held[:2]])
+        first.close()  # the other four are never acknowledged
+        started = time.monotonic()
+        again = receive_all(second, 4, timeout=40)
+        assert {m.body for m in again} == {m.body for m in held[2:]}
+        assert all(m.redelivered for m in again)
+        assert time.monotonic() - started > 5  # hidden until the invisible duration ends
+    finally:
+        sender.close()
+        second.close()
+
+
+@pytest.mark.slow
+def test_describe_reads_back_sync_master_and_slave(cluster: ProcessCluster) -> None:
+    described = SYSTEM.describe(cluster.endpoints, RocketMQParams())
+    assert described["version"] == version()
+    assert (described["masters"], described["slaves"]) == (1, 1)
+    assert described["broker_roles"] == ["SLAVE", "SYNC_MASTER"]
+    assert described["flush_disk_types"] == ["SYNC_FLUSH"]
+    assert described["in_sync_slaves"] == {"broker-a": 1}
+
+
+@pytest.mark.slow
+def test_every_process_listens_on_loopback_only(cluster: ProcessCluster) -> None:
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    addresses = listening_addresses(cluster)
+    assert addresses and addresses <= {"127.0.0.1"}, addresses
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cluster_smoke_run_loses_nothing(cluster: ProcessCluster, tmp_path: Path) -> None:
+    """The cluster-smoke scenario's load, end to end, against the module's cluster."""
+    scenario = tomllib.loads((SCENARIOS / "rocketmq-cluster-smoke.toml").read_text())
+    scenario["broker"] = {
+        "system": "rocketmq",
+        "deployment": "endpoints",
+        "endpoints": list(cluster.endpoints.hosts),
+        "options": dict(cluster.endpoints.extra),
+        "params": scenario["broker"]["params"],
+    }
+    path = tmp_path / "rocketmq-cluster-smoke.toml"
+    path.write_text(toml.dumps(scenario))
+    done = brokerbench("run", str(path), "--results", str(tmp_path / "results"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Apache RocketMQ" in done.stdout and "send msgs/s" in done.stdout
+    (row,) = read_summary(tmp_path / "results")
+    assert row["broker"] == "rocketmq"
+    assert int(row["sent"]) > 0
+    assert int(row["received"]) == int(row["sent"])
+    assert int(row["lost"]) == 0
+    (context,) = (tmp_path / "results").glob("*/context.json")
+    broker = json.loads(context.read_text())["broker"]
+    assert broker["broker_roles"] == ["SLAVE", "SYNC_MASTER"]
+    assert broker["flush_disk_types"] == ["SYNC_FLUSH"]
+    assert broker["version"] == version()
