@@ -97,6 +97,8 @@ def test_cloud_nodes_share_templates_and_cluster_id() -> None:
     assert cluster_id(cluster["broker"]) == cluster_id(list(cluster["broker"]))
     assert any(KAFKA_VERSION in c for c in recipe.install_commands())
     assert set(recipe.ports()) == {9092, 9093}
+    assert conf["log.dirs"].startswith(recipe.data_dir + "/")
+    assert recipe.endpoints(cluster).hosts == tuple(f"{a}:9092" for a in cluster["broker"])
 
 
 def test_cluster_ids_look_like_kafka_uuids() -> None:

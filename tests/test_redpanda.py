@@ -61,6 +61,8 @@ def test_node_config_and_cluster_bootstrap() -> None:
     assert bootstrap["write_caching_default"] == "false"
     assert any(f"redpanda={REDPANDA_VERSION}-1" in c for c in recipe.install_commands())
     assert set(recipe.ports()) == {9092, 33145, 9644}
+    assert node["data_directory"].startswith(recipe.data_dir + "/")
+    assert recipe.endpoints(CLUSTER).hosts == tuple(f"{a}:9092" for a in CLUSTER["broker"])
 
 
 def test_unreachable_cluster_is_one_line_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,6 +34,9 @@ TOPIC_KEYS = (
     "write.caching",
 )
 
+#: How long topic creation retries while a cluster is still settling.
+SETTLE_TIMEOUT = 60.0
+
 #: Topics prepared by this process, per cluster, for ``describe``.
 _prepared: dict[tuple[str, ...], tuple[str, ...]] = {}
 
@@ -42,15 +45,51 @@ def broker_count(admin: Any) -> int:
     return len(admin.describe_cluster()["brokers"])
 
 
+def transient(exc: BaseException) -> bool:
+    """Errors of a cluster still settling (brokers registering, leaders moving)."""
+    from kafka import errors
+
+    return isinstance(exc, errors.RetriableError | errors.UnknownBrokerIdError)
+
+
 def create_topics(
     endpoints: Endpoints,
     params: KafkaClientParams,
     names: Sequence[str],
     configs: Mapping[str, str] | None = None,
     replication: int | None = None,
+    timeout: float = SETTLE_TIMEOUT,
 ) -> None:
-    """Create ``names`` (recreated when they exist) and wait for their partition leaders."""
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
+    """Create ``names`` (recreated when they exist) and wait for their partition leaders.
+
+    Transient errors are retried with a fresh admin client until ``timeout``.
+    """
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _create_once(endpoints, params, names, configs, replication)
+            break
+        except KafkaError as exc:
+            if transient(exc) and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            raise BrokerError(
+                f"creating topic {', '.join(names)} on {client.where(endpoints)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+    _prepared[endpoints.hosts] = tuple(names)
+
+
+def _create_once(
+    endpoints: Endpoints,
+    params: KafkaClientParams,
+    names: Sequence[str],
+    configs: Mapping[str, str] | None,
+    replication: int | None,
+) -> None:
+    from kafka.errors import TopicAlreadyExistsError
 
     admin = client.admin(endpoints)
     try:
@@ -69,13 +108,8 @@ def create_topics(
             _delete(admin, names)
             admin.create_topics(spec, timeout_ms=60_000, wait_for_metadata=True)
         _wait_for_leaders(admin, names, params.partitions)
-    except KafkaError as exc:
-        raise BrokerError(
-            f"creating topic {', '.join(names)} on {client.where(endpoints)} failed: {exc}"
-        ) from None
     finally:
         admin.close()
-    _prepared[endpoints.hosts] = tuple(names)
 
 
 def _delete(admin: Any, names: Sequence[str]) -> None:
@@ -153,8 +187,8 @@ def _topic_settings(admin: Any, name: str, timeout: float = 30.0) -> dict[str, A
     }
 
 
-def _version(admin: Any) -> str:
-    version = admin._manager.broker_version
+def _version(admin: Any, broker: int) -> str:
+    version = admin.get_broker_version_data(broker).broker_version
     return ".".join(str(part) for part in version) if version else "unknown"
 
 
@@ -180,7 +214,7 @@ def describe(
         cluster = admin.describe_cluster()
         brokers = sorted(b["broker_id"] for b in cluster["brokers"])
         result: dict[str, Any] = {
-            "version": _version(admin),
+            "version": _version(admin, brokers[0]),
             "version_source": "inferred by kafka-python from the API versions the brokers announce",
             "cluster_id": cluster.get("cluster_id"),
             "brokers": len(brokers),

@@ -22,7 +22,9 @@ from brokers.kafka.local import (
 
 KAFKA_HOME = "/opt/kafka"
 CONF_DIR = "/etc/kafka"
-DATA_DIR = "/var/lib/kafka/data"
+#: The node's data volume; Kafka's log directory lies inside it.
+VOLUME = "/var/lib/kafka"
+DATA_DIR = f"{VOLUME}/data"
 PORT = 9092
 CONTROLLER_PORT = 9093
 #: Heap of a broker on the reference instance (r5.2xlarge, 64 GiB: the rest is page cache).
@@ -59,6 +61,8 @@ def node_config(index: int, brokers: list[str]) -> NodeConfig:
 class KafkaCloud(CloudRecipe):
     """One combined broker + controller per node of the ``broker`` role."""
 
+    data_dir = VOLUME
+
     def install_commands(self) -> list[str]:
         return [
             "apt-get update -y",
@@ -66,8 +70,8 @@ class KafkaCloud(CloudRecipe):
             f"curl -fsSL --retry 5 -o /tmp/kafka.tgz {DOWNLOAD}",
             f"mkdir -p {KAFKA_HOME} {CONF_DIR} {DATA_DIR}",
             f"tar -xzf /tmp/kafka.tgz -C {KAFKA_HOME} --strip-components=1",
-            "id kafka >/dev/null 2>&1 || useradd --system --home-dir /var/lib/kafka kafka",
-            "chown -R kafka:kafka /var/lib/kafka",
+            f"id kafka >/dev/null 2>&1 || useradd --system --home-dir {VOLUME} kafka",
+            f"chown -R kafka:kafka {VOLUME}",
         ]
 
     def node_files(

@@ -6,6 +6,7 @@ directory and configuration rendered from ``templates/server.properties.j2``.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import shutil
 import time
 import uuid
@@ -155,6 +156,8 @@ class KafkaLocal(LocalDeployment):
         self._heap_of = heap_of or (lambda params: getattr(params, "heap", "512m"))
 
     def missing(self) -> str | None:
+        if importlib.util.find_spec("kafka") is None:
+            return "kafka-python not installed: pip install 'brokerbench[brokers]'"
         if shutil.which("java") is None:
             return "java not found: install the Debian package openjdk-17-jre-headless"
         if not fetched():
@@ -257,6 +260,25 @@ class KafkaLocal(LocalDeployment):
             hosts=tuple(f"{n.advertised_host}:{n.port}" for n in nodes),
             extra=(("kafka_version", KAFKA_VERSION),),
         )
+        _wait_for_brokers(cluster.endpoints, count, max(10.0, deadline - time.monotonic()))
+
+
+def _wait_for_brokers(endpoints: Endpoints, count: int, timeout: float) -> None:
+    """Until the cluster metadata lists every broker (a started node registers a bit later)."""
+    from brokers.kafka import client
+
+    admin = client.admin(endpoints)
+    try:
+
+        def registered() -> bool:
+            try:
+                return len(admin.describe_cluster()["brokers"]) >= count
+            except Exception:
+                return False
+
+        wait_until(registered, f"{count} Kafka brokers registering", timeout, interval=0.5)
+    finally:
+        admin.close()
 
 
 def _logged(path: Path, line: str) -> bool:

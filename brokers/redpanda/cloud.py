@@ -14,8 +14,10 @@ from brokers.base import CloudRecipe
 REDPANDA_VERSION = "24.2.7"
 SETUP_SCRIPT = "https://dl.redpanda.com/nzc4ZYQK3WRGd9sy/redpanda/cfg/setup/bash.deb.sh"
 CONF_DIR = "/etc/redpanda"
-DATA_DIR = "/var/lib/redpanda/data"
-COREDUMP_DIR = "/var/lib/redpanda/coredump"
+#: The node's data volume (the package's home of data and core dumps).
+VOLUME = "/var/lib/redpanda"
+DATA_DIR = f"{VOLUME}/data"
+COREDUMP_DIR = f"{VOLUME}/coredump"
 KAFKA_PORT = 9092
 RPC_PORT = 33145
 ADMIN_PORT = 9644
@@ -47,6 +49,8 @@ def render_bootstrap(replication: int) -> str:
 class RedpandaCloud(CloudRecipe):
     """One Redpanda broker per node of the ``broker`` role; all of them are seeds."""
 
+    data_dir = VOLUME
+
     def install_commands(self) -> list[str]:
         return [
             "apt-get update -y",
@@ -66,7 +70,8 @@ class RedpandaCloud(CloudRecipe):
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
         return [
-            f"chown -R redpanda:redpanda {CONF_DIR} /var/lib/redpanda",
+            f"mkdir -p {DATA_DIR} {COREDUMP_DIR}",
+            f"chown -R redpanda:redpanda {CONF_DIR} {VOLUME}",
             "rpk redpanda tune all || true",
             "systemctl enable --now redpanda",
         ]
