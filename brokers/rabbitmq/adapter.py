@@ -182,6 +182,7 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
         self._buffer.clear()  # unacked deliveries return to the queue
         self._unacked.clear()
         self._unconfirmed.clear()
+        self._wakeup_pending = False  # a timer of the old connection never fires
         self.generation += 1
         if connection is not None and connection.is_open:
             try:
