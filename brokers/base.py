@@ -15,7 +15,7 @@ bundles everything the rest of brokerbench may know about that system:
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -216,7 +216,9 @@ class BrokerSystem(Generic[P]):
     name: str
     title: str
     params_model: type[P]
-    connect: Callable[[Endpoints, P, Destination], Adapter[P] | AsyncAdapter[P]]
+    connect: Callable[
+        [Endpoints, P, Destination], Adapter[P] | AsyncAdapter[P] | Awaitable[AsyncAdapter[P]]
+    ]
     prepare: Callable[[Endpoints, P, Destination], None]
     describe: Callable[[Endpoints, P], dict[str, Any]]
     reference_topology: Topology

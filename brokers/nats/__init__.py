@@ -36,7 +36,7 @@ SYSTEM = BrokerSystem(
     name="nats",
     title="NATS JetStream",
     params_model=NatsParams,
-    connect=adapter.connect,  # type: ignore[arg-type]  # an async connect (asyncio=True)
+    connect=adapter.connect,  # an async connect (asyncio=True)
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(
