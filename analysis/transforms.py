@@ -164,16 +164,29 @@ def throughput(counters: DataFrame, periods: DataFrame) -> DataFrame:
     )
 
 
+#: Sequence numbers are counted in words of 64 (one bit per sequence number).
+WORD_BITS = 64
+
+
 def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
     """Per point: confirmed, lost (confirmed, never received), duplicated (received more
-    than once), and received messages whose send was never confirmed."""
+    than once), and received messages whose send was never confirmed.
+
+    Distinct identities are counted without grouping on every identity: each received
+    sequence number sets one bit of a 64-bit word of its sender worker's sequence space
+    (``bit_or``, a hash aggregation that every task applies before the shuffle), so about
+    one row per 64 messages crosses the shuffle and each task's memory is bounded by the
+    words it sees. Duplicates are the rows beyond the distinct identities. Confirmed
+    received messages are the set bits inside the (small, broadcast) confirmed ranges.
+    """
     confirmed = sent_ranges.groupBy(*KEY).agg(
         F.sum(F.col("seq_hi") - F.col("seq_lo") + 1).alias("confirmed")
     )
-    ident = [*KEY, "sender_node", "sender_worker", "seq"]
-    distinct = received.groupBy(*ident).agg(F.count(F.lit(1)).alias("copies"))
-    dupes = distinct.groupBy(*KEY).agg(
-        F.sum(F.col("copies") - 1).alias("duplicated"), F.count(F.lit(1)).alias("distinct_received")
+    sender = ["sender_node", "sender_worker"]
+    seq = F.col("seq")
+    words = received.groupBy(*KEY, *sender, F.shiftright(seq, 6).alias("word")).agg(
+        F.bit_or(F.expr("shiftleft(1L, int(seq & 63))")).alias("bits"),
+        F.count(F.lit(1)).alias("rows"),
     )
     ranges = sent_ranges.select(
         *KEY,
@@ -182,13 +195,42 @@ def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
         "seq_lo",
         "seq_hi",
     )
-    matched = (
-        distinct.join(ranges, on=[*KEY, "sender_node", "sender_worker"])
-        .where((F.col("seq") >= F.col("seq_lo")) & (F.col("seq") <= F.col("seq_hi")))
-        .groupBy(*KEY)
-        .agg(F.count(F.lit(1)).alias("confirmed_received"))
+    first = F.col("word") * WORD_BITS
+    overlaps = (ranges["seq_lo"] <= first + (WORD_BITS - 1)) & (ranges["seq_hi"] >= first)
+    matched = words.join(
+        F.broadcast(ranges),
+        on=[*(words[c] == ranges[c] for c in [*KEY, *sender]), overlaps],
+        how="left",
     )
-    out = confirmed.join(dupes, on=KEY, how="full").join(matched, on=KEY, how="left")
+    low = F.greatest(ranges["seq_lo"] - first, F.lit(0)).cast("int")
+    high = F.least(ranges["seq_hi"] - first, F.lit(WORD_BITS - 1)).cast("int")
+    # The bits of a word that lie inside the range: lo_bit..hi_bit.
+    inside = F.bit_count(
+        F.col("bits").bitwiseAND(
+            F.expr("shiftleft(-1L, lo_bit) & shiftrightunsigned(-1L, 63 - hi_bit)")
+        )
+    )
+    per_word = (
+        matched.select(
+            *(words[c] for c in [*KEY, *sender, "word", "bits", "rows"]),
+            low.alias("lo_bit"),
+            high.alias("hi_bit"),
+            ranges["seq_lo"].isNotNull().alias("in_range"),
+        )
+        .groupBy(*KEY, *sender, "word")
+        .agg(
+            F.first("bits").alias("bits"),
+            F.first("rows").alias("rows"),
+            F.sum(F.when(F.col("in_range"), inside).otherwise(0)).alias("confirmed_bits"),
+        )
+    )
+    distinct = F.bit_count("bits")
+    counts = per_word.groupBy(*KEY).agg(
+        (F.sum("rows") - F.sum(distinct)).alias("duplicated"),
+        F.sum(distinct).alias("distinct_received"),
+        F.sum("confirmed_bits").alias("confirmed_received"),
+    )
+    out = confirmed.join(counts, on=KEY, how="full")
     out = out.fillna(0, ["confirmed", "duplicated", "distinct_received", "confirmed_received"])
     return out.select(
         *KEY,

@@ -106,3 +106,34 @@ def test_lost_duplicated_and_unconfirmed(spark):
     assert row["lost"] == 1  # seq 29 of node 0
     assert row["duplicated"] == 1  # seq 5 twice
     assert row["unconfirmed_received"] == 1  # seq 15 arrived though its send failed
+
+
+def test_delivery_counts_identities_across_words_ranges_and_partitions(spark):
+    ranges = spark.createDataFrame(
+        [
+            ("r", 0, 0, 0, 0, 69),  # ends mid-word (64..127)
+            ("r", 0, 0, 0, 100, 130),  # starts and ends mid-word
+            ("r", 0, 0, 1, 60, 64),  # straddles the word boundary at 64
+            ("r", 1, 0, 0, 0, 9),
+        ],
+        spark_schema(SENT_RANGES_SCHEMA),
+    )
+    seqs = {
+        (0, 0, 0): [s for s in range(70) if s != 63]
+        + [64, 64, 5]  # lost 63; 3 copies of 64
+        + [75, 99]  # never confirmed
+        + list(range(100, 130))
+        + [128, 131],  # lost 130; 131 never confirmed
+        (0, 0, 1): [*range(60, 65), 65, 59, 62],
+        (0, 1, 0): [5],  # a sender worker without confirmed ranges
+        (1, 0, 0): [*range(10), 3, -1, -65, -65],
+        (2, 0, 0): [7],  # a point without confirmed ranges
+    }
+    rows = [("r", p, n, w, s, 0, 1) for (p, n, w), ss in seqs.items() for s in ss]
+    # Spread the copies of one identity over several partitions.
+    received = spark.createDataFrame(rows, spark_schema(RECEIVED_SCHEMA)).repartition(3)
+    got = {
+        r["point"]: (r["confirmed"], r["lost"], r["duplicated"], r["unconfirmed_received"])
+        for r in tf.delivery(ranges, received).collect()
+    }
+    assert got == {0: (106, 2, 5, 6), 1: (10, 0, 2, 2), 2: (0, 0, 0, 1)}

@@ -198,7 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=5, help="threads per sender node")
     parser.add_argument("--receivers", type=int, default=4, help="receiver nodes (default 4)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--keep", type=Path, help="generate into this directory and keep it")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="generate into this directory and keep it; a later call with the same sizes "
+        "reuses what it finds there",
+    )
     args = parser.parse_args(argv)
 
     from analysis.job import analyse
@@ -206,16 +211,23 @@ def main(argv: list[str] | None = None) -> int:
 
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     run_dir = base / RUN_ID
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
+    sizes = [int(args.messages), args.senders, args.threads, args.receivers]
+    marker = base / "generated.json"
     try:
-        started = time.perf_counter()
-        messages = generate(run_dir, int(args.messages), args.senders, args.threads, args.receivers)
+        if marker.exists() and json.loads(marker.read_text())["sizes"] == sizes:
+            messages = json.loads(marker.read_text())["messages"]
+            print(f"reusing {messages:,} messages in {run_dir}")
+            shutil.rmtree(run_dir / "analysis", ignore_errors=True)
+        else:
+            marker.unlink(missing_ok=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            run_dir.mkdir(parents=True)
+            started = time.perf_counter()
+            messages = generate(run_dir, *sizes)
+            marker.write_text(json.dumps({"sizes": sizes, "messages": messages}))
+            print(f"generated {messages:,} messages in {time.perf_counter() - started:,.1f} s")
         size = sum(p.stat().st_size for p in (run_dir / "raw").rglob("*.parquet"))
-        print(
-            f"generated {messages:,} messages ({size / 2**20:,.0f} MiB of Parquet) "
-            f"in {time.perf_counter() - started:,.1f} s → {run_dir}"
-        )
+        print(f"  {size / 2**20:,.0f} MiB of Parquet in {run_dir}")
         spark = spark_session("brokerbench-bench-analysis", cores=args.cores)
         try:
             started = time.perf_counter()
@@ -229,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         rate = messages / elapsed
         python_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"analysed {messages:,} messages in {elapsed:,.1f} s on {args.cores} core(s)")
+        print(f"  load average at the end: {load}")
         print(f"  {rate:,.0f} messages/s, {rate / args.cores:,.0f} messages/s per core")
         print(
             f"  peak memory: Spark driver JVM {jvm_peak or float('nan'):,.0f} MiB "
