@@ -6,7 +6,7 @@
 * ``receive``: a ``SimpleConsumer`` of the point's consumer group (clustering mode) long-polls
   for up to ``long_polling`` seconds; what it returns stays invisible to the other
   receivers for ``invisible_duration`` and comes back if it is not acknowledged by then.
-* ``ack``: one acknowledgement per message, each waited for.
+* ``ack``: one acknowledgement request per message, sent concurrently and waited for.
 
 Producer and consumer are created on first use, so a sender worker never joins the group.
 """
@@ -18,7 +18,7 @@ import logging
 import socket
 import time
 from collections.abc import Hashable, Sequence
-from concurrent.futures import wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from brokers.base import Adapter, Destination, Endpoints, Received
@@ -51,6 +51,7 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
         self._consumer_started = 0.0
         self._tokens = itertools.count()
         self._unacked: dict[int, Any] = {}
+        self._ack_pool: ThreadPoolExecutor | None = None
 
     def _producer_for_send(self) -> Any:
         if self._producer is None:
@@ -119,13 +120,20 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
         consumer = self._consumer_for_receive()
-        for receipt in receipts:
-            message = self._unacked.pop(receipt, None)  # type: ignore[call-overload]
-            if message is not None:
-                consumer.ack(message)
+        messages = [self._unacked.pop(r, None) for r in receipts]  # type: ignore[call-overload]
+        pending = [m for m in messages if m is not None]
+        if len(pending) == 1:
+            consumer.ack(pending[0])
+        elif pending:
+            # One request per message: send them concurrently, raise the first failure.
+            if self._ack_pool is None:
+                self._ack_pool = ThreadPoolExecutor(16, thread_name_prefix="rocketmq-ack")
+            list(self._ack_pool.map(consumer.ack, pending))
 
     def close(self) -> None:
         self._unacked.clear()
+        if self._ack_pool is not None:
+            self._ack_pool.shutdown(wait=True)
         for client in (self._producer, self._consumer):
             if client is not None:
                 try:
