@@ -21,7 +21,7 @@ from brokers.base import Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerStartError
 from brokers.local import ProcessCluster, free_ports
 from brokers.pulsar import SYSTEM, admin, local
-from brokers.pulsar.adapter import PulsarAdapter
+from brokers.pulsar.adapter import PulsarAdapter, _Confirmations
 from brokers.pulsar.cloud import PulsarCloud
 from brokers.pulsar.config import (
     REPLICATED,
@@ -168,6 +168,15 @@ def test_ledger_quorum_is_read_from_ledger_metadata() -> None:
         "ack_quorum": 2,
         "ledger_bookies": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
     }
+
+
+def test_a_batch_is_confirmed_only_when_every_callback_is_ok() -> None:
+    confirmations = _Confirmations(3, "Ok")
+    confirmations.callback("Ok", None)
+    confirmations.callback("Timeout", None)
+    assert not confirmations.done.is_set()
+    confirmations.callback("Ok", None)
+    assert confirmations.done.is_set() and confirmations.failures == ["Timeout"]
 
 
 def test_single_bookie_refuses_a_replicated_quorum(tmp_path: Path) -> None:

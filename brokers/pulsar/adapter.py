@@ -32,7 +32,8 @@ RECEIVE_WAIT_MS = 1000
 class _Confirmations:
     """Counts the send callbacks of one batch."""
 
-    def __init__(self, expected: int) -> None:
+    def __init__(self, expected: int, ok: Any) -> None:
+        self.ok = ok
         self.remaining = expected
         self.failures: list[str] = []
         self.lock = threading.Lock()
@@ -42,7 +43,7 @@ class _Confirmations:
 
     def callback(self, result: Any, _message_id: Any) -> None:
         with self.lock:
-            if str(result) not in ("Ok", "Result.Ok"):
+            if result != self.ok:
                 self.failures.append(str(result))
             self.remaining -= 1
             if self.remaining <= 0:
@@ -95,7 +96,7 @@ class PulsarAdapter(Adapter[PulsarParams]):
 
     def send(self, batch: Sequence[bytes]) -> None:
         producer = self._producer_for_send()
-        confirmations = _Confirmations(len(batch))
+        confirmations = _Confirmations(len(batch), self._pulsar.Result.Ok)
         for body in batch:
             producer.send_async(body, confirmations.callback)
         producer.flush()
