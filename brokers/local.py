@@ -7,12 +7,14 @@ helpers know nothing about any particular system. Servers listen on loopback onl
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,9 +177,16 @@ def wait_for_port(process: ManagedProcess, host: str, port: int, timeout: float 
 class ProcessCluster(LocalCluster):
     """A set of :class:`ManagedProcess` nodes under one work directory.
 
-    ``stop`` ends them in reverse start order and deletes the work directory (unless
-    ``keep`` is set, for debugging), and is safe to call twice.
+    ``stop`` ends the nodes — the groups named by ``stop_order`` one after the other, the
+    nodes of a group (and all others, last) at once, since their data is thrown away and a
+    quorum stopped node by node waits for peers that are gone — then deletes the work
+    directory and ``cleanup`` (unless ``keep`` is set, for debugging). Safe to call twice.
     """
+
+    #: Node-name prefixes stopped group after group.
+    stop_order: tuple[str, ...] = ()
+    #: Seconds a node may take to stop before it is killed.
+    stop_timeout: float = 15.0
 
     def __init__(self, topology: str, workdir: Path, keep: bool = False) -> None:
         self.topology = topology
@@ -203,14 +212,22 @@ class ProcessCluster(LocalCluster):
         if self._stopped:
             return
         self._stopped = True
-        for node in reversed(self.nodes):
-            try:
-                node.stop()
-            except Exception:
-                node.kill()
+        groups = [[n for n in self.nodes if n.name.startswith(p)] for p in self.stop_order]
+        grouped = {id(n) for group in groups for n in group}
+        groups.append([n for n in self.nodes if id(n) not in grouped])
+        for group in groups:
+            if group:
+                with ThreadPoolExecutor(max_workers=len(group)) as pool:
+                    list(pool.map(self._stop_node, group))
         if not self.keep:
             for directory in [self.workdir, *self.cleanup]:
                 shutil.rmtree(directory, ignore_errors=True)
+
+    def _stop_node(self, node: ManagedProcess) -> None:
+        try:
+            node.stop(timeout=self.stop_timeout)
+        except Exception:
+            node.kill()
 
 
 def start_cluster(
@@ -257,12 +274,42 @@ def maven_fetch(
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
     ]
-    cmd = [mvn, "-B", "-q", "-f", str(pom), *goal, f"-DoutputDirectory={tmp}"]
-    run_checked(cmd, f"mvn for {pom}", timeout=1800)
+    _run_maven([mvn, "-B", "-f", str(pom), *goal, f"-DoutputDirectory={tmp}"], pom, log)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     marker.touch()
     return dest
+
+
+_DOWNLOADED = re.compile(r"Downloaded from \S+: \S+ \((\d+(?:\.\d+)?) (B|kB|MB|GB)")
+_UNIT = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
+
+
+def _run_maven(cmd: list[str], pom: Path, log: Callable[[str], None]) -> None:
+    """Run mvn, showing download progress every few seconds; a failure names its last error."""
+    try:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+    except FileNotFoundError:
+        raise BrokerUnavailable("mvn not found: install the Debian package maven") from None
+    assert proc.stdout is not None
+    files, megabytes, last_report = 0, 0.0, time.monotonic()
+    errors: list[str] = []
+    for line in proc.stdout:
+        match = _DOWNLOADED.search(line)
+        if match:
+            files += 1
+            megabytes += float(match.group(1)) * _UNIT[match.group(2)]
+        elif "[ERROR]" in line:
+            errors.append(line.strip())
+        if time.monotonic() - last_report >= 5 and files:
+            log(f"  … {files} files, {megabytes:,.0f} MB downloaded")
+            last_report = time.monotonic()
+    if proc.wait() != 0:
+        raise BrokerStartError(f"mvn for {pom} failed: {errors[0] if errors else proc.returncode}")
+    if files:
+        log(f"  {files} files, {megabytes:,.0f} MB downloaded")
 
 
 def java_command(

@@ -129,21 +129,7 @@ class KafkaCluster(ProcessCluster):
     """Stops all nodes together: one by one, the last node would wait for a controller
     quorum that no longer exists before it shuts down."""
 
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
-            list(pool.map(_stop_node, self.nodes))
-        if not self.keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _stop_node(node: ManagedProcess) -> None:
-    try:
-        node.stop(timeout=30)
-    except Exception:
-        node.kill()
+    stop_timeout = 30.0
 
 
 class KafkaLocal(LocalDeployment):

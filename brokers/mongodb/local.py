@@ -71,20 +71,6 @@ def _as_postgres_user() -> list[str]:
     return ["runuser", "-u", PG_USER, "--"]
 
 
-class FerretDBCluster(ProcessCluster):
-    """The two processes, plus a PostgreSQL data directory that may live elsewhere."""
-
-    def __init__(self, topology: str, workdir: Path) -> None:
-        super().__init__(topology, workdir)
-        self.extra_dirs: list[Path] = []
-
-    def stop(self) -> None:
-        super().stop()
-        if not self.keep:
-            for path in self.extra_dirs:
-                shutil.rmtree(path, ignore_errors=True)
-
-
 class FerretDBLocal(LocalDeployment):
     topologies = ("single",)
     debian_packages = ("postgresql",)
@@ -115,17 +101,17 @@ class FerretDBLocal(LocalDeployment):
             raise BrokerStartError(
                 f"FerretDB is missing from {ferretdb.build_dir()}: run 'brokerbench setup'"
             )
-        cluster = FerretDBCluster(topology, workdir)
-        return start_cluster(cluster, lambda c: self._build(c))  # type: ignore[arg-type]
+        cluster = ProcessCluster(topology, workdir)
+        return start_cluster(cluster, self._build)
 
-    def _build(self, cluster: FerretDBCluster) -> None:
+    def _build(self, cluster: ProcessCluster) -> None:
         workdir = cluster.workdir
         workdir.mkdir(parents=True, exist_ok=True)
         prefix = _as_postgres_user()
         pg_root = workdir / "postgres"
         if prefix:
             pg_root = Path(tempfile.mkdtemp(prefix="brokerbench-mongodb-pg-"))
-            cluster.extra_dirs.append(pg_root)
+            cluster.cleanup.append(pg_root)
             shutil.chown(pg_root, PG_USER, PG_USER)
         pg_root.mkdir(parents=True, exist_ok=True)
         pg_port, port = free_ports(2)

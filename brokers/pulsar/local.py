@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,26 +97,8 @@ def _healthy(base: str) -> bool:
 class PulsarCluster(ProcessCluster):
     """Stops brokers first, then the bookies together, then the metadata store."""
 
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        order = ("broker", "standalone", "bookie", "zookeeper")
-        for prefix in order:
-            group = [n for n in self.nodes if n.name.startswith(prefix)]
-            with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
-                list(pool.map(_stop_node, group))
-        for node in self.nodes:
-            node.kill()
-        if not self.keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _stop_node(node: ManagedProcess) -> None:
-    try:
-        node.stop(timeout=20)
-    except Exception:
-        node.kill()
+    stop_order = ("broker", "standalone", "bookie", "zookeeper")
+    stop_timeout = 20.0
 
 
 class PulsarLocal(LocalDeployment):

@@ -15,7 +15,6 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,21 +88,7 @@ class RocketMQCluster(ProcessCluster):
     """Stops all nodes at once: the data is thrown away, and each RocketMQ JVM takes
     seconds to run its shutdown hooks (it is killed after a short grace period)."""
 
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
-            list(pool.map(_stop_node, self.nodes))
-        if not self.keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _stop_node(node: ManagedProcess) -> None:
-    try:
-        node.stop(timeout=5)
-    except Exception:
-        node.kill()
+    stop_timeout = 5.0
 
 
 class RocketMQLocal(LocalDeployment):
