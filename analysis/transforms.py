@@ -168,6 +168,56 @@ def throughput(counters: DataFrame, periods: DataFrame) -> DataFrame:
 WORD_BITS = 64
 
 
+#: Packed identity words: sender node (14 bits) | sender worker (16 bits) | word (32 bits).
+_NODE_BITS, _WORKER_BITS, _WORD_BITS = 14, 16, 32
+
+
+def identity_words(received: DataFrame) -> DataFrame:
+    """Received identities as bit words: one row per (run, point, sender node, sender
+    worker, word) with ``bits`` (bit i set when sequence number word·64 + i arrived) and
+    ``rows`` (received rows, copies included).
+
+    The per-message aggregation groups on one packed long (node, worker, word) where the
+    identity fits (node < 2¹⁴, worker < 2¹⁶, 0 ≤ seq < 2³⁸), which is cheaper to hash than
+    separate columns; other identities keep their columns in a second key, so every input
+    is counted exactly.
+    """
+    node, worker, seq = F.col("sender_node"), F.col("sender_worker"), F.col("seq")
+    word = F.shiftright(seq, 6)
+    fits = (
+        node.between(0, (1 << _NODE_BITS) - 1)
+        & worker.between(0, (1 << _WORKER_BITS) - 1)
+        & seq.between(0, (1 << (_WORD_BITS + 6)) - 1)
+    )
+    packed = (
+        F.shiftleft(node.cast("long"), _WORKER_BITS + _WORD_BITS)
+        + F.shiftleft(worker.cast("long"), _WORD_BITS)
+        + word
+    )
+    words = received.groupBy(
+        *KEY,
+        F.when(fits, packed).alias("packed"),
+        F.when(~fits, F.struct(node, worker, word.alias("word"))).alias("other"),
+    ).agg(
+        F.bit_or(F.expr("shiftleft(1L, int(seq & 63))")).alias("bits"),
+        F.count(F.lit(1)).alias("rows"),
+    )
+    key = F.col("packed")
+    return words.select(
+        *KEY,
+        F.coalesce(
+            F.shiftright(key, _WORKER_BITS + _WORD_BITS).cast("int"), F.col("other.sender_node")
+        ).alias("sender_node"),
+        F.coalesce(
+            (F.shiftright(key, _WORD_BITS).bitwiseAND((1 << _WORKER_BITS) - 1)).cast("int"),
+            F.col("other.sender_worker"),
+        ).alias("sender_worker"),
+        F.coalesce(key.bitwiseAND((1 << _WORD_BITS) - 1), F.col("other.word")).alias("word"),
+        "bits",
+        "rows",
+    )
+
+
 def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
     """Per point: confirmed, lost (confirmed, never received), duplicated (received more
     than once), and received messages whose send was never confirmed.
@@ -183,11 +233,7 @@ def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
         F.sum(F.col("seq_hi") - F.col("seq_lo") + 1).alias("confirmed")
     )
     sender = ["sender_node", "sender_worker"]
-    seq = F.col("seq")
-    words = received.groupBy(*KEY, *sender, F.shiftright(seq, 6).alias("word")).agg(
-        F.bit_or(F.expr("shiftleft(1L, int(seq & 63))")).alias("bits"),
-        F.count(F.lit(1)).alias("rows"),
-    )
+    words = identity_words(received)
     ranges = sent_ranges.select(
         *KEY,
         F.col("node").alias("sender_node"),

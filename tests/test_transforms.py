@@ -137,3 +137,24 @@ def test_delivery_counts_identities_across_words_ranges_and_partitions(spark):
         for r in tf.delivery(ranges, received).collect()
     }
     assert got == {0: (106, 2, 5, 6), 1: (10, 0, 2, 2), 2: (0, 0, 0, 1)}
+
+
+def test_identity_words_pack_what_fits_and_keep_the_rest_exact(spark):
+    big_node, big_seq = 1 << 14, 1 << 38  # just outside the packed key
+    seqs = [(3, 7, 0), (3, 7, 63), (3, 7, 63), (3, 7, 64), (3, 7, -1)]
+    seqs += [(big_node, 0, 5), (0, 1 << 16, 5), (2, 2, big_seq), (2, 2, big_seq + 1)]
+    received = spark.createDataFrame(
+        [("r", 0, n, w, s, 0, 1) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+    )
+    got = {
+        (r["sender_node"], r["sender_worker"], r["word"]): (r["bits"], r["rows"])
+        for r in tf.identity_words(received).collect()
+    }
+    assert got == {
+        (3, 7, 0): (1 | -(1 << 63), 3),  # bits 0 and 63 (the sign bit); 63 twice
+        (3, 7, 1): (1, 1),
+        (3, 7, -1): (-(1 << 63), 1),  # seq -1 is bit 63 of word -1
+        (big_node, 0, 0): (1 << 5, 1),
+        (0, 1 << 16, 0): (1 << 5, 1),
+        (2, 2, 1 << 32): (3, 2),
+    }
