@@ -37,7 +37,9 @@ def spark_session(
             .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2))))
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={LOG_CONFIG}")
+            .config(
+                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
+            )
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -133,10 +133,11 @@ def run_point(
     console: Console,
 ) -> None:
     """Run one sweep point to its end; record errors and interruption in ``outcome``."""
-    label = f"[{point.index + 1}/{total}] {point.label}"
+    position = f"[{point.index + 1}/{total}]"
+    label = f"{position} {point.label}"
     console(
-        f"point {label}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
-        f"receiver_nodes={point.receiver_nodes}"
+        f"point {position}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
+        f"receiver_nodes={point.receiver_nodes} message_size={point.load.message_size}"
     )
     destination = destination_name(tag, point.index)
     params = system.params_model.model_validate(point.params)
