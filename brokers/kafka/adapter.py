@@ -145,7 +145,17 @@ class KafkaAdapter(Adapter[Any]):
     def consumer(self) -> Any:
         if self._consumer is None:
             consumer = client.consumer(self.endpoints, self.params, self.group)
-            consumer.subscribe([self.topic], listener=_rebalance_listener(self))
+            try:
+                client.subscribe(
+                    consumer,
+                    self.endpoints,
+                    [self.topic],
+                    _rebalance_listener(self),
+                    self.params.request_timeout,
+                )
+            except BaseException:
+                consumer.close(autocommit=False)
+                raise
             self._consumer = consumer
             self._last_commit = time.monotonic()
         return self._consumer

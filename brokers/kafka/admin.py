@@ -157,33 +157,40 @@ def prepare_topics(endpoints: Endpoints, params: KafkaParams, names: Sequence[st
     create_topics(endpoints, params, names, kafka_topic_configs(params, rf), replication=rf)
 
 
-def _configs(admin: Any, kind: str, name: str, keys: Sequence[str]) -> dict[str, Any]:
+def _all_configs(admin: Any, kind: str, name: str) -> dict[str, Any]:
     from kafka.admin import ConfigResource
 
     found = admin.describe_configs([ConfigResource(kind, name)], config_filter="all")
-    entries = found.get(kind.lower(), {}).get(name, {})
-    return {key: entries[key].get("value") for key in keys if key in entries}
+    entries: dict[str, Any] = found.get(kind.lower(), {}).get(name, {})
+    return {key: entry.get("value") for key, entry in entries.items()}
+
+
+def _configs(admin: Any, kind: str, name: str, keys: Sequence[str]) -> dict[str, Any]:
+    entries = _all_configs(admin, kind, name)
+    return {key: entries[key] for key in keys if key in entries}
 
 
 def _topic_settings(admin: Any, name: str, timeout: float = 30.0) -> dict[str, Any]:
-    # A broker that has not caught up with the metadata log yet reports no partitions.
+    # A broker that has not caught up with the metadata log yet reports no partitions
+    # and no configs for a topic just created: ask again until it knows.
     deadline = time.monotonic() + timeout
     while True:
         (topic,) = admin.describe_topics([name])
         partitions = topic["partitions"]
-        if partitions and all(p["leader_id"] >= 0 for p in partitions):
+        every = _all_configs(admin, "TOPIC", name)
+        if partitions and all(p["leader_id"] >= 0 for p in partitions) and every:
             break
         if time.monotonic() > deadline:
-            raise BrokerError(f"topic {name} has no partitions with a leader")
+            raise BrokerError(f"topic {name}: the cluster reports no partitions or settings")
         time.sleep(0.5)
     replicas = [len(p["replica_nodes"]) for p in partitions]
     in_sync = [len(p["isr_nodes"]) for p in partitions]
     return {
         "name": name,
         "partitions": len(partitions),
-        "replication_factor": min(replicas) if replicas else 0,
-        "in_sync_replicas_min": min(in_sync) if in_sync else 0,
-        "configs": _configs(admin, "TOPIC", name, TOPIC_KEYS),
+        "replication_factor": min(replicas),
+        "in_sync_replicas_min": min(in_sync),
+        "configs": {key: every[key] for key in TOPIC_KEYS if key in every},
     }
 
 

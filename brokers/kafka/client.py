@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from brokers.base import Endpoints
-from brokers.errors import BrokerConnectionError
+from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.kafka.params import KafkaClientParams
 
 #: How long connecting to the bootstrap servers may take before giving up.
@@ -89,13 +89,33 @@ def consumer(endpoints: Endpoints, params: KafkaClientParams, group: str | None)
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             allow_auto_create_topics=False,
-            fetch_max_wait_ms=100,
+            fetch_max_wait_ms=500,  # a long poll: the broker answers as soon as data arrives
+            metadata_max_age_ms=10_000,  # partitions missed at start are found soon
             session_timeout_ms=30000,
             heartbeat_interval_ms=3000,
             **_common(endpoints, params),
         )
     except KafkaError as exc:
         raise connection_error(endpoints, exc) from None
+
+
+def subscribe(
+    consumer: Any, endpoints: Endpoints, topics: list[str], listener: Any, timeout: float
+) -> None:
+    """Subscribe once the consumer's metadata knows every topic's partitions.
+
+    A broker that has not caught up with a topic just created reports none; a group
+    whose first assignment missed them would leave the topic unread for a while.
+    """
+    deadline = time.monotonic() + timeout
+    missing = list(topics)
+    while missing:
+        missing = [t for t in missing if not consumer.partitions_for_topic(t)]
+        if missing and time.monotonic() > deadline:
+            raise BrokerError(f"topic {', '.join(missing)} not found at {where(endpoints)}")
+        if missing:
+            time.sleep(0.2)
+    consumer.subscribe(topics, listener=listener)
 
 
 def admin(endpoints: Endpoints, timeout: float = 30.0) -> Any:

@@ -87,7 +87,13 @@ class RedeliveryTracker:
         consumer = producer = fetcher = None
         try:
             consumer = client.consumer(self.endpoints, self.params, tracker_group(self.queue))
-            consumer.subscribe([self.markers], listener=self._listener())
+            client.subscribe(
+                consumer,
+                self.endpoints,
+                [self.markers],
+                self._listener(),
+                self.params.request_timeout,
+            )
             self._consumer = consumer
             producer = client.producer(self.endpoints, self.params)
             fetcher = client.consumer(self.endpoints, self.params, None)
