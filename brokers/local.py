@@ -6,6 +6,7 @@ helpers know nothing about any particular system. Servers listen on loopback onl
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -310,6 +311,23 @@ def _run_maven(cmd: list[str], pom: Path, log: Callable[[str], None]) -> None:
         raise BrokerStartError(f"mvn for {pom} failed: {errors[0] if errors else proc.returncode}")
     if files:
         log(f"  {files} files, {megabytes:,.0f} MB downloaded")
+
+
+def jvm_missing(what: str, fetched: bool, client_module: str = "", client: str = "") -> str | None:
+    """Why a JVM broker fetched from Maven Central cannot start here (one line), or None.
+
+    ``what`` names the artifacts (e.g. "Kafka 3.9.1 jars"); ``client_module`` is the Python
+    module its adapter needs (``client`` its distribution name, for the message).
+    """
+    if client_module and importlib.util.find_spec(client_module) is None:
+        return f"{client or client_module} is not installed: pip install 'brokerbench[brokers]'"
+    if shutil.which("java") is None:
+        return "java not found: install the Debian package openjdk-17-jre-headless"
+    if not fetched:
+        if shutil.which("mvn") is None:
+            return f"{what} not fetched and mvn not found: install the Debian package maven"
+        return f"{what} not fetched yet: run 'brokerbench setup' (downloads from Maven Central)"
+    return None
 
 
 def java_command(

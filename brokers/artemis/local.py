@@ -26,6 +26,7 @@ from brokers.local import (
     ProcessCluster,
     cache_dir,
     free_ports,
+    jvm_missing,
     maven_fetch,
     port_open,
     run_checked,
@@ -57,15 +58,11 @@ class ArtemisLocal(LocalDeployment):
     debian_packages = ("openjdk-17-jre-headless", "maven")
 
     def missing(self) -> str | None:
-        if shutil.which("java") is None:
-            return "java not found: install the Debian package openjdk-17-jre-headless"
-        if (distribution_home() / "bin" / "artemis").is_file():
-            return None
-        if shutil.which("mvn") is None:
-            return "mvn not found: install the Debian package maven, then run 'brokerbench setup'"
-        return (
-            f"ActiveMQ Artemis {config.ARTEMIS_VERSION} is not in the cache "
-            f"({distribution_home()}): run 'brokerbench setup' (downloads it from Maven Central)"
+        return jvm_missing(
+            f"ActiveMQ Artemis {config.ARTEMIS_VERSION}",
+            (distribution_home() / "bin" / "artemis").is_file(),
+            "stomp",
+            "stomp.py",
         )
 
     def install(self, log: Callable[[str], None]) -> None:

@@ -6,8 +6,6 @@ directory and configuration rendered from ``templates/server.properties.j2``.
 from __future__ import annotations
 
 import base64
-import importlib.util
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +24,7 @@ from brokers.local import (
     cache_dir,
     free_ports,
     java_command,
+    jvm_missing,
     maven_fetch,
     run_checked,
     start_cluster,
@@ -142,15 +141,7 @@ class KafkaLocal(LocalDeployment):
         self._heap_of = heap_of or (lambda params: getattr(params, "heap", "512m"))
 
     def missing(self) -> str | None:
-        if importlib.util.find_spec("kafka") is None:
-            return "kafka-python not installed: pip install 'brokerbench[brokers]'"
-        if shutil.which("java") is None:
-            return "java not found: install the Debian package openjdk-17-jre-headless"
-        if not fetched():
-            if shutil.which("mvn") is None:
-                return "Kafka jars not fetched and mvn not found: install the Debian package maven"
-            return f"Kafka {KAFKA_VERSION} jars not fetched yet: run 'brokerbench setup'"
-        return None
+        return jvm_missing(f"Kafka {KAFKA_VERSION} jars", fetched(), "kafka", "kafka-python")
 
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, jar_dir(), log)

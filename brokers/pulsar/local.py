@@ -12,7 +12,6 @@ Everything listens on 127.0.0.1 (bookies bind to the ``lo`` interface).
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from brokers.local import (
     cache_dir,
     free_ports,
     java_command,
+    jvm_missing,
     maven_fetch,
     run_checked,
     start_cluster,
@@ -108,13 +108,7 @@ class PulsarLocal(LocalDeployment):
     debian_packages = ("openjdk-17-jre-headless", "maven")
 
     def missing(self) -> str | None:
-        if shutil.which("java") is None:
-            return "java not found: install the Debian package openjdk-17-jre-headless"
-        if not fetched():
-            if shutil.which("mvn") is None:
-                return "Pulsar not fetched and mvn not found: install the Debian package maven"
-            return f"Pulsar {version()} not fetched yet: run 'brokerbench setup'"
-        return None
+        return jvm_missing(f"Pulsar {version()}", fetched(), "pulsar", "pulsar-client")
 
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, dist_root(), log, goal_args=["dependency:unpack"])

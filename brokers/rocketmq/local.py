@@ -11,7 +11,6 @@ Every JVM gets an explicit heap and runs with the loopback-bind library
 
 from __future__ import annotations
 
-import shutil
 import socket
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from brokers.local import (
     cache_dir,
     free_ports,
     java_command,
+    jvm_missing,
     maven_fetch,
     start_cluster,
     wait_for_port,
@@ -98,14 +98,11 @@ class RocketMQLocal(LocalDeployment):
     debian_packages = ("openjdk-17-jre-headless", "maven", "gcc")
 
     def missing(self) -> str | None:
-        if shutil.which("java") is None:
-            return "java not found: install the Debian package openjdk-17-jre-headless"
-        if not fetched():
-            if shutil.which("mvn") is None:
-                return (
-                    "RocketMQ jars not fetched and mvn not found: install the Debian package maven"
-                )
-            return f"RocketMQ {version()} jars not fetched yet: run 'brokerbench setup'"
+        reason = jvm_missing(
+            f"RocketMQ {version()} jars", fetched(), "rocketmq", "rocketmq-python-client"
+        )
+        if reason:
+            return reason
         if not loopback.library().exists():
             if loopback.compiler() is None:
                 return "no C compiler for RocketMQ's loopback-bind library: install gcc"

@@ -17,8 +17,6 @@ path; the report says so.
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from functools import cache
@@ -35,6 +33,7 @@ from brokers.local import (
     cache_dir,
     free_ports,
     java_command,
+    jvm_missing,
     maven_fetch,
     port_open,
     start_cluster,
@@ -89,15 +88,7 @@ class ElasticMQLocal(LocalDeployment):
     )
 
     def missing(self) -> str | None:
-        if importlib.util.find_spec("boto3") is None:
-            return "the SQS client boto3 is not installed: pip install boto3"
-        if shutil.which("java") is None:
-            return "java not found: install the Debian package openjdk-17-jre-headless"
-        if not fetched():
-            if shutil.which("mvn") is None:
-                return "ElasticMQ not fetched and mvn not found: install the Debian package maven"
-            return f"ElasticMQ {elasticmq_version()} not fetched yet: run 'brokerbench setup'"
-        return None
+        return jvm_missing(f"ElasticMQ {elasticmq_version()}", fetched(), "boto3")
 
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, jar_dir(), log)
