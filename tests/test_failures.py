@@ -98,3 +98,24 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_was_recorded(tmp_path: Path) -> Non
     (row,) = read_summary(results)
     assert int(row["sent"]) > 0 and int(row["lost"]) >= 0
     assert not redis_servers_of(proc), "the broker was not stopped"
+
+
+def test_a_closed_terminal_does_not_leave_the_run_or_the_broker_behind(tmp_path: Path) -> None:
+    proc, results = start_run(tmp_path)
+    wait_for_messages(results, proc)
+    brokers = redis_servers_of(proc)
+    assert brokers
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away: every later write hits a broken pipe
+    proc.stderr.close()
+    proc.wait(timeout=240)
+    time.sleep(1)
+    alive = [pid for pid in brokers if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+    assert alive == [], "the broker outlived its run"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return False

@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:
+        return 1  # the reader went away (e.g. `| head`); nothing left to say
 
 
 if __name__ == "__main__":

@@ -50,15 +50,18 @@ class ProgressView:
             f"  {self.label}  {now - self.start:5.0f} s  sent {sent:,} ({self.rates[0]:,.0f}/s)"
             f"  received {received:,} ({self.rates[1]:,.0f}/s)  errors {errors:,}"
         )
-        if self.tty:
-            self.stream.write("\r\033[K" + line)
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        self._write("\r\033[K" + line if self.tty else line + "\n")
 
     def close(self) -> None:
         self.last_print = 0.0
         self.tick()
         if self.tty:
-            self.stream.write("\n")
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        """Progress is a courtesy: a closed terminal or pipe must not stop the run."""
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except (OSError, ValueError):
+            pass

@@ -79,8 +79,9 @@ def broker_endpoints(
     try:
         yield cluster.endpoints, cluster
     finally:
-        console(f"stopping {system.title}…")
+        # Stop first: nothing (not even a closed terminal) may leave a broker running.
         cluster.stop()
+        console(f"{system.title} stopped")
 
 
 def run_scenario(scenario_path: Path, results_root: Path, console: Console = print) -> RunOutcome:

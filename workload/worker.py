@@ -18,6 +18,9 @@ from workload import message
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
 
+#: The longest a receiver idles waiting for senders that have not said they finished.
+SENDERS_WAIT_LIMIT = 180.0
+
 
 class WorkerGaveUp(Exception):
     """A worker failed continuously for ``failure_timeout`` seconds."""
@@ -147,12 +150,14 @@ class ReceiverLoop:
     def finished(self) -> bool:
         if self.s.stop_requested():
             return True
-        if time.monotonic() - self.last_message < self.s.load.idle_timeout:
+        idle = time.monotonic() - self.last_message
+        if idle < self.s.load.idle_timeout:
             return False
-        if self.s.senders_done():
-            return True
-        self.last_message = time.monotonic() - self.s.load.idle_timeout / 2
-        return False
+        # Idle long enough: done once the senders are, or (should word of them never
+        # come) after waiting a generous while longer.
+        return self.s.senders_done() or idle >= max(
+            SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout
+        )
 
     def handle(self, messages: list[Received]) -> list[Hashable]:
         """Record what arrived; return the receipts to acknowledge."""
