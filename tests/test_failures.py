@@ -78,7 +78,7 @@ def test_broker_dying_mid_run_names_the_node_and_keeps_results(tmp_path: Path) -
     assert pids, "no redis-server of this run found"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
-    stdout, stderr = proc.communicate(timeout=240)
+    _, stderr = proc.communicate(timeout=240)
     stderr = before + stderr
     assert proc.returncode == 1, stderr
     assert "broker node redis master died during the run" in stderr
