@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from analysis import transforms as tf
+from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.results import TABLES
 
@@ -51,6 +52,7 @@ SUMMARY_COLUMNS = [
     "send_latency_p99_ms",
     "send_latency_max_ms",
     "send_delay_p95_ms",
+    "cost_per_million_usd",
 ]
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
@@ -147,8 +149,24 @@ def _summary_rows(context: dict[str, Any], rows: dict[int, dict[str, Any]]) -> l
         for column in SUMMARY_COLUMNS:
             if column not in row:
                 row[column] = r.get(column)
+        row["cost_per_million_usd"] = _cost_per_million(context, row["receive_msgs_per_s"])
         summary.append(row)
     return summary
+
+
+def _cost_per_million(context: dict[str, Any], msgs_per_s: float | None) -> float | None:
+    """What a million messages cost at this point's receive rate, on the run's fleet at
+    on-demand prices — only for runs whose context names the fleet (runs on AWS)."""
+    cost = context.get("cost")
+    if not cost or not msgs_per_s:
+        return None
+    prices = load_prices(cost.get("prices"))
+    try:
+        return cost_per_million(
+            prices, cost["region"], cost["instances"], 1.0, round(msgs_per_s * 3600)
+        )
+    except KeyError:  # no price for that region or instance type in the table
+        return None
 
 
 def summary_csv(rows: list[dict[str, Any]]) -> str:

@@ -24,6 +24,15 @@ TABLE = [
 ]
 
 
+COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
+
+
+def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The table's columns: cost only where a run carries it (runs on AWS)."""
+    priced = any(r.get(COST[0]) not in (None, "") for r in rows)
+    return [*TABLE, COST] if priced else TABLE
+
+
 def _cell(value: Any, fmt: str) -> str:
     if value in (None, ""):
         return "–"
@@ -40,8 +49,9 @@ def kept_up(row: dict[str, Any]) -> bool:
 
 def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     """The printed table for one broker's run."""
-    header = [title for _, title, _ in TABLE]
-    body = [[_cell(r.get(key), fmt) for key, _, fmt in TABLE] for r in rows]
+    table = columns(rows)
+    header = [title for _, title, _ in table]
+    body = [[_cell(r.get(key), fmt) for key, _, fmt in table] for r in rows]
     widths = [
         max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
     ]
@@ -106,11 +116,12 @@ def _windows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
 def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
     """Write ``analysis/report.html`` for one run and return its path."""
     broker = context["broker"]
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in TABLE)
+    table = columns(rows)
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in table)
     head += "<th>receivers kept up</th>"
     body = "".join(
         "<tr>"
-        + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in TABLE)
+        + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in table)
         + ("<td>yes</td>" if kept_up(r) else "<td class=warn>no</td>")
         + "</tr>"
         for r in rows

@@ -95,7 +95,7 @@ def main() -> None:
     settings = settings_from_config(config, source=f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
     region = pulumi.Config("aws").get("region")
     if not region:
-        raise StackConfigError(["aws:region is not set: pulumi config set aws:region eu-west-1"])
+        raise StackConfigError(["aws:region is not set: pulumi config set aws:region us-east-1"])
     deployment = build(settings, pulumi.get_stack(), region)
     for key, value in deployment.exports().items():
         pulumi.export(key, value)
@@ -167,6 +167,7 @@ def build(
         client_instance_type=settings.client_instance_type,
         broker_instance_type=settings.broker_instance_type,
         placeholder=missing_recipe_message(system.name) if placeholder else "",
+        fleet=fleet_composition(plan, settings.broker_instance_type, settings.client_instance_type),
     )
     defaults = MachineDefaults(
         ami=settings.ami or _debian_ami(),
@@ -229,6 +230,18 @@ def build(
         plan=plan,
         placeholder=placeholder,
     )
+
+
+def fleet_composition(plan: FleetPlan, broker_type: str, client_type: str) -> dict[str, int]:
+    """Instance type → count over the broker cluster and the client fleet."""
+    fleet: dict[str, int] = {}
+    for instance_type, count in (
+        (broker_type, len(plan.brokers)),
+        (client_type, len(plan.clients)),
+    ):
+        if count:
+            fleet[instance_type] = fleet.get(instance_type, 0) + count
+    return fleet
 
 
 def _broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:

@@ -10,6 +10,7 @@ sweep point and uploads the results. Every node keeps its clock in sync with chr
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class RunContext:
     client_instance_type: str = ""
     broker_instance_type: str = ""
     client_extras: str = "brokers"
+    #: Instance type → count of the whole fleet (brokers and clients), for cost figures.
+    fleet: dict[str, int] = field(default_factory=dict)
     #: Set when the system has no cloud recipe: nodes fail at boot with this message.
     placeholder: str = ""
     notes: dict[str, str] = field(default_factory=dict)
@@ -229,6 +232,7 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
         BROKERBENCH_BUCKET=context.bucket,
         BROKERBENCH_MACHINE_TYPE=context.client_instance_type,
         BROKERBENCH_BROKER_MACHINE_TYPE=context.broker_instance_type,
+        BROKERBENCH_FLEET=json.dumps(context.fleet, sort_keys=True),
         AWS_DEFAULT_REGION=context.region,
     )
     return render(

@@ -28,3 +28,28 @@ def test_unknown_instance_or_version_is_named() -> None:
         load_prices().hourly("us-east-1", "x9.huge")
     with pytest.raises(FileNotFoundError, match="1999"):
         load_prices("1999")
+
+
+def test_summary_prices_a_point_by_its_receive_rate() -> None:
+    from analysis.job import _summary_rows
+
+    load = {"threads": 1, "sender_nodes": 1, "receiver_nodes": 2, "message_size": 100}
+    context = {
+        "broker": {"system": "kafka"},
+        "points": [{"point": 0, "label": "p", "load": load}],
+        "cost": {"region": "us-east-1", "instances": {"m5.large": 10}},
+    }
+    (row,) = _summary_rows(context, {0: {"receive_msgs_per_s": 1000.0}})
+    # 10 × $0.096/h = $0.96/h for 3.6 million messages an hour → $0.2667 per million
+    assert abs(row["cost_per_million_usd"] - 0.96 / 3.6) < 1e-9
+    context["cost"]["region"] = "eu-north-9"  # no prices there: no figure, no failure
+    (row,) = _summary_rows(context, {0: {"receive_msgs_per_s": 1000.0}})
+    assert row["cost_per_million_usd"] is None
+
+
+def test_the_table_shows_cost_only_for_priced_runs() -> None:
+    from analysis.report import text_table
+
+    row = {"threads": 1, "send_msgs_per_s": 10.0, "cost_per_million_usd": ""}
+    assert "$ per M msgs" not in text_table("Kafka", [row])
+    assert "0.2667" in text_table("Kafka", [{**row, "cost_per_million_usd": 0.96 / 3.6}])

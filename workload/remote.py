@@ -9,6 +9,8 @@ each other; the local runner uses the same naming.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
 import threading
 from pathlib import Path
@@ -52,6 +54,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             args.run_id, scenario, str(args.scenario), system, expand(scenario), broker
         )
         context["clock"] = {"sync": "chrony (Amazon Time Sync)", "offset_ms": None}
+        fleet = os.environ.get("BROKERBENCH_FLEET")
+        if fleet:
+            context["cost"] = {
+                "region": os.environ.get("AWS_DEFAULT_REGION", ""),
+                "instances": json.loads(fleet),
+            }
         write_context(run_dir, context)
     print(f"prepared point {point.index} ({point.label})")
     return 0
