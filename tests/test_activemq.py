@@ -15,10 +15,11 @@ from brokers import registry
 from brokers.activemq import SYSTEM, ActiveMQParams, config
 from brokers.activemq.adapter import parse_map_json
 from brokers.activemq.cloud import ActiveMQCloud
-from brokers.base import Adapter, Destination, Endpoints
+from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import receive_bodies
 
 pytestmark = pytest.mark.activemq
 
@@ -148,16 +149,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]
         started.stop()
 
 
-def receive_all(adapter: Adapter, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
-    bodies: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while not wanted <= set(bodies) and time.monotonic() < deadline:
-        messages = adapter.receive(10)
-        bodies += [m.body for m in messages]
-        adapter.ack([m.receipt for m in messages])
-    return bodies
-
-
 @pytest.mark.slow
 def test_round_trip(broker: ProcessCluster) -> None:
     params, destination = ActiveMQParams(), Destination("round_trip")
@@ -168,7 +159,7 @@ def test_round_trip(broker: ProcessCluster) -> None:
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
-        assert sorted(receive_all(receiver, set(sent))) == sorted(sent)
+        assert sorted(receive_bodies(receiver, set(sent))) == sorted(sent)
         assert receiver.receive(10) == []
     finally:
         sender.close()

@@ -20,10 +20,11 @@ from brokers.artemis import SYSTEM, ArtemisParams, config
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.jolokia import Jolokia
 from brokers.artemis.local import POM
-from brokers.base import Adapter, Destination, Endpoints
+from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import receive_bodies
 
 pytestmark = pytest.mark.artemis
 
@@ -192,17 +193,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
         started.stop()
 
 
-def receive_all(adapter: Adapter, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
-    """Receive and acknowledge until every wanted body arrived (or the timeout)."""
-    bodies: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while not wanted <= set(bodies) and time.monotonic() < deadline:
-        messages = adapter.receive(10)
-        bodies += [m.body for m in messages]
-        adapter.ack([m.receipt for m in messages])
-    return bodies
-
-
 @pytest.mark.slow
 def test_round_trip_on_a_durable_anycast_queue(pair: ProcessCluster) -> None:
     params, destination = ArtemisParams(), Destination("round_trip")
@@ -217,7 +207,7 @@ def test_round_trip_on_a_durable_anycast_queue(pair: ProcessCluster) -> None:
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
-        assert sorted(receive_all(receiver, set(sent))) == sorted(sent)
+        assert sorted(receive_bodies(receiver, set(sent))) == sorted(sent)
         assert receiver.receive(10) == []
     finally:
         sender.close()
@@ -318,6 +308,6 @@ def test_confirmed_messages_survive_the_live_broker(pair: ProcessCluster) -> Non
                 raise
             time.sleep(1)
     try:
-        assert set(receive_all(receiver, set(sent))) == set(sent)
+        assert set(receive_bodies(receiver, set(sent))) == set(sent)
     finally:
         receiver.close()

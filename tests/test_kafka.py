@@ -16,7 +16,7 @@ from brokers import registry
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.kafka import SYSTEM, client
-from brokers.kafka.adapter import AckTracker, KafkaAdapter
+from brokers.kafka.adapter import AckTracker
 from brokers.kafka.cloud import KafkaCloud, cluster_id
 from brokers.kafka.local import (
     KAFKA_VERSION,
@@ -29,13 +29,9 @@ from brokers.kafka.local import (
 from brokers.kafka.params import KafkaParams, min_insync_for, replication_for
 from brokers.local import free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import properties, receive_bodies
 
 pytestmark = pytest.mark.kafka
-
-
-def properties(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 # -- without a server -----------------------------------------------------------------------
@@ -171,17 +167,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
         started.stop()
 
 
-def receive_all(adapter: KafkaAdapter, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
-    """Receive and acknowledge until every wanted body arrived (or the timeout)."""
-    bodies: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while not wanted <= set(bodies) and time.monotonic() < deadline:
-        messages = adapter.receive(10)
-        bodies += [m.body for m in messages]
-        adapter.ack([m.receipt for m in messages])
-    return bodies
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 def test_cluster_smoke_run_loses_nothing(tmp_path: Path) -> None:
@@ -211,7 +196,7 @@ def test_round_trip(cluster: Endpoints) -> None:
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
-        assert sorted(receive_all(receiver, set(sent))) == sorted(sent)
+        assert sorted(receive_bodies(receiver, set(sent))) == sorted(sent)
         assert receiver.receive(10) == []
     finally:
         sender.close()
@@ -241,7 +226,7 @@ def test_unacknowledged_messages_come_back(cluster: Endpoints) -> None:
     try:
         unacked = {m.body for m in got} - {m.body for m in acked}
         assert len(unacked) == 10
-        again = receive_all(second, unacked)
+        again = receive_bodies(second, unacked)
         assert unacked <= set(again)
     finally:
         second.close()

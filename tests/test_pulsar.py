@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
@@ -37,13 +36,9 @@ from brokers.pulsar.config import (
 )
 from brokers.pulsar.params import PulsarParams
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import listening_addresses, properties, receive_count
 
 pytestmark = pytest.mark.pulsar
-
-
-def properties(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def broker_conf(quorum: Quorum = REPLICATED) -> BrokerConf:
@@ -211,16 +206,6 @@ def test_registered_with_local_and_cloud() -> None:
 # -- against a real cluster -------------------------------------------------------------------
 
 
-def listening_addresses(cluster: ProcessCluster) -> set[str]:
-    pids = {n.proc.pid for n in cluster.nodes if n.proc is not None}
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    found = set()
-    for line in out.splitlines():
-        if any(f"pid={pid}," in line for pid in pids):
-            found.add(line.split()[3].rsplit(":", 1)[0])
-    return found
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     deployment = SYSTEM.local
@@ -234,16 +219,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         yield started
     finally:
         started.stop()
-
-
-def receive_all(adapter, wanted: int, timeout: float = 60) -> list[Received]:
-    got: list[Received] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < wanted and time.monotonic() < deadline:
-        messages = adapter.receive(10)
-        got += messages
-        adapter.ack([m.receipt for m in messages])
-    return got
 
 
 @pytest.mark.slow
@@ -270,7 +245,7 @@ def test_round_trip_on_a_partitioned_topic(cluster: ProcessCluster) -> None:
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
-        got = receive_all(receiver, 30)
+        got = receive_count(receiver, 30)
         assert sorted(m.body for m in got) == sorted(sent)
         assert not any(m.redelivered for m in got)
         assert receiver.receive(10) == []
@@ -303,7 +278,7 @@ def test_messages_of_a_vanished_receiver_come_back(cluster: ProcessCluster) -> N
     first.close()  # without acknowledging the other six
     second = SYSTEM.connect(cluster.endpoints, params, destination)
     try:
-        again = receive_all(second, 6, timeout=30)
+        again = receive_count(second, 6, timeout=30)
         # Pulsar replays them to the next consumer (without counting a redelivery).
         assert {m.body for m in again} == {m.body for m in held[4:]}
     finally:
@@ -322,7 +297,7 @@ def test_negatively_acknowledged_messages_come_back_marked(cluster: ProcessClust
         held = hold(adapter, 5)
         adapter.ack([held[0].receipt])
         adapter.negative_ack([m.receipt for m in held[1:]])
-        again = receive_all(adapter, 4, timeout=30)
+        again = receive_count(adapter, 4, timeout=30)
         assert {m.body for m in again} == {m.body for m in held[1:]}
         assert all(m.redelivered for m in again)
     finally:

@@ -39,13 +39,9 @@ from brokers.rocketmq.config import (
 )
 from brokers.rocketmq.params import RocketMQParams
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import listening_addresses, properties, receive_count
 
 pytestmark = pytest.mark.rocketmq
-
-
-def properties(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 # -- without a server -----------------------------------------------------------------------
@@ -224,16 +220,6 @@ def test_registered_with_local_and_cloud() -> None:
 # -- against a real cluster -------------------------------------------------------------------
 
 
-def listening_addresses(cluster: ProcessCluster) -> set[str]:
-    pids = {n.proc.pid for n in cluster.nodes if n.proc is not None}
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    found = set()
-    for line in out.splitlines():
-        if any(f"pid={pid}," in line for pid in pids):
-            found.add(line.split()[3].rsplit(":", 1)[0])
-    return found
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     deployment = SYSTEM.local
@@ -249,16 +235,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         yield started
     finally:
         started.stop()
-
-
-def receive_all(adapter, wanted: int, timeout: float = 60) -> list[Received]:
-    got: list[Received] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < wanted and time.monotonic() < deadline:
-        messages = adapter.receive(10)
-        got += messages
-        adapter.ack([m.receipt for m in messages])
-    return got
 
 
 @pytest.mark.slow
@@ -285,7 +261,7 @@ def test_round_trip(cluster: ProcessCluster) -> None:
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
-        got = receive_all(receiver, 30)
+        got = receive_count(receiver, 30)
         assert sorted(m.body for m in got) == sorted(sent)
         assert not any(m.redelivered for m in got)
         assert receiver.receive(10) == []
@@ -314,7 +290,7 @@ def test_unacknowledged_messages_come_back_after_the_invisible_duration(
         first.ack([m.receipt for m in held[:2]])
         first.close()  # the other four are never acknowledged
         started = time.monotonic()
-        again = receive_all(second, 4, timeout=40)
+        again = receive_count(second, 4, timeout=40)
         assert {m.body for m in again} == {m.body for m in held[2:]}
         assert all(m.redelivered for m in again)
         assert time.monotonic() - started > 5  # hidden until the invisible duration ends
