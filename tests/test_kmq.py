@@ -31,6 +31,72 @@ def test_markers_round_trip() -> None:
     assert markers.parse(b"1:2", b"something else") is None
 
 
+class _Future:
+    def get(self, timeout: float) -> None:
+        return None
+
+
+class _Producer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, object]] = []
+
+    def send(self, topic: str, value: object = None, **_: object) -> _Future:
+        self.sent.append((topic, value))
+        return _Future()
+
+
+class _Record:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.value = b"body-%d" % offset
+
+
+class _Fetcher:
+    """The queue partition as a fetch sees it: ``log`` offsets, or nothing in time."""
+
+    def __init__(self, log: list[int] | None) -> None:
+        self.log = log
+        self.position = 0
+
+    def assign(self, partitions: object) -> None:
+        pass
+
+    def seek(self, tp: object, offset: int) -> None:
+        self.position = offset
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[object, list[_Record]]:
+        if self.log is None:
+            return {}
+        from kafka.structs import TopicPartition
+
+        records = [_Record(o) for o in self.log if o >= self.position]
+        return {TopicPartition("q", 0): records} if records else {}
+
+
+def _tracker(monkeypatch: pytest.MonkeyPatch):
+    from brokers.kmq import tracker
+
+    monkeypatch.setattr(tracker, "FETCH_TIMEOUT", 0.2)
+    t = tracker.RedeliveryTracker(Endpoints(hosts=("127.0.0.1:1",)), KmqParams(), "q")
+    t.open[0] = {(0, 5): (0, 100), (0, 7): (0, 101)}
+    return t
+
+
+def test_a_fetch_that_times_out_keeps_the_markers_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _tracker(monkeypatch)
+    producer = _Producer()
+    t._redeliver(producer, _Fetcher(None), 0, [(5, 0), (7, 0)])
+    assert producer.sent == [] and set(t.open[0]) == {(0, 5), (0, 7)}  # retried next round
+
+
+def test_only_messages_gone_from_the_log_are_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _tracker(monkeypatch)
+    producer = _Producer()
+    t._redeliver(producer, _Fetcher([6, 7, 8]), 0, [(5, 0), (7, 0)])  # 5 was deleted
+    assert ("q", b"body-7") in producer.sent and t.redelivered == 1
+    assert t.open[0] == {}  # 7 re-sent, 5 gone: both markers ended
+
+
 def test_defaults_and_reuse_of_kafka() -> None:
     params = KmqParams()
     assert params.redelivery_timeout == 15.0

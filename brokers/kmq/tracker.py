@@ -208,13 +208,25 @@ class RedeliveryTracker:
     def _redeliver(
         self, producer: Any, fetcher: Any, partition: int, items: list[tuple[int, int]]
     ) -> None:
-        """Send the messages again (marked), then end their markers."""
+        """Send the messages again (marked), then end their markers.
+
+        A message the fetch did not reach in time stays open and is tried again on the
+        next round; only one the log no longer holds is given up (its marker ended).
+        """
         timeout = self.params.request_timeout + 5
-        bodies = self._fetch(fetcher, partition, [offset for offset, _ in items])
+        bodies, gone = self._fetch(fetcher, partition, [offset for offset, _ in items])
+        settled = [(o, mp) for o, mp in items if o in bodies or o in gone]
+        if gone:
+            log.warning(
+                "KMQ: %d messages of %s/%d are no longer in the log",
+                len(gone),
+                self.queue,
+                partition,
+            )
         header = [(markers.REDELIVERED_HEADER, b"1")]
         sent = [
             producer.send(self.queue, value=bodies[offset], headers=header)
-            for offset, _ in items
+            for offset, _ in settled
             if offset in bodies
         ]
         for future in sent:
@@ -226,22 +238,26 @@ class RedeliveryTracker:
                 value=markers.end(),
                 partition=markers_partition,
             )
-            for offset, markers_partition in items
+            for offset, markers_partition in settled
         ]
         for future in ended:
             future.get(timeout=timeout)
-        for offset, markers_partition in items:
+        for offset, markers_partition in settled:
             self.open[markers_partition].pop((partition, offset), None)
         self.redelivered += len(sent)
 
-    def _fetch(self, fetcher: Any, partition: int, offsets: list[int]) -> dict[int, bytes]:
-        """The queue messages at ``offsets`` of ``partition`` (gone ones are left out)."""
+    def _fetch(
+        self, fetcher: Any, partition: int, offsets: list[int]
+    ) -> tuple[dict[int, bytes], set[int]]:
+        """The queue messages at ``offsets`` of ``partition``, and the offsets the log no
+        longer holds (passed over by the fetch); offsets not reached in time are in neither."""
         from kafka.structs import TopicPartition
 
         tp = TopicPartition(self.queue, partition)
         fetcher.assign([tp])
         wanted = set(offsets)
         found: dict[int, bytes] = {}
+        gone: set[int] = set()
         remaining = sorted(wanted)
         deadline = time.monotonic() + FETCH_TIMEOUT
         while remaining and time.monotonic() < deadline:
@@ -253,8 +269,9 @@ class RedeliveryTracker:
                 if record.offset in wanted:
                     found[record.offset] = record.value
             last = records[-1].offset
-            remaining = [o for o in remaining if o > last and o not in found]
-        return found
+            gone |= {o for o in remaining if o <= last and o not in found}
+            remaining = [o for o in remaining if o > last]
+        return found, gone
 
 
 # -- one tracker per process and queue ---------------------------------------------------
