@@ -195,3 +195,19 @@ def test_describe_reads_back_both_topics(cluster: Endpoints) -> None:
         assert topic["replication_factor"] == 3
         assert topic["configs"]["min.insync.replicas"] == "2"
     assert described["redelivery_timeout_s"] == 15.0
+
+
+def test_a_rebalance_forgets_only_partitions_that_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from kafka.structs import TopicPartition
+
+    t = _tracker(monkeypatch)
+    t.open[1] = {(1, 3): (0, 7)}
+    t.read_to.update({0: 102, 1: 8})
+    handover = t._listener()
+    markers_tp = [TopicPartition(t.markers, p) for p in (0, 1)]
+    asyncio.run(handover.on_partitions_revoked(markers_tp))
+    assert set(t.open) == {0, 1}  # the consumer keeps its place in partitions it keeps
+    asyncio.run(handover.on_partitions_assigned(markers_tp[:1]))
+    assert set(t.open) == {0} and set(t.read_to) == {0}

@@ -131,12 +131,12 @@ class RedeliveryTracker:
         tracker = self
 
         class Handover(AsyncConsumerRebalanceListener):
-            """Commit how far the markers were handled before a partition moves."""
+            """Commit how far the markers were handled before a partition may move; forget
+            only the partitions that did move (the consumer keeps its position in the ones
+            it keeps, so their open markers would not be read again)."""
 
             async def on_partitions_revoked(self, revoked: Any) -> None:
-                partitions = [tp.partition for tp in revoked]
-                offsets = tracker._commit_offsets(partitions)
-                tracker._forget(partitions)
+                offsets = tracker._commit_offsets([tp.partition for tp in revoked])
                 if offsets and tracker._consumer is not None:
                     try:
                         await tracker._consumer.commit_async(offsets)
@@ -144,7 +144,8 @@ class RedeliveryTracker:
                         pass  # the next owner redelivers a little more
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                pass
+                kept = {tp.partition for tp in assigned}
+                tracker._forget({*tracker.open, *tracker.read_to} - kept)
 
             async def on_partitions_lost(self, lost: Any) -> None:
                 tracker._forget(tp.partition for tp in lost)
