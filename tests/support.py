@@ -4,10 +4,15 @@ and the addresses a local cluster listens on."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from brokers.base import Received
+import pytest
+
+from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster, Received
 from brokers.local import ProcessCluster
 
 
@@ -22,15 +27,42 @@ def receive_bodies(adapter: Any, wanted: set[bytes], timeout: float = 60) -> lis
     return bodies
 
 
-def receive_count(adapter: Any, wanted: int, timeout: float = 60) -> list[Received]:
-    """Receive and acknowledge until ``wanted`` messages arrived (or the timeout)."""
+def receive_count(
+    adapter: Any, wanted: int, timeout: float = 60, ack: bool = True
+) -> list[Received]:
+    """Receive (and acknowledge) until ``wanted`` messages arrived (or the timeout)."""
     got: list[Received] = []
     deadline = time.monotonic() + timeout
     while len(got) < wanted and time.monotonic() < deadline:
         messages = adapter.receive(10)
         got += messages
-        adapter.ack([m.receipt for m in messages])
+        if ack and messages:
+            adapter.ack([m.receipt for m in messages])
     return got
+
+
+def drain(adapter: Any, wanted: int, timeout: float = 30) -> list[Received]:
+    """Receive without acknowledging until ``wanted`` messages arrived (or the timeout)."""
+    return receive_count(adapter, wanted, timeout, ack=False)
+
+
+def prepared(system: BrokerSystem[Any], endpoints: Endpoints, name: str, **values: Any) -> Any:
+    """A worker's adapter on a freshly prepared destination, with these parameters."""
+    params = system.params_model.model_validate(values)
+    destination = Destination(name)
+    system.prepare(endpoints, params, destination)
+    return system.connect(endpoints, params, destination)
+
+
+def local_cluster(system: BrokerSystem[Any], topology: str, params: Any) -> Iterator[LocalCluster]:
+    """For a module fixture: the system started here (skipped, naming why, if it cannot)."""
+    assert system.local is not None
+    reason = system.local.missing()
+    if reason:
+        pytest.skip(reason)
+    workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-test-{system.name}-"))
+    with system.local.start(topology, params, workdir) as running:
+        yield running
 
 
 def properties(text: str) -> dict[str, str]:

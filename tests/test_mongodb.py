@@ -7,7 +7,6 @@ and that the stand-in is labelled; they say nothing about MongoDB's replication.
 from __future__ import annotations
 
 import collections
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from brokers.local import free_ports
 from brokers.mongodb import ferretdb
 from brokers.mongodb.cloud import MongoCloud, render_node_config
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import drain, local_cluster, prepared
 
 pytestmark = pytest.mark.mongodb
 
@@ -97,33 +97,12 @@ def test_unreachable_server_is_one_line_naming_the_host() -> None:
 
 @pytest.fixture(scope="module")
 def ferret():
-    assert SYSTEM.local is not None
-    reason = SYSTEM.local.missing()
-    if reason:
-        pytest.skip(reason)
-    workdir = Path(tempfile.mkdtemp(prefix="brokerbench-test-mongodb-"))
-    with SYSTEM.local.start("single", params(), workdir) as running:
-        yield running
-
-
-def fresh(endpoints: Endpoints, name: str, **values: object):
-    p = params(**values)
-    destination = Destination(name)
-    SYSTEM.prepare(endpoints, p, destination)
-    return SYSTEM.connect(endpoints, p, destination)
-
-
-def drain(adapter, expect: int, timeout: float = 30) -> list:
-    got: list = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expect and time.monotonic() < deadline:
-        got += adapter.receive(10)
-    return got
+    yield from local_cluster(SYSTEM, "single", params())
 
 
 @pytest.mark.slow
 def test_round_trip_in_sending_order(ferret) -> None:
-    adapter = fresh(ferret.endpoints, "bb_round_trip")
+    adapter = prepared(SYSTEM, ferret.endpoints, "bb_round_trip")
     bodies = [b"bb1|round-trip|%02d" % i for i in range(25)]
     adapter.send(bodies[:10])
     adapter.send(bodies[10:])
@@ -137,7 +116,7 @@ def test_round_trip_in_sending_order(ferret) -> None:
 
 @pytest.mark.slow
 def test_an_unacked_message_comes_back_after_the_visibility_timeout(ferret) -> None:
-    adapter = fresh(ferret.endpoints, "bb_redelivery", visibility_timeout=1.5)
+    adapter = prepared(SYSTEM, ferret.endpoints, "bb_redelivery", visibility_timeout=1.5)
     adapter.send([b"bb1|not-acked"])
     (first,) = drain(adapter, 1)
     assert adapter.receive(10) == []
@@ -150,7 +129,7 @@ def test_an_unacked_message_comes_back_after_the_visibility_timeout(ferret) -> N
 
 @pytest.mark.slow
 def test_concurrent_receivers_never_get_the_same_message(ferret) -> None:
-    sender = fresh(ferret.endpoints, "bb_concurrent")
+    sender = prepared(SYSTEM, ferret.endpoints, "bb_concurrent")
     for batch in range(20):
         sender.send([b"bb1|c|%d|%d" % (batch, i) for i in range(10)])
     sender.close()
@@ -175,7 +154,7 @@ def test_concurrent_receivers_never_get_the_same_message(ferret) -> None:
 
 @pytest.mark.slow
 def test_the_asynchronous_variant_sends_with_w1(ferret) -> None:
-    adapter = fresh(ferret.endpoints, "bb_w1", w=1)
+    adapter = prepared(SYSTEM, ferret.endpoints, "bb_w1", w=1)
     assert adapter.collection.write_concern.document["w"] == 1
     adapter.send([b"bb1|w1"])
     (got,) = drain(adapter, 1)

@@ -9,19 +9,17 @@ import pytest
 
 from brokers import registry
 from brokers.base import Destination, Endpoints
+from tests.support import local_cluster
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
+
 
 SYSTEM = registry.get("postgresql")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    assert SYSTEM.local is not None
-    with SYSTEM.local.start(
-        "cluster", SYSTEM.params_model(), tmp_path_factory.mktemp("pg") / "c"
-    ) as running:
-        yield running
+def cluster():
+    yield from local_cluster(SYSTEM, "cluster", SYSTEM.params_model())
 
 
 def test_describe_reads_back_synchronous_replication(cluster) -> None:

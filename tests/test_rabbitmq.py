@@ -16,22 +16,13 @@ from brokers.rabbitmq import local as rabbitmq_local
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.ctl import Ctl
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import drain, receive_count
 
 pytestmark = [pytest.mark.rabbitmq]
 
+
 SYSTEM = registry.get("rabbitmq")
 AWS = {"broker": ["10.42.1.10", "10.42.1.11", "10.42.1.12"]}
-
-
-def drain(adapter, want: int, patience: float = 20.0, ack: bool = False) -> list:
-    got: list = []
-    deadline = time.monotonic() + patience
-    while len(got) < want and time.monotonic() < deadline:
-        batch = adapter.receive(10)
-        if ack and batch:
-            adapter.ack([m.receipt for m in batch])
-        got += batch
-    return got
 
 
 # Runs first, before the module's cluster exists: two Erlang clusters at once are slow here.
@@ -100,10 +91,10 @@ def test_round_trip_with_confirms_prefetch_and_acks(cluster, ctl: Ctl) -> None:
     )
     mine = [c for c in consumers if c["queue_name"] == destination.name]
     assert mine == [{"queue_name": destination.name, "ack_required": True, "prefetch_count": 7}]
-    held = first + drain(receiver, 25, patience=3)
+    held = first + drain(receiver, 25, timeout=3)
     assert len(held) == 7, "without acks, the consumer gets no more than the prefetch"
     receiver.ack([m.receipt for m in held])
-    got = held + drain(receiver, 25 - len(held), ack=True)
+    got = held + receive_count(receiver, 25 - len(held), timeout=20)
     assert sorted(m.body for m in got) == sorted(bodies)
     assert not any(m.redelivered for m in got)
     assert receiver.receive(10) == []
@@ -119,10 +110,10 @@ def test_unacked_messages_come_back_redelivered(cluster) -> None:
     sender = SYSTEM.connect(cluster.endpoints, params, destination)
     sender.send([b"orphan-1", b"orphan-2"])
     crashed = SYSTEM.connect(cluster.endpoints, params, destination)
-    assert sorted(m.body for m in drain(crashed, 2)) == [b"orphan-1", b"orphan-2"]
+    assert sorted(m.body for m in drain(crashed, 2, timeout=20)) == [b"orphan-1", b"orphan-2"]
     crashed.close()  # never acked
     survivor = SYSTEM.connect(cluster.endpoints, params, destination)
-    again = drain(survivor, 2)
+    again = drain(survivor, 2, timeout=20)
     assert sorted(m.body for m in again) == [b"orphan-1", b"orphan-2"]
     assert all(m.redelivered for m in again)
     survivor.ack([m.receipt for m in again])
@@ -179,7 +170,7 @@ def test_sending_goes_on_when_a_node_dies(cluster) -> None:
     started = time.monotonic()
     adapter.send([b"again"])
     assert time.monotonic() - started < 5, "the new connection confirms promptly"
-    got = drain(adapter, 3, patience=60)
+    got = drain(adapter, 3, timeout=60)
     assert sorted(m.body for m in got) == [b"after", b"again", b"before"]
     adapter.close()
 

@@ -9,19 +9,17 @@ import pytest
 
 from brokers import registry
 from brokers.base import Destination
+from tests.support import local_cluster
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
 
 SYSTEM = registry.get("redis")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    assert SYSTEM.local is not None
-    with SYSTEM.local.start(
-        "cluster", SYSTEM.params_model(), tmp_path_factory.mktemp("redis") / "c"
-    ) as running:
-        yield running
+def cluster():
+    yield from local_cluster(SYSTEM, "cluster", SYSTEM.params_model())
 
 
 def test_describe_reads_back_replicas_and_aof(cluster) -> None:

@@ -3,7 +3,6 @@ the adapter against the local stand-in, ElasticMQ, and a whole smoke run."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from brokers.errors import BrokerConnectionError
 from brokers.local import free_ports
 from brokers.sqs.adapter import SqsAdapter, SqsBatchError, check_batch, chunks, client
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import drain, local_cluster, prepared
 
 pytestmark = pytest.mark.sqs
 
@@ -158,33 +158,12 @@ def test_the_stand_in_is_labelled_and_there_is_no_cloud_recipe() -> None:
 
 @pytest.fixture(scope="module")
 def elasticmq():
-    assert SYSTEM.local is not None
-    reason = SYSTEM.local.missing()
-    if reason:
-        pytest.skip(reason)
-    workdir = Path(tempfile.mkdtemp(prefix="brokerbench-test-sqs-"))
-    with SYSTEM.local.start("single", params(), workdir) as running:
-        yield running
-
-
-def fresh(endpoints: Endpoints, name: str, **values: object):
-    p = params(**values)
-    destination = Destination(name)
-    SYSTEM.prepare(endpoints, p, destination)
-    return SYSTEM.connect(endpoints, p, destination)
-
-
-def drain(adapter, expect: int, timeout: float = 30) -> list:
-    got: list = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expect and time.monotonic() < deadline:
-        got += adapter.receive(10)
-    return got
+    yield from local_cluster(SYSTEM, "single", params())
 
 
 @pytest.mark.slow
 def test_round_trip_of_a_batch_larger_than_ten(elasticmq) -> None:
-    adapter = fresh(elasticmq.endpoints, "bb_round_trip")
+    adapter = prepared(SYSTEM, elasticmq.endpoints, "bb_round_trip")
     bodies = [b"bb1|round-trip|%d" % i for i in range(25)]
     adapter.send(bodies)
     got = drain(adapter, 25)
@@ -197,7 +176,9 @@ def test_round_trip_of_a_batch_larger_than_ten(elasticmq) -> None:
 
 @pytest.mark.slow
 def test_an_unacked_message_comes_back_after_the_visibility_timeout(elasticmq) -> None:
-    adapter = fresh(elasticmq.endpoints, "bb_redelivery", visibility_timeout=3, wait_time=0)
+    adapter = prepared(
+        SYSTEM, elasticmq.endpoints, "bb_redelivery", visibility_timeout=3, wait_time=0
+    )
     adapter.send([b"bb1|not-acked"])
     (first,) = drain(adapter, 1)
     assert adapter.receive(10) == []  # hidden while the timeout runs
@@ -210,7 +191,7 @@ def test_an_unacked_message_comes_back_after_the_visibility_timeout(elasticmq) -
 
 @pytest.mark.slow
 def test_the_stand_in_enforces_the_batch_limit_of_ten(elasticmq) -> None:
-    fresh(elasticmq.endpoints, "bb_limit").close()
+    prepared(SYSTEM, elasticmq.endpoints, "bb_limit").close()
     sqs = client(elasticmq.endpoints)
     url = sqs.get_queue_url(QueueName="bb_limit")["QueueUrl"]
     entries = [{"Id": str(i), "MessageBody": "x"} for i in range(11)]
@@ -229,7 +210,7 @@ def test_describe_reads_back_the_queue_settings(elasticmq) -> None:
 
 @pytest.mark.slow
 def test_a_queue_given_by_the_stack_is_used_for_every_point(elasticmq) -> None:
-    fresh(elasticmq.endpoints, "bb_stack_queue").close()
+    prepared(SYSTEM, elasticmq.endpoints, "bb_stack_queue").close()
     url = client(elasticmq.endpoints).get_queue_url(QueueName="bb_stack_queue")["QueueUrl"]
     given = Endpoints(
         hosts=elasticmq.endpoints.hosts,
