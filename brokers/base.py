@@ -15,6 +15,7 @@ bundles everything the rest of brokerbench may know about that system:
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,8 +75,41 @@ class Destination:
     name: str
 
 
+class Confirmation(abc.ABC):
+    """A batch handed to the broker by :meth:`Adapter.submit`, not yet known to be confirmed."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float) -> int | None:
+        """Wait at most ``timeout`` seconds for the broker's confirmation of the whole batch.
+
+        Returns the wall-clock time (``time.time_ns()``) at which the confirmation arrived,
+        ``None`` while it is still pending; raises when the batch failed.
+        """
+
+
+class Confirmed(Confirmation):
+    """A batch whose confirmation is already in hand."""
+
+    __slots__ = ("done_ns",)
+
+    def __init__(self, done_ns: int) -> None:
+        self.done_ns = done_ns
+
+    def wait(self, timeout: float) -> int | None:
+        return self.done_ns
+
+
 class Adapter(abc.ABC, Generic[P]):
-    """A blocking client for one worker (one instance per worker thread)."""
+    """A blocking client for one worker (one instance per worker thread).
+
+    ``send`` is SPEC §2's synchronous call. Adapters whose client can keep several batches
+    awaiting confirmation set ``pipelined = True`` and override :meth:`submit`; the worker
+    then keeps up to ``max_in_flight`` batches submitted (a message still counts as sent
+    only once its batch is confirmed).
+    """
+
+    #: True when :meth:`submit` returns before the broker confirms (``max_in_flight`` > 1).
+    pipelined: bool = False
 
     @abc.abstractmethod
     def send(self, batch: Sequence[bytes]) -> None:
@@ -89,12 +123,24 @@ class Adapter(abc.ABC, Generic[P]):
     def ack(self, receipts: Sequence[Hashable]) -> None:
         """Confirm processing of the given messages."""
 
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
+        """Hand a batch to the broker; its confirmation is awaited through the result.
+
+        The default sends synchronously (one batch in flight).
+        """
+        self.send(batch)
+        return Confirmed(time.time_ns())
+
     def close(self) -> None:
         """Release connections."""
 
 
 class AsyncAdapter(abc.ABC, Generic[P]):
-    """An asyncio client for one worker (one instance per worker task)."""
+    """An asyncio client for one worker (one instance per worker task).
+
+    With ``max_in_flight`` > 1 the worker awaits up to that many ``send`` calls at once, so
+    ``send`` must allow concurrent calls on one adapter.
+    """
 
     @abc.abstractmethod
     async def send(self, batch: Sequence[bytes]) -> None: ...
@@ -228,5 +274,19 @@ class BrokerSystem(Generic[P]):
     caveats: tuple[str, ...] = ()
     #: The client library's distribution name, for the run context.
     client_package: str = ""
+    #: Where the client library depends on the parameters (e.g. a choice of Kafka clients):
+    #: the distribution name for the given parameters; overrides ``client_package``.
+    client_for: Callable[[P], str] | None = None
     #: True when ``connect`` returns an :class:`AsyncAdapter` (workers run as asyncio tasks).
     asyncio: bool = False
+    #: Whether a worker may keep several batches awaiting confirmation (``max_in_flight``):
+    #: asyncio adapters always can; blocking ones whose adapter is ``pipelined``.
+    pipelined: bool = False
+
+    def client(self, params: P) -> str:
+        """The client library (distribution name) workers use with these parameters."""
+        return self.client_for(params) if self.client_for is not None else self.client_package
+
+    @property
+    def can_pipeline(self) -> bool:
+        return self.asyncio or self.pipelined
