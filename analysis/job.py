@@ -11,6 +11,7 @@ import argparse
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     seconds = read_table(spark, run, "seconds")
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
-    periods = tf.measurement_periods(counters, int(measurement["warmup"]))
+    periods = tf.measurement_periods(counters, math.ceil(measurement["warmup"] or 0))
     windows = tf.window_starts(
         periods, tf.seconds_of(measurement["window"]), tf.seconds_of(measurement["step"])
     )
@@ -108,7 +109,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
             tf.delivery(read_table(spark, run, "sent_ranges"), read_table(spark, run, "received"))
         ),
     )
-    for row in (r.asDict() for r in tf.whole_run(hist).collect()):
+    for row in (r.asDict() for r in tf.whole_run(hist, periods).collect()):
         target = rows.setdefault(row["point"], {"point": row["point"]})
         for q in ("p50", "p99", "p999", "max"):
             target[f"{row['metric']}_{q}_ms"] = row[f"{q}_ms"]

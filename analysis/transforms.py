@@ -287,9 +287,16 @@ def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
     )
 
 
-def whole_run(hist: DataFrame) -> DataFrame:
-    """Per point: whole-run percentiles of each metric, one row per metric."""
-    return percentiles(hist, [*KEY, "metric"])
+def whole_run(hist: DataFrame, periods: DataFrame) -> DataFrame:
+    """Per point: whole-run percentiles of each metric, one row per metric.
+
+    The warm-up is left out: only seconds from the start of the measurement period count
+    (and every second after it, so that receivers draining a backlog are included).
+    """
+    after_warmup = hist.join(periods.select(*KEY, "start"), on=KEY).where(
+        F.col("second") >= F.col("start")
+    )
+    return percentiles(after_warmup.drop("start"), [*KEY, "metric"])
 
 
 def seconds_of(duration: float) -> int:

@@ -30,3 +30,42 @@ def test_recorder_merges_contiguous_ranges_and_keeps_gaps() -> None:
     assert rec.sent_ranges == [[0, 14], [20, 29]]
     assert rec.total_sent == 25
     assert rec.seconds[5].send_latency.total == 3
+
+
+def test_stamper_and_reader_agree_with_header_and_parse() -> None:
+    pool = message.message_pool(4, 100, seed=2)
+    stamper = message.Stamper("abcd1234.3", 7, 12)
+    bodies = stamper.stamp_batch(pool, 4095, 10**18, 10**18 - 7)
+    assert [len(b) for b in bodies] == [100] * 4
+    for i, body in enumerate(bodies):
+        assert message.parse(body) == message.Identity(
+            "abcd1234.3", 7, 12, 4095 + i, 10**18, 10**18 - 7
+        )
+    nodes: list[int] = []
+    workers: list[int] = []
+    seqs: list[int] = []
+    intended: list[int] = []
+    other_run = message.Stamper("ffff0000.3", 7, 12).stamp_batch(pool[:1], 0, 1, 1)
+    foreign = message.Reader("abcd1234.3").read(
+        [*bodies, b"hello", *other_run, b"bb1|abcd1234.3|zz|1|1|1|1|"],
+        nodes,
+        workers,
+        seqs,
+        intended,
+    )
+    assert foreign == 3
+    assert nodes == [7] * 4 and workers == [12] * 4
+    assert seqs == [4095, 4096, 4097, 4098]
+    assert intended == [10**18 - 7] * 4
+
+
+def test_recorder_records_a_received_batch() -> None:
+    rec = WorkerRecorder("receiver", 1, 0)
+    now = 7_000_000_000
+    rec.received_batch(now, [0, 0, 1], [2, 2, 0], [5, 6, 9], [now - 1_000_000] * 3, 1)
+    stats = rec.seconds[7]
+    assert (stats.received, stats.redelivered) == (3, 1)
+    assert stats.processing_latency.total == 3
+    assert 990 <= (stats.processing_latency.percentile(0.5) or 0) <= 1010  # 1 ms in µs
+    assert list(rec.rx_seq) == [5, 6, 9] and list(rec.rx_second) == [7, 7, 7]
+    assert rec.total_received == 3

@@ -51,6 +51,21 @@ class Histogram:
         counts = self.counts
         counts[i] = counts.get(i, 0) + 1
 
+    def record_many(self, values_us: Iterable[float]) -> None:
+        """:meth:`record` for many values (one call per received batch)."""
+        counts = self.counts
+        get = counts.get
+        log = math.log
+        ceil = math.ceil
+        for us in values_us:
+            if us <= 1.0:
+                i = 0
+            else:
+                i = ceil(log(us) * _INV_LOG_GAMMA)
+                if i > MAX_BUCKET:
+                    i = MAX_BUCKET
+            counts[i] = get(i, 0) + 1
+
     def merge(self, other: Histogram) -> Histogram:
         for i, n in other.counts.items():
             self.counts[i] = self.counts.get(i, 0) + n

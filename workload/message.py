@@ -3,6 +3,10 @@ sweep point, sender node, worker, sequence number, actual and intended send time
 
 The header is ASCII so that every broker (text protocols, JSON, SQS bodies) carries it
 unchanged; the rest of the payload is random ASCII from the message pool.
+
+:class:`Stamper` (a sender worker's) and :class:`Reader` (a receiver worker's) do per batch
+what :func:`header` and :func:`parse` do per message, with the constant parts of the header
+built once: they are the hot path of the harness.
 """
 
 from __future__ import annotations
@@ -60,6 +64,77 @@ def parse(body: bytes) -> Identity | None:
         )
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+class Stamper:
+    """Stamps the messages of one sender worker: the run tag, node and worker are fixed."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, tag: str, node: int, worker: int) -> None:
+        self.prefix = b"%s|%s|%x|%x|" % (MAGIC, tag.encode(), node, worker)
+
+    def stamp_batch(
+        self, payloads: list[bytes], first_seq: int, send_ns: int, intended_ns: int
+    ) -> list[bytes]:
+        """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged)."""
+        prefix = self.prefix
+        suffix = b"%x|%x|" % (send_ns, intended_ns)
+        out: list[bytes] = []
+        append = out.append
+        seq = first_seq
+        for payload in payloads:
+            head = b"%s%x|%s" % (prefix, seq, suffix)
+            append(head + payload[len(head) :])
+            seq += 1
+        return out
+
+
+class Reader:
+    """Reads the identities of the messages one receiver worker gets, a batch at a time.
+
+    :meth:`read` appends the sender node, worker, sequence number and intended send time
+    of each message of this run and sweep point to the given arrays, and returns how many
+    bodies were foreign (another run's, or not brokerbench messages).
+    """
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, tag: str) -> None:
+        self.prefix = b"%s|%s|" % (MAGIC, tag.encode())
+
+    def read(
+        self,
+        bodies: list[bytes],
+        nodes: list[int],
+        workers: list[int],
+        seqs: list[int],
+        intended: list[int],
+    ) -> int:
+        prefix = self.prefix
+        start = len(prefix)
+        add_node, add_worker, add_seq, add_intended = (
+            nodes.append,
+            workers.append,
+            seqs.append,
+            intended.append,
+        )
+        foreign = 0
+        for body in bodies:
+            if not body.startswith(prefix):
+                foreign += 1
+                continue
+            try:
+                node, worker, seq, _, when, _ = body[start:HEADER_MAX].split(b"|", 5)
+                n, w, q, t = int(node, 16), int(worker, 16), int(seq, 16), int(when, 16)
+            except ValueError:
+                foreign += 1
+                continue
+            add_node(n)
+            add_worker(w)
+            add_seq(q)
+            add_intended(t)
+        return foreign
 
 
 def message_pool(count: int, size: int, seed: int | None = None) -> list[bytes]:

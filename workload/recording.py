@@ -89,9 +89,32 @@ class WorkerRecorder:
         self.rx_second.append(now_ns // 1_000_000_000)
         self.total_received += 1
 
-    def foreign(self, now_ns: int) -> None:
-        """A message that is not from this run and sweep point (left over in the broker)."""
-        self._at(now_ns).foreign += 1
+    def received_batch(
+        self,
+        now_ns: int,
+        nodes: list[int],
+        workers: list[int],
+        seqs: list[int],
+        intended: list[int],
+        redelivered: int,
+    ) -> None:
+        """Messages received together at ``now_ns`` (identities as :class:`message.Reader` reads them)."""
+        n = len(seqs)
+        if not n:
+            return
+        stats = self._at(now_ns)
+        stats.received += n
+        stats.redelivered += redelivered
+        stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
+        self.rx_node.extend(nodes)
+        self.rx_worker.extend(workers)
+        self.rx_seq.extend(seqs)
+        self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
+        self.total_received += n
+
+    def foreign(self, now_ns: int, count: int = 1) -> None:
+        """Messages that are not from this run and sweep point (left over in the broker)."""
+        self._at(now_ns).foreign += count
 
     def acked(self, now_ns: int, count: int) -> None:
         self._at(now_ns).acked += count

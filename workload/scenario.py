@@ -135,6 +135,20 @@ class LoadSection(Strict):
     rate: float | None = Field(
         None, gt=0, description="Target msgs/s per sender worker (open loop); unset = closed loop."
     )
+    max_in_flight: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="Batches a sender worker may have awaiting confirmation: 1 waits for each "
+        "batch before the next (SPEC §2); a message counts as sent only once confirmed.",
+    )
+    processes: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Processes a client node spreads its workers over; default one per CPU "
+        "core of the node, at most `threads`.",
+    )
     idle_timeout: PositiveDuration = Field(
         60.0, description="A receiver stops when nothing arrived for this long."
     )
@@ -146,9 +160,19 @@ class LoadSection(Strict):
 class MeasurementSection(Strict):
     """How the per-second records become headline numbers (SPEC §3)."""
 
-    warmup: Duration = Field(0.0, description="Seconds at the start left out of the headline.")
+    warmup: Duration | None = Field(
+        None,
+        description="Seconds at the start of each point that are recorded but left out of "
+        "headline figures and whole-run percentiles; default 10 s (a fifth of load.duration "
+        "when that is under 50 s).",
+    )
     window: PositiveDuration = Field(60.0, description="Latency window length.")
     step: PositiveDuration = Field(10.0, description="Window slide step.")
+
+
+def default_warmup(duration: float) -> float:
+    """10 s, or a fifth of a run shorter than 50 s."""
+    return min(10.0, duration / 5)
 
 
 SWEEPABLE = ("threads", "sender_nodes", "receiver_nodes", "message_size")
@@ -195,6 +219,26 @@ class Scenario(Strict):
     load: LoadSection = Field(default_factory=LoadSection)  # type: ignore[arg-type]
     measurement: MeasurementSection = Field(default_factory=MeasurementSection)  # type: ignore[arg-type]
     sweep: SweepSection = Field(default_factory=SweepSection)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Scenario:
+        duration = self.load.duration
+        warmup = self.measurement.warmup
+        if warmup is None:
+            resolved = self.measurement.model_copy(update={"warmup": default_warmup(duration)})
+            object.__setattr__(self, "measurement", resolved)  # frozen: resolved once, here
+        elif warmup >= duration:
+            raise ValueError(
+                f"measurement.warmup ({warmup:g} s) must be shorter than load.duration "
+                f"({duration:g} s)"
+            )
+        system = registry.get(self.broker.system)
+        if self.load.max_in_flight > 1 and not system.can_pipeline:
+            raise ValueError(
+                f"load.max_in_flight: {system.title}'s adapter confirms each batch before "
+                "the next; only 1 is possible"
+            )
+        return self
 
     def broker_params(self, overrides: dict[str, Any] | None = None) -> BrokerParams:
         """The system's typed parameters, with a sweep point's overrides applied."""

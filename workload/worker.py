@@ -1,8 +1,10 @@
 """Sender and receiver loops (SPEC §2), for blocking adapters (threads) and asyncio adapters.
 
 The bookkeeping of both loops — batch sizes, sequence numbers, pacing, stop conditions,
-failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the four
-``run_*`` functions only call the adapter in between, blocking or awaited.
+failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the ``run_*``
+functions only call the adapter in between, blocking or awaited. With ``max_in_flight`` > 1
+a sender keeps that many batches awaiting confirmation (``Adapter.submit`` for blocking
+adapters, concurrent ``send`` calls for asyncio ones); a batch counts only once confirmed.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from brokers.base import Adapter, AsyncAdapter, Received
+from brokers.base import Adapter, AsyncAdapter, Confirmation, Received
 from workload import message
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
@@ -64,6 +67,17 @@ class _Failures:
         return min(1.0, 0.05 * 2 ** min(5, int(now - self.since)))
 
 
+@dataclass(slots=True)
+class Batch:
+    """One send call's messages, their sequence numbers ``lo..hi`` and its times."""
+
+    messages: list[bytes]
+    lo: int
+    hi: int
+    intended_ns: int
+    started_ns: int
+
+
 class SenderLoop:
     """Batch choice, stamping, pacing and accounting of one sender worker."""
 
@@ -71,6 +85,7 @@ class SenderLoop:
         self.s = settings
         self.recorder = recorder
         self.rng = random.Random(settings.seed)
+        self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
         self.seq = 0
         self.start = time.monotonic()
         self.start_ns = time.time_ns()
@@ -78,7 +93,6 @@ class SenderLoop:
         self.failures = _Failures(
             settings.load.failure_timeout, f"sender {settings.node}/{settings.worker}"
         )
-        self.pending: tuple[list[bytes], int, int, int] | None = None
 
     def finished(self) -> bool:
         limit = self.s.load.messages
@@ -95,44 +109,31 @@ class SenderLoop:
         intended = self.start_ns + int(self.seq / self.s.load.rate * 1e9)
         return max(0.0, (intended - time.time_ns()) / 1e9)
 
-    def next_batch(self) -> tuple[list[bytes], int]:
-        """The batch to send and its start time (the same batch again after a failure)."""
-        if self.pending is None:
-            load = self.s.load
-            size = self.rng.randint(1, load.max_send_batch)
-            if load.messages is not None:
-                size = min(size, load.messages - self.seq)
-            intended = (
-                self.start_ns + int(self.seq / load.rate * 1e9) if load.rate else time.time_ns()
-            )
-            now = time.time_ns()
-            pool = self.s.pool
-            batch = [
-                message.stamp(
-                    pool[self.rng.randrange(len(pool))],
-                    message.header(
-                        self.s.tag, self.s.node, self.s.worker, self.seq + i, now, intended
-                    ),
-                )
-                for i in range(size)
-            ]
-            self.pending = (batch, self.seq, self.seq + size - 1, intended)
-        return self.pending[0], time.time_ns()
+    def next_batch(self) -> Batch:
+        """The next batch to send, stamped; its sequence numbers are taken."""
+        load = self.s.load
+        size = self.rng.randint(1, load.max_send_batch)
+        if load.messages is not None:
+            size = min(size, load.messages - self.seq)
+        now = time.time_ns()
+        # Closed loop: the intended time is the start (no send delay to speak of).
+        intended = self.start_ns + int(self.seq / load.rate * 1e9) if load.rate else now
+        lo = self.seq
+        payloads = self.rng.choices(self.s.pool, k=size)
+        self.seq = lo + size
+        return Batch(
+            self.stamper.stamp_batch(payloads, lo, now, intended), lo, lo + size - 1, intended, now
+        )
 
-    def sent(self, started_ns: int) -> None:
-        assert self.pending is not None
-        _, lo, hi, intended = self.pending
-        self.recorder.batch_sent(time.time_ns(), started_ns, min(intended, started_ns), lo, hi)
-        self.seq = hi + 1
-        self.pending = None
+    def sent(self, batch: Batch, done_ns: int) -> None:
+        """The broker confirmed ``batch`` at ``done_ns``."""
+        self.recorder.batch_sent(done_ns, batch.started_ns, batch.intended_ns, batch.lo, batch.hi)
         self.failures.ok()
 
-    def failed(self, error: BaseException) -> float:
-        # The batch is abandoned: its sequence numbers are never confirmed, so they are
-        # neither counted as sent nor as lost if they arrive anyway.
-        assert self.pending is not None
-        self.seq = self.pending[2] + 1
-        self.pending = None
+    def failed(self, batch: Batch, error: BaseException) -> float:
+        """``batch`` failed: it is abandoned (its sequence numbers are never confirmed, so
+        they count neither as sent nor as lost should they arrive anyway). Returns the
+        back-off to sleep."""
         return self.failures.failed(self.recorder, error)
 
 
@@ -142,6 +143,7 @@ class ReceiverLoop:
     def __init__(self, settings: WorkerSettings, recorder: WorkerRecorder) -> None:
         self.s = settings
         self.recorder = recorder
+        self.reader = message.Reader(settings.tag)
         self.last_message = time.monotonic()
         self.failures = _Failures(
             settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
@@ -166,13 +168,18 @@ class ReceiverLoop:
             return []
         now = time.time_ns()
         self.last_message = time.monotonic()
-        tag = self.s.tag
-        for m in messages:
-            identity = message.parse(m.body)
-            if identity is None or identity.tag != tag:
-                self.recorder.foreign(now)
-            else:
-                self.recorder.received(now, identity, m.redelivered)
+        nodes: list[int] = []
+        workers: list[int] = []
+        seqs: list[int] = []
+        intended: list[int] = []
+        foreign = self.reader.read([m.body for m in messages], nodes, workers, seqs, intended)
+        again = [m for m in messages if m.redelivered]
+        if foreign:
+            self.recorder.foreign(now, foreign)
+            # Redeliveries are counted for this run's messages only.
+            again = [m for m in again if self.reader.read([m.body], [], [], [], []) == 0]
+        redelivered = len(again)
+        self.recorder.received_batch(now, nodes, workers, seqs, intended, redelivered)
         return [m.receipt for m in messages]
 
     def acked(self, receipts: list[Hashable]) -> None:
@@ -184,18 +191,53 @@ class ReceiverLoop:
 
 
 def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
+    if loop.s.load.max_in_flight > 1:
+        _run_sender_pipelined(adapter, loop)
+        return
     while not loop.finished():
         wait = loop.pause()
         if wait:
             time.sleep(min(wait, 0.5))
             continue
-        batch, started = loop.next_batch()
+        batch = loop.next_batch()
         try:
-            adapter.send(batch)
+            adapter.send(batch.messages)
         except Exception as exc:
-            time.sleep(loop.failed(exc))
+            time.sleep(loop.failed(batch, exc))
         else:
-            loop.sent(started)
+            loop.sent(batch, time.time_ns())
+
+
+def _run_sender_pipelined(adapter: Adapter, loop: SenderLoop) -> None:
+    """Keep up to ``max_in_flight`` batches submitted; account each once it is confirmed."""
+    limit = loop.s.load.max_in_flight
+    in_flight: deque[tuple[Batch, Confirmation]] = deque()
+    while True:
+        wait = 0.0
+        if len(in_flight) < limit and not loop.finished():
+            wait = loop.pause()
+            if not wait:
+                batch = loop.next_batch()
+                try:
+                    in_flight.append((batch, adapter.submit(batch.messages)))
+                except Exception as exc:
+                    time.sleep(loop.failed(batch, exc))
+                continue
+        if not in_flight:
+            if loop.finished():
+                return
+            time.sleep(min(wait, 0.5))
+            continue
+        batch, confirmation = in_flight[0]
+        try:
+            done = confirmation.wait(min(wait, 0.5) if wait else 0.5)
+        except Exception as exc:
+            in_flight.popleft()
+            time.sleep(loop.failed(batch, exc))
+            continue
+        if done is not None:
+            in_flight.popleft()
+            loop.sent(batch, done)
 
 
 def run_receiver(adapter: Adapter, loop: ReceiverLoop) -> None:
@@ -210,18 +252,63 @@ def run_receiver(adapter: Adapter, loop: ReceiverLoop) -> None:
 
 
 async def run_sender_async(adapter: AsyncAdapter, loop: SenderLoop) -> None:
+    if loop.s.load.max_in_flight > 1:
+        await _run_sender_async_pipelined(adapter, loop)
+        return
     while not loop.finished():
         wait = loop.pause()
         if wait:
             await asyncio.sleep(min(wait, 0.5))
             continue
-        batch, started = loop.next_batch()
+        batch = loop.next_batch()
         try:
-            await adapter.send(batch)
+            await adapter.send(batch.messages)
         except Exception as exc:
-            await asyncio.sleep(loop.failed(exc))
+            await asyncio.sleep(loop.failed(batch, exc))
         else:
-            loop.sent(started)
+            loop.sent(batch, time.time_ns())
+
+
+async def _run_sender_async_pipelined(adapter: AsyncAdapter, loop: SenderLoop) -> None:
+    """Up to ``max_in_flight`` concurrent ``send`` calls on the worker's adapter."""
+    limit = loop.s.load.max_in_flight
+    in_flight: set[asyncio.Task[None]] = set()
+    finished: list[asyncio.Task[None]] = []
+
+    async def one(batch: Batch) -> None:
+        try:
+            await adapter.send(batch.messages)
+        except Exception as exc:
+            await asyncio.sleep(loop.failed(batch, exc))  # the slot stays taken meanwhile
+        else:
+            loop.sent(batch, time.time_ns())
+
+    def harvest() -> None:
+        while finished:
+            task = finished.pop()
+            in_flight.discard(task)
+            task.result()  # a worker that gave up raises here
+
+    try:
+        while not loop.finished():
+            harvest()
+            wait = loop.pause()
+            if wait:
+                await asyncio.sleep(min(wait, 0.5))
+                continue
+            if len(in_flight) >= limit:
+                await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            task = asyncio.create_task(one(loop.next_batch()))
+            task.add_done_callback(finished.append)
+            in_flight.add(task)
+            await asyncio.sleep(0)  # let the send start before the next batch is stamped
+        if in_flight:
+            await asyncio.wait(in_flight)
+        harvest()
+    finally:
+        for task in in_flight:
+            task.cancel()
 
 
 async def run_receiver_async(adapter: AsyncAdapter, loop: ReceiverLoop) -> None:

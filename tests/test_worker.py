@@ -1,0 +1,119 @@
+"""Worker loops against in-memory adapters: batches in flight, failures, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Hashable, Sequence
+
+import pytest
+
+from brokers.base import Adapter, AsyncAdapter, Confirmation, Received
+from workload import message
+from workload.recording import WorkerRecorder
+from workload.scenario import LoadSection
+from workload.worker import SenderLoop, WorkerSettings, run_sender, run_sender_async
+
+
+class Later(Confirmation):
+    """Confirmed on the ``ready``-th wait; fails instead when ``error`` is set."""
+
+    def __init__(self, adapter: PipelinedMemory, batch: list[bytes], error: bool) -> None:
+        self.adapter, self.batch, self.error, self.waits = adapter, batch, error, 0
+
+    def wait(self, timeout: float) -> int | None:
+        self.waits += 1
+        if self.waits < 2:
+            return None
+        if self.error:
+            raise RuntimeError("refused")
+        self.adapter.stored.extend(self.batch)
+        return time.time_ns()
+
+
+class PipelinedMemory(Adapter):
+    pipelined = True
+
+    def __init__(self, fail_every: int = 0) -> None:
+        self.stored: list[bytes] = []
+        self.submitted = 0
+        self.fail_every = fail_every
+        self.pending: list[Later] = []
+        self.most_pending = 0
+
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
+        self.submitted += 1
+        failing = bool(self.fail_every) and self.submitted % self.fail_every == 0
+        later = Later(self, list(batch), failing)
+        self.pending = [p for p in self.pending if p.waits < 2] + [later]
+        self.most_pending = max(self.most_pending, len(self.pending))
+        return later
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        raise AssertionError("a pipelined worker submits")
+
+    def receive(self, max_n: int) -> list[Received]:
+        return []
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        pass
+
+
+def _loop(max_in_flight: int, messages: int) -> SenderLoop:
+    load = LoadSection(
+        max_in_flight=max_in_flight, messages=messages, duration=60, failure_timeout=60
+    )
+    pool = message.message_pool(10, 100, seed=0)
+    settings = WorkerSettings("t0000000.0", 0, 0, load, pool, lambda: False)
+    return SenderLoop(settings, WorkerRecorder("sender", 0, 0))
+
+
+def _confirmed(loop: SenderLoop) -> set[int]:
+    return {s for lo, hi in loop.recorder.sent_ranges for s in range(lo, hi + 1)}
+
+
+def test_pipelined_sender_keeps_batches_in_flight_and_counts_only_confirmed() -> None:
+    adapter = PipelinedMemory(fail_every=5)
+    loop = _loop(max_in_flight=4, messages=500)
+    run_sender(adapter, loop)
+    assert adapter.most_pending == 4
+    stored = {message.parse(b).seq for b in adapter.stored}  # type: ignore[union-attr]
+    assert _confirmed(loop) == stored
+    assert loop.recorder.total_sent == len(stored) < 500
+    assert loop.recorder.total_errors == adapter.submitted // 5
+
+
+class AsyncMemory(AsyncAdapter):
+    def __init__(self) -> None:
+        self.stored: list[bytes] = []
+        self.concurrent = 0
+        self.most = 0
+        self.calls = 0
+
+    async def send(self, batch: Sequence[bytes]) -> None:
+        self.calls += 1
+        call = self.calls
+        self.concurrent += 1
+        self.most = max(self.most, self.concurrent)
+        await asyncio.sleep(0.001)
+        self.concurrent -= 1
+        if call % 7 == 0:
+            raise RuntimeError("refused")
+        self.stored.extend(batch)
+
+    async def receive(self, max_n: int) -> list[Received]:
+        return []
+
+    async def ack(self, receipts: Sequence[Hashable]) -> None:
+        pass
+
+
+@pytest.mark.parametrize("in_flight", [1, 8])
+def test_async_sender_awaits_up_to_max_in_flight_sends(in_flight: int) -> None:
+    adapter = AsyncMemory()
+    loop = _loop(max_in_flight=in_flight, messages=400)
+    asyncio.run(run_sender_async(adapter, loop))
+    assert adapter.most == in_flight
+    stored = {message.parse(b).seq for b in adapter.stored}  # type: ignore[union-attr]
+    assert _confirmed(loop) == stored
+    assert loop.recorder.total_errors == adapter.calls // 7
