@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem
+from workload.node import processes_for
 from workload.scenario import Scenario
 from workload.sweep import SweepPoint
 
@@ -68,6 +69,8 @@ def build_context(
                 "varied": p.varied,
                 "load": p.load.model_dump(mode="json"),
                 "params": p.params,
+                # Processes each client node spreads its workers over (on this host).
+                "processes_per_node": processes_for(p.load),
             }
             for p in points
         ],
@@ -80,7 +83,9 @@ def build_context(
             **broker,
         },
         "clients": {
-            name: package_version(name) for name in ("brokerbench", system.client_package) if name
+            name: package_version(name)
+            for name in ("brokerbench", system.client(scenario.broker_params()))
+            if name
         },
         "host": host_info(),
         "clock": {"sync": "single host: one clock", "offset_ms": 0.0},

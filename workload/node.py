@@ -1,17 +1,23 @@
-"""One client node: a process (locally) or a machine (on AWS) running ``threads`` workers of
-one role, reporting progress once a second and writing its results when it ends.
+"""One client node: a process group (locally) or a machine (on AWS) running ``threads``
+workers of one role, reporting progress once a second and writing its results when it ends.
 
-A node always writes what it recorded — also when a worker gave up, the broker died or
-the run was interrupted — and a status file saying how it ended.
+A node spreads its workers over ``processes`` (default: one per CPU core, at most one per
+worker) so that the client is not held to one core by Python's interpreter lock; each
+process runs its share of the workers as threads (or asyncio tasks) and writes its own
+part of the node's results. A part always writes what it recorded — also when a worker
+gave up, the broker died or the run was interrupted — and a status file saying how it
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing as mp
+import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,7 +25,7 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
 from workload.recording import WorkerRecorder
-from workload.results import NodeStatus, write_node, write_status
+from workload.results import NodeStatus, read_statuses, write_node, write_status
 from workload.scenario import LoadSection
 from workload.worker import (
     ReceiverLoop,
@@ -55,6 +61,27 @@ class NodeSpec:
     params: dict[str, Any]
     destination: str
     load: LoadSection
+    #: Which process of the node this is, and the workers it runs (all of them when None).
+    part: int = 0
+    workers: range | None = None
+
+    @property
+    def worker_ids(self) -> range:
+        return self.workers if self.workers is not None else range(self.load.threads)
+
+
+def processes_for(load: LoadSection, cpus: int | None = None) -> int:
+    """How many processes a node spreads its workers over (never more than workers)."""
+    wanted = load.processes or cpus or os.cpu_count() or 1
+    return max(1, min(load.threads, wanted))
+
+
+def split(spec: NodeSpec, cpus: int | None = None) -> list[NodeSpec]:
+    """The node's processes: its workers in contiguous shares, as even as they divide."""
+    count = processes_for(spec.load, cpus)
+    threads = spec.load.threads
+    bounds = [threads * i // count for i in range(count + 1)]
+    return [replace(spec, part=i, workers=range(bounds[i], bounds[i + 1])) for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -62,6 +89,7 @@ class Progress:
     point: int
     role: str
     node: int
+    part: int
     sent: int
     received: int
     errors: int
@@ -79,7 +107,7 @@ def run_node(
     params = system.params_model.model_validate(spec.params)
     destination = Destination(spec.destination)
     pool = message.message_pool(spec.load.pool_size, spec.load.message_size, seed=spec.node)
-    recorders = [WorkerRecorder(spec.role, spec.node, w) for w in range(spec.load.threads)]
+    recorders = [WorkerRecorder(spec.role, spec.node, w) for w in spec.worker_ids]
     settings = [
         WorkerSettings(
             tag=spec.tag,
@@ -91,7 +119,7 @@ def run_node(
             senders_done=senders_done.is_set if senders_done is not None else lambda: True,
             seed=hash((spec.run_id, spec.point, spec.node, w)) & 0xFFFFFFFF,
         )
-        for w in range(spec.load.threads)
+        for w in spec.worker_ids
     ]
     errors: list[str] = []
 
@@ -102,6 +130,7 @@ def run_node(
                     spec.point,
                     spec.role,
                     spec.node,
+                    spec.part,
                     sum(r.total_sent for r in recorders),
                     sum(r.total_received for r in recorders),
                     sum(r.total_errors for r in recorders),
@@ -120,11 +149,14 @@ def run_node(
     except Exception as exc:
         errors.append(_one_line(exc))
     finally:
-        write_node(spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders)
+        write_node(
+            spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
+        )
         status = NodeStatus(
             point=spec.point,
             role=spec.role,
             node=spec.node,
+            part=spec.part,
             ok=not errors,
             error=errors[0] if errors else "",
             sent=sum(r.total_sent for r in recorders),
@@ -212,8 +244,52 @@ async def _run_async(
 
 
 def node_process(
-    spec: NodeSpec, stop: StopFlag, progress: ProgressSink, senders_done: StopFlag
+    spec: NodeSpec,
+    stop: StopFlag,
+    progress: ProgressSink | None,
+    senders_done: StopFlag | None,
 ) -> None:
     """Entry point of a spawned node process: Ctrl-C is the coordinator's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_node(spec, stop, progress, senders_done)
+
+
+def run_node_processes(spec: NodeSpec, stop: StopFlag) -> list[NodeStatus]:
+    """Run a whole node here, its workers spread over processes; the statuses of its parts.
+
+    ``stop`` (e.g. set by SIGTERM) is passed on to every process. A process that ends
+    without writing its status is reported as a failed part.
+    """
+    parts = split(spec)
+    if len(parts) == 1:
+        return [run_node(parts[0], stop)]
+    ctx = mp.get_context("spawn")
+    stop_all = ctx.Event()
+    processes = [
+        ctx.Process(target=node_process, args=(part, stop_all, None, None), name=f"part-{i}")
+        for i, part in enumerate(parts)
+    ]
+    for process in processes:
+        process.start()
+    while any(p.is_alive() for p in processes):
+        if stop.is_set():
+            stop_all.set()
+        for process in processes:
+            process.join(timeout=0.5)
+    written = {
+        s.part: s
+        for s in read_statuses(spec.run_dir)
+        if (s.point, s.role, s.node) == (spec.point, spec.role, spec.node)
+    }
+    return [
+        written.get(part.part)
+        or NodeStatus(
+            point=spec.point,
+            role=spec.role,
+            node=spec.node,
+            part=part.part,
+            ok=False,
+            error=f"process {part.part} exited with code {process.exitcode} without results",
+        )
+        for part, process in zip(parts, processes, strict=True)
+    ]

@@ -20,13 +20,13 @@ class ProgressView:
         self.tty = stream.isatty()
         self.log_every = log_every
         self.start = time.monotonic()
-        self.latest: dict[tuple[str, int], Progress] = {}
+        self.latest: dict[tuple[str, int, int], Progress] = {}
         self.last_print = 0.0
         self.last_totals = (0, 0, self.start)
         self.rates = (0.0, 0.0)
 
     def update(self, item: Progress) -> None:
-        self.latest[(item.role, item.node)] = item
+        self.latest[(item.role, item.node, item.part)] = item
 
     def totals(self) -> tuple[int, int, int]:
         values = self.latest.values()

@@ -19,7 +19,7 @@ from brokers import registry
 from workload.context import build_context, now_iso, write_context
 from workload.errors import UserError
 from workload.naming import destination_name, point_tag, run_tag
-from workload.node import NodeSpec, run_node
+from workload.node import NodeSpec, run_node_processes
 from workload.scenario import Scenario, load_scenario
 from workload.sweep import SweepPoint, expand
 
@@ -84,15 +84,17 @@ def cmd_node(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    status = run_node(spec, stop)
+    statuses = run_node_processes(spec, stop)
     print(
-        f"{args.role} {args.node} point {point.index}: sent {status.sent:,} "
-        f"received {status.received:,} errors {status.errors:,} (finished {now_iso()})"
+        f"{args.role} {args.node} point {point.index}: sent {sum(s.sent for s in statuses):,} "
+        f"received {sum(s.received for s in statuses):,} "
+        f"errors {sum(s.errors for s in statuses):,} in {len(statuses)} process(es) "
+        f"(finished {now_iso()})"
     )
-    if not status.ok:
-        print(status.error)
-        return 1
-    return 0
+    failed = [s for s in statuses if not s.ok]
+    for status in failed:
+        print(f"process {status.part}: {status.error}")
+    return 1 if failed else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,8 @@
   ``analysis/``               what the analysis job writes (summary.csv, windows, report)
 
 Every row carries ``run_id`` and ``point`` so the tables of many runs can be read as one
-dataset (locally or from S3). Files are named ``p<point>-<role>-<node>.parquet``.
+dataset (locally or from S3). Files are named ``p<point>-<role>-<node>.<part>.parquet``: a
+node's workers are spread over processes, each writing its own part.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class NodeStatus:
     node: int
     ok: bool
     error: str = ""
+    part: int = 0
     sent: int = 0
     received: int = 0
     errors: int = 0
@@ -93,8 +95,8 @@ def raw_dir(run_dir: Path, table: str) -> Path:
     return run_dir / "raw" / table
 
 
-def node_file(point: int, role: str, node: int) -> str:
-    return f"p{point}-{role}-{node}"
+def node_file(point: int, role: str, node: int, part: int = 0) -> str:
+    return f"p{point}-{role}-{node}.{part}"
 
 
 def write_node(
@@ -104,8 +106,9 @@ def write_node(
     role: str,
     node: int,
     recorders: Iterable[WorkerRecorder],
+    part: int = 0,
 ) -> None:
-    """Write one node's recorders as one Parquet file per table (atomically renamed)."""
+    """Write one node part's recorders as one Parquet file per table (atomically renamed)."""
     recorders = list(recorders)
     seconds: dict[str, list[object]] = {name: [] for name in SECONDS_SCHEMA.names}
     ranges: dict[str, list[object]] = {name: [] for name in SENT_RANGES_SCHEMA.names}
@@ -135,7 +138,7 @@ def write_node(
                 SENT_RANGES_SCHEMA.names, (run_id, point, node, rec.worker, lo, hi), strict=True
             ):
                 ranges[key].append(value)
-    name = node_file(point, role, node)
+    name = node_file(point, role, node, part)
     _write(raw_dir(run_dir, "seconds"), name, pa.table(seconds, schema=SECONDS_SCHEMA))
     if role == "sender":
         _write(raw_dir(run_dir, "sent_ranges"), name, pa.table(ranges, schema=SENT_RANGES_SCHEMA))
@@ -172,7 +175,7 @@ def _write(directory: Path, name: str, table: pa.Table) -> None:
 def write_status(run_dir: Path, status: NodeStatus) -> None:
     directory = run_dir / "nodes"
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{node_file(status.point, status.role, status.node)}.json"
+    path = directory / f"{node_file(status.point, status.role, status.node, status.part)}.json"
     path.write_text(json.dumps(asdict(status), indent=1))
 
 

@@ -26,7 +26,7 @@ from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from workload.context import build_context, now_iso, write_context
 from workload.naming import destination_name, point_tag, run_tag
-from workload.node import NodeSpec, Progress, node_process
+from workload.node import NodeSpec, Progress, node_process, split
 from workload.progress import ProgressView
 from workload.results import read_statuses
 from workload.scenario import Scenario, load_scenario
@@ -147,7 +147,7 @@ def run_point(
     stop = ctx.Event()
     senders_done = ctx.Event()
     progress: Any = ctx.Queue()
-    specs = [
+    nodes = [
         NodeSpec(
             run_dir=outcome.run_dir,
             run_id=outcome.run_id,
@@ -164,11 +164,12 @@ def run_point(
         for role, count in (("receiver", point.receiver_nodes), ("sender", point.load.sender_nodes))
         for node in range(count)
     ]
+    specs = [part for node_spec in nodes for part in split(node_spec)]
     processes = [
         ctx.Process(
             target=node_process,
             args=(spec, stop, progress, senders_done),
-            name=f"{spec.role}-{spec.node}",
+            name=f"{spec.role}-{spec.node}.{spec.part}",
         )
         for spec in specs
     ]
@@ -199,16 +200,17 @@ def run_point(
             if process.is_alive():
                 process.terminate()
     statuses = {
-        (s.role, s.node): s for s in read_statuses(outcome.run_dir) if s.point == point.index
+        (s.role, s.node, s.part): s
+        for s in read_statuses(outcome.run_dir)
+        if s.point == point.index
     }
     for spec, process in zip(specs, processes, strict=True):
-        status = statuses.get((spec.role, spec.node))
+        status = statuses.get((spec.role, spec.node, spec.part))
+        who = f"{spec.role} node {spec.node}" + (f" (process {spec.part})" if spec.part else "")
         if status is None:
-            outcome.errors.append(
-                f"{spec.role} node {spec.node} exited with code {process.exitcode} without results"
-            )
+            outcome.errors.append(f"{who} exited with code {process.exitcode} without results")
         elif not status.ok:
-            outcome.errors.append(f"{spec.role} node {spec.node}: {status.error}")
+            outcome.errors.append(f"{who}: {status.error}")
     if any(s.errors for s in statuses.values()) and not outcome.errors:
         failed = sum(s.errors for s in statuses.values())
         console(f"  note: {failed} failed call(s) were retried (see the errors column)")
