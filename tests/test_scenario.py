@@ -143,3 +143,25 @@ def test_validate_cli_exits_2_with_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "load.thredas" in lines[0] and str(path) in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_warmup_defaults_to_10_s_or_a_fifth_of_a_short_run(tmp_path: Path) -> None:
+    assert load_scenario(write(tmp_path, GOOD)).measurement.warmup == 10.0
+    short = load_scenario(write(tmp_path, GOOD.replace('"2m"', '"20s"')))
+    assert short.measurement.warmup == 4.0
+    given = load_scenario(write(tmp_path, GOOD + '[measurement]\nwarmup = "30s"\n'))
+    assert given.measurement.warmup == 30.0
+
+
+def test_warmup_as_long_as_the_run_is_an_error(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + '[measurement]\nwarmup = "2m"\n')
+    assert "warmup" in line and "shorter than load.duration" in line
+
+
+def test_batches_in_flight_need_a_system_that_can_keep_them(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + "max_in_flight = 4\n")
+    assert "load.max_in_flight" in line and "only 1" in line
+    nats = GOOD.replace('"postgresql"', '"nats"') + "max_in_flight = 4\n"
+    assert load_scenario(write(tmp_path, nats)).load.max_in_flight == 4
+    (line,) = error_lines(tmp_path, GOOD + "max_in_flight = 0\n")
+    assert "load.max_in_flight" in line

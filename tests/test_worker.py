@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Hashable, Sequence
+from pathlib import Path
 
 import pytest
 
-from brokers.base import Adapter, AsyncAdapter, Confirmation, Received
+from brokers.base import Adapter, AsyncAdapter, Confirmation, Endpoints, Received
 from workload import message
+from workload.node import NodeSpec, split
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
 from workload.worker import SenderLoop, WorkerSettings, run_sender, run_sender_async
@@ -117,3 +119,34 @@ def test_async_sender_awaits_up_to_max_in_flight_sends(in_flight: int) -> None:
     stored = {message.parse(b).seq for b in adapter.stored}  # type: ignore[union-attr]
     assert _confirmed(loop) == stored
     assert loop.recorder.total_errors == adapter.calls // 7
+
+
+@pytest.mark.parametrize(
+    ("threads", "processes", "cpus", "shares"),
+    [
+        (1, None, 8, [range(0, 1)]),
+        (4, None, 2, [range(0, 2), range(2, 4)]),
+        (5, None, 2, [range(0, 2), range(2, 5)]),
+        (3, 8, 2, [range(0, 1), range(1, 2), range(2, 3)]),
+        (4, 1, 2, [range(0, 4)]),
+    ],
+)
+def test_a_node_spreads_its_workers_over_processes(
+    tmp_path: Path, threads: int, processes: int | None, cpus: int, shares: list[range]
+) -> None:
+    spec = NodeSpec(
+        run_dir=tmp_path,
+        run_id="r",
+        tag="t.0",
+        point=0,
+        role="sender",
+        node=0,
+        system="redis",
+        endpoints=Endpoints(("127.0.0.1:1",)),
+        params={},
+        destination="d",
+        load=LoadSection(threads=threads, processes=processes),
+    )
+    parts = split(spec, cpus=cpus)
+    assert [p.worker_ids for p in parts] == shares
+    assert [p.part for p in parts] == list(range(len(shares)))
