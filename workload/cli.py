@@ -105,7 +105,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_brokers(args: argparse.Namespace) -> int:
-    rows = []
+    rows = [("system", "title", "local topologies", "in flight", "here")]
     for name, system in registry.systems().items():
         if system.local is None:
             where = "AWS only"
@@ -115,10 +115,11 @@ def cmd_brokers(args: argparse.Namespace) -> int:
             if system.local.stand_in and not missing:
                 where += f" (stand-in: {system.local.stand_in})"
         topologies = ", ".join(system.local.topologies) if system.local else "-"
-        rows.append((name, system.title, topologies, where))
-    width = [max(len(r[i]) for r in rows) for i in range(3)]
+        in_flight = "max_in_flight" if system.can_pipeline else "1"
+        rows.append((name, system.title, topologies, in_flight, where))
+    width = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        print(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}")
+        print("  ".join(f"{r[i]:<{width[i]}}" for i in range(4)) + f"  {r[4]}")
     return 0
 
 
