@@ -87,14 +87,29 @@ def test_broker_dying_mid_run_names_the_node_and_keeps_results(tmp_path: Path) -
     assert int(row["sent"]) > 0  # what was confirmed before the crash is kept and analysed
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_what_was_recorded(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "whole_group", "code"),
+    [
+        (signal.SIGINT, True, 130),  # what a terminal's Ctrl-C sends
+        (signal.SIGTERM, True, 143),  # what `timeout`, CI and systemd send
+        (signal.SIGHUP, False, 129),  # a closed terminal
+    ],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_stopping_signal_stops_cleanly_and_keeps_what_was_recorded(
+    tmp_path: Path, signum: int, whole_group: bool, code: int
+) -> None:
     proc, results = start_run(tmp_path)
     wait_for_messages(results, proc)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    if whole_group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)
     stdout, stderr = proc.communicate(timeout=240)
     stderr = stdout + stderr
-    assert proc.returncode == 130, stderr
-    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert proc.returncode == code, stderr
+    assert f"interrupted ({signal.Signals(signum).name})" in stderr
+    assert "Traceback" not in stderr and "without results" not in stderr
     (row,) = read_summary(results)
     assert int(row["sent"]) > 0 and int(row["lost"]) >= 0
     assert not redis_servers_of(proc), "the broker was not stopped"

@@ -1,14 +1,15 @@
 """The ``brokerbench`` command line.
 
 Exit codes: 0 success, 2 invalid input (scenario, arguments), 1 a failed run (broker
-unreachable or died, a node failed), 130 interrupted. User errors are one line each, never
-a stack trace.
+unreachable or died, a node failed), 128 + the signal when interrupted (130 Ctrl-C, 143
+SIGTERM, 129 SIGHUP). User errors are one line each, never a stack trace.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,15 +31,17 @@ def _err(message: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from workload.runner import run_scenario
+    from workload.signals import exit_code, stop_on_termination
 
+    stop_on_termination()
     outcome = run_scenario(args.scenario, args.results, console=_say)
     code = 0
     for error in outcome.errors:
         _err(error)
         code = 1
     if outcome.interrupted:
-        _err("interrupted; what was recorded is kept and analysed")
-        code = 130
+        _err(f"interrupted ({outcome.signal}); what was recorded is kept and analysed")
+        code = exit_code(signal.Signals[outcome.signal])
     if not args.no_analysis:
         _report(outcome.run_dir)
     if code == 1:
@@ -209,9 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokerError, RunFailed) as exc:
         _err(str(exc))
         return 1
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        from workload.signals import exit_code, signal_name
+
+        name = signal_name(exc)
+        _err(f"interrupted ({name})")
+        return exit_code(signal.Signals[name])
     except BrokenPipeError:
         return 1  # the reader went away (e.g. `| head`); nothing left to say
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,6 +26,7 @@ from workload import message
 from workload.recording import WorkerRecorder
 from workload.results import NodeStatus, read_statuses, write_node, write_status
 from workload.scenario import LoadSection
+from workload.signals import leave_stopping_to_the_coordinator
 from workload.worker import (
     ReceiverLoop,
     SenderLoop,
@@ -249,8 +249,8 @@ def node_process(
     progress: ProgressSink | None,
     senders_done: StopFlag | None,
 ) -> None:
-    """Entry point of a spawned node process: Ctrl-C is the coordinator's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Entry point of a spawned node process: signals are the coordinator's to handle."""
+    leave_stopping_to_the_coordinator()
     run_node(spec, stop, progress, senders_done)
 
 

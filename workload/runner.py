@@ -30,6 +30,7 @@ from workload.node import NodeSpec, Progress, node_process, split
 from workload.progress import ProgressView
 from workload.results import read_statuses
 from workload.scenario import Scenario, load_scenario
+from workload.signals import signal_name
 from workload.sweep import SweepPoint, expand
 
 Console = Callable[[str], None]
@@ -41,6 +42,8 @@ class RunOutcome:
     run_dir: Path
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
+    #: The signal that interrupted the run (SIGINT for Ctrl-C).
+    signal: str = "SIGINT"
 
     @property
     def ok(self) -> bool:
@@ -188,17 +191,23 @@ def run_point(
                 for name in set(cluster.dead_nodes()) - dead_reported:
                     dead_reported.add(name)
                     outcome.errors.append(f"broker node {name} died during the run")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         outcome.interrupted = True
+        outcome.signal = signal_name(exc)
         stop.set()
-        console("\ninterrupted: stopping the workers and keeping what was recorded…")
+        console(
+            f"\ninterrupted ({outcome.signal}): stopping the workers and keeping what was recorded…"
+        )
         _join(processes, timeout=60)
     finally:
         _drain(progress, view, timeout=0)
         view.close()
+        stop.set()
+        _join(processes, timeout=5)
         for process in processes:
             if process.is_alive():
-                process.terminate()
+                process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
+                process.join(timeout=5)
     statuses = {
         (s.role, s.node, s.part): s
         for s in read_statuses(outcome.run_dir)
