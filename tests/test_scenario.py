@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from brokers.base import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
+from workload import cli
+from workload import scenario as scenario_module
 from workload.errors import ScenarioError
-from workload.scenario import load_scenario, parse_duration
+from workload.scenario import SweepSection, format_duration, load_scenario, parse_duration
 from workload.sweep import expand
 
 GOOD = """
@@ -165,3 +172,259 @@ def test_batches_in_flight_need_a_system_that_can_keep_them(tmp_path: Path) -> N
     assert load_scenario(write(tmp_path, nats)).load.max_in_flight == 4
     (line,) = error_lines(tmp_path, GOOD + "max_in_flight = 0\n")
     assert "load.max_in_flight" in line
+
+
+# Hostile input: strict types, limits, cross-field checks, sweep points, endpoints, files.
+
+
+def test_numbers_and_booleans_are_not_coerced(tmp_path: Path) -> None:
+    for written in ("threads = true", 'threads = "3"', "threads = 3.0"):
+        (line,) = error_lines(tmp_path, GOOD.replace("threads = 3", written))
+        assert "load.threads" in line and "valid integer" in line
+    (line,) = error_lines(tmp_path, GOOD + 'message_size = "100"\n')
+    assert "load.message_size" in line and "got a string" in line
+    (line,) = error_lines(tmp_path, GOOD + "rate = true\n")
+    assert "load.rate" in line and "got a boolean" in line
+
+
+def test_durations_take_numbers_and_strings(tmp_path: Path) -> None:
+    for written, seconds in (("90", 90.0), ("2.5", 2.5), ('"90s"', 90.0), ('"1h"', 3600.0)):
+        s = load_scenario(write(tmp_path, GOOD.replace('"2m"', written)))
+        assert s.load.duration == seconds
+    for written in ("inf", "nan", '"99999999999h"', '"169h"', "true", '"١٢٣s"', "10000000000"):
+        (line,) = error_lines(tmp_path, GOOD.replace('"2m"', written))
+        assert "load.duration" in line and "line 7" in line
+
+
+@pytest.mark.parametrize(
+    ("key", "highest", "beyond"),
+    [
+        ("threads", "10000", "10001"),
+        ("sender_nodes", "1000", "1001"),
+        ("receiver_nodes", "2000", "2001"),
+        ("max_send_batch", "100000", "100001"),
+        ("receive_batch", "100000", "100001"),
+        ("pool_size", "1000000", "1000001"),
+        ("messages", "1000000000000", "1000000000001"),
+        ("rate", "100000000", "100000001"),
+        ("idle_timeout", '"168h"', '"169h"'),
+        ("failure_timeout", "604800", "604801"),
+    ],
+)
+def test_every_number_has_an_upper_bound(
+    tmp_path: Path, key: str, highest: str, beyond: str
+) -> None:
+    text = GOOD.replace("threads = 3", "") + f"{key} = {{}}\n"
+    load_scenario(write(tmp_path, text.format(highest)))
+    (line,) = error_lines(tmp_path, text.format(beyond))
+    assert f"load.{key}" in line and "less than or equal to" in line and "line 8" in line
+
+
+def test_message_size_and_pool_memory_limits(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + "message_size = 16777217\n")
+    assert "load.message_size" in line and "16777216" in line
+    load_scenario(write(tmp_path, GOOD + "message_size = 16777216\npool_size = 64\n"))
+    (line,) = error_lines(tmp_path, GOOD + "message_size = 200000\n")
+    assert "load.pool_size" in line and "1 GiB" in line
+
+
+def test_rate_has_a_floor(tmp_path: Path) -> None:
+    assert load_scenario(write(tmp_path, GOOD + "rate = 0.001\n")).load.rate == 0.001
+    (line,) = error_lines(tmp_path, GOOD + "rate = 1e-300\n")
+    assert "load.rate" in line and "0.001" in line
+
+
+def test_name_and_description_lengths(tmp_path: Path) -> None:
+    load_scenario(write(tmp_path, GOOD.replace('"t"', '"' + "n" * 64 + '"')))
+    (line,) = error_lines(tmp_path, GOOD.replace('"t"', '"' + "n" * 300 + '"'))
+    assert line.startswith(f"{tmp_path / 's.toml'}: name: ") and "64 characters" in line
+    (line,) = error_lines(tmp_path, 'description = "' + "d" * 2001 + '"\n' + GOOD)
+    assert "description" in line and "2000 characters" in line
+
+
+def test_step_longer_than_the_window_is_an_error(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + '[measurement]\nwindow = "5s"\nstep = "10s"\n')
+    assert "measurement.step" in line and "must not exceed window" in line and "line 10" in line
+
+
+def test_a_window_longer_than_the_run_is_an_error(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + '[measurement]\nwindow = "5m"\n')
+    assert "measurement.window" in line and "load.duration (120 s)" in line and "line 9" in line
+
+
+def test_sweep_size_is_bounded_before_expanding(tmp_path: Path) -> None:
+    hundred = list(range(1, 101))
+    text = GOOD + (
+        f"[sweep]\nthreads = {hundred}\nsender_nodes = {hundred}\n"
+        f"receiver_nodes = {hundred}\nmessage_size = {[100 + i for i in range(100)]}\n"
+    )
+    (line,) = error_lines(tmp_path, text)
+    assert "sweep: 100,000,000 sweep points" in line and "10,000" in line
+
+
+def test_sweep_values_obey_the_load_limits(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + "[sweep]\nmessage_size = [100, 10000000000]\n")
+    assert "sweep.message_size[1]" in line and "16777216" in line and "line 9" in line
+    (line,) = error_lines(tmp_path, GOOD + "[sweep]\nthreads = [1, true]\n")
+    assert "sweep.threads[1]" in line and "valid integer" in line
+
+
+def test_every_sweep_point_is_validated_whole(tmp_path: Path) -> None:
+    text = GOOD + "[sweep]\nthreads = [1, 2]\nmessage_size = [100, 200000]\n"
+    (line,) = error_lines(tmp_path, text)
+    assert "sweep.message_size[1]" in line and "1 GiB" in line and "line 10" in line
+    points = GOOD + "[[sweep.points]]\nthreads = 2\n[[sweep.points]]\nmessage_size = 300000\n"
+    (line,) = error_lines(tmp_path, points)
+    assert "sweep.points[1].message_size" in line and "1 GiB" in line and "line 11" in line
+
+
+def test_swept_broker_parameters_are_checked_in_every_combination(tmp_path: Path) -> None:
+    text = (
+        'name = "p"\n[broker]\nsystem = "pulsar"\ntopology = "cluster"\n'
+        "[sweep]\nparams = { ensemble_size = [1, 3], write_quorum = [3], ack_quorum = [2] }\n"
+    )
+    (line,) = error_lines(tmp_path, text)
+    assert line.split(": ")[1] == "sweep" and "ensemble_size=1 write_quorum=3 ack_quorum=2" in line
+    bad_value = GOOD + '[sweep]\nparams = { replication = ["synchronous", "bogus"] }\n'
+    (line,) = error_lines(tmp_path, bad_value)
+    assert "sweep.params.replication[1]" in line and "line 9" in line
+
+
+def test_expand_validates_each_point(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD))
+    swept = scenario.model_copy(update={"sweep": SweepSection(message_size=[200_000])})
+    with pytest.raises(ValidationError, match="1 GiB"):
+        expand(swept)
+
+
+ENDPOINTS = GOOD.replace(
+    'system = "postgresql"', 'system = "postgresql"\ndeployment = "endpoints"\nendpoints = [{}]'
+)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["[::1]:9092", "10.0.0.5:6379", "redpanda-1:9092", "broker.example.com.:443", "db_1:1"],
+)
+def test_endpoint_syntax_accepted(tmp_path: Path, endpoint: str) -> None:
+    s = load_scenario(write(tmp_path, ENDPOINTS.format(json.dumps(endpoint))))
+    host, port = split_host_port(s.broker.endpoints[0])
+    written_host, _, written_port = endpoint.rpartition(":")
+    assert (host, port) == (written_host.strip("[]"), int(written_port))
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "::1",
+        "a b c:80",
+        "$(id):80",
+        "-oProxyCommand=x:22",
+        "h:٨٠",
+        "h:0",
+        "h:65536",
+        "h:",
+        "[::1]",
+        "[zz::1]:80",
+        "999.1.1.1:80",
+        "h;rm:80",
+        "h:80 ",
+        "a" * 300 + ":80",
+    ],
+)
+def test_endpoint_syntax_rejected(tmp_path: Path, endpoint: str) -> None:
+    (line,) = error_lines(tmp_path, ENDPOINTS.format(json.dumps(endpoint)))
+    assert "broker.endpoints[0]" in line and "line 6" in line
+
+
+def test_deep_nesting_is_one_line(tmp_path: Path) -> None:
+    for nested in ("[" * 1000 + "]" * 1000, "{ a = " * 1000 + "1" + " }" * 1000):
+        (line,) = error_lines(tmp_path, GOOD + f"nested = {nested}\n")
+        assert line == f"{tmp_path / 's.toml'}: not valid TOML: arrays or tables nested too deeply"
+
+
+def test_parser_out_of_memory_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def exhausted(text: str) -> dict[str, object]:
+        raise MemoryError
+
+    monkeypatch.setattr(scenario_module.tomllib, "loads", exhausted)
+    (line,) = error_lines(tmp_path, GOOD)
+    assert line.startswith(str(tmp_path / "s.toml")) and "too large" in line
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_devices_are_refused_without_reading(device: str) -> None:
+    if not Path(device).exists():
+        pytest.skip(f"no {device}")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(device)
+    assert info.value.lines == [
+        f"{device}: not a regular file (a pipe, device or socket); nothing was read"
+    ]
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="a directory"):
+        load_scenario(tmp_path)
+
+
+def test_a_named_pipe_returns_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def validate() -> None:
+        try:
+            load_scenario(fifo)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=validate, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "load_scenario blocked on a named pipe"
+    (exc,) = outcome
+    assert isinstance(exc, ScenarioError) and "not a regular file" in str(exc)
+
+
+def test_a_file_over_1_mib_is_refused(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + "#" * (1024 * 1024) + "\n")
+    assert "larger than the limit of 1 MiB" in line
+
+
+def test_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_bytes(b'name = "\xff"\n')
+    with pytest.raises(ScenarioError, match="not UTF-8") as info:
+        load_scenario(path)
+    assert len(info.value.lines) == 1
+
+
+def test_odd_keys_stay_on_one_printable_line(tmp_path: Path) -> None:
+    (line,) = error_lines(tmp_path, GOOD + '"odd\\nkey\\u2028" = 1\n')
+    assert line.isprintable() and 'load."odd\\nkey\\u2028": unknown key' in line
+
+
+def test_many_problems_are_capped(tmp_path: Path) -> None:
+    lines = error_lines(tmp_path, GOOD + f"[sweep]\nthreads = {[0] * 200}\n")
+    assert len(lines) == 51 and "150 further problem(s) not shown" in lines[-1]
+    assert all(x.startswith(str(tmp_path / "s.toml")) for x in lines)
+
+
+def test_format_duration() -> None:
+    assert [format_duration(s) for s in (45, 1620, 12_000, 604_800)] == [
+        "45 s",
+        "27 min",
+        "3 h 20 min",
+        "7 d",
+    ]
+
+
+def test_validate_prints_sweep_size_and_estimated_run_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, GOOD + "[sweep]\nthreads = [1, 2]\n")
+    assert cli.main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: ok (2 sweep point(s)" in out
+    assert "estimated run time about 6 min" in out  # 2 × (2 min + 60 s idle timeout)

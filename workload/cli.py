@@ -91,8 +91,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from workload.scenario import load_scenario
-    from workload.sweep import expand
+    from workload.scenario import format_duration, load_scenario
+    from workload.sweep import estimated_seconds, expand
 
     failed = False
     for path in args.scenarios:
@@ -103,7 +103,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for line in exc.lines:
                 _err(line)
         else:
-            _say(f"{path}: ok ({len(points)} sweep point(s))")
+            estimate = format_duration(estimated_seconds(points))
+            _say(
+                f"{path}: ok ({len(points)} sweep point(s); estimated run time about {estimate}: "
+                "points × (duration + idle_timeout), broker start-up not included)"
+            )
     return 2 if failed else 0
 
 

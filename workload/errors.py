@@ -1,10 +1,40 @@
-"""User-facing errors of the workload side; each carries its exit code and a one-line message."""
+"""User-facing errors of the workload side; each carries its exit code and one-line messages.
+
+A scenario's problems are reported one per line as ``<file>: <key path>: <what is wrong>
+(line N)``: :func:`problems_of` turns a pydantic ``ValidationError`` into problems and
+:meth:`ScenarioError.of` into those lines, with key paths such as ``sweep.message_size[0]``
+and every line printable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import NamedTuple
+
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
+
+#: A key path, as pydantic reports it: names and list indexes.
+Loc = tuple[str | int, ...]
+#: Problems reported for one file; the rest are counted on one more line.
+MAX_ERROR_LINES = 50
+#: The error type of a check that involves several keys (see :func:`conflict`).
+CONFLICT = "conflict"
 
 
 class UserError(Exception):
     """Bad input: printed as one line, exit code 2."""
 
     exit_code = 2
+
+
+class Problem(NamedTuple):
+    """One thing wrong: where, what, and (for a check across keys) every key involved."""
+
+    loc: Loc
+    message: str
+    keys: tuple[Loc, ...] = ()
 
 
 class ScenarioError(UserError):
@@ -14,8 +44,125 @@ class ScenarioError(UserError):
         super().__init__("\n".join(lines))
         self.lines = lines
 
+    @classmethod
+    def of(cls, problems: list[Problem], source: str, text: str = "") -> ScenarioError:
+        """One line per problem (at most :data:`MAX_ERROR_LINES`, then a count of the rest)."""
+        lines = []
+        for problem in problems[:MAX_ERROR_LINES]:
+            line = _line_of(text, problem.loc)
+            where = f" (line {line})" if line else ""
+            lines.append(f"{source}: {key_path(problem.loc)}: {one_line(problem.message)}{where}")
+        if len(problems) > MAX_ERROR_LINES:
+            more = len(problems) - MAX_ERROR_LINES
+            lines.append(f"{source}: (more): {more} further problem(s) not shown")
+        return cls(lines)
+
 
 class RunFailed(Exception):
     """A run could not complete (broker unreachable or died, a node failed): exit code 1."""
 
     exit_code = 1
+
+
+def conflict(keys: tuple[str, ...], message: str) -> PydanticCustomError:
+    """An error of a check across ``keys`` (dotted, relative to the model raising it).
+
+    It is reported at the first key — or, in a sweep point, at the first key the point
+    varies, so that the line names the swept value that causes it.
+    """
+    return PydanticCustomError(CONFLICT, "{message}", {"message": message, "keys": keys})
+
+
+_TOML_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "a table"),
+)
+_TYPE_ERRORS = {"int_type", "float_type", "bool_type", "string_type", "list_type", "dict_type"}
+
+
+def problems_of(exc: ValidationError, prefix: Loc = ()) -> list[Problem]:
+    """A validation error's problems, each with its key path (under ``prefix``) and message."""
+    problems = []
+    for error in exc.errors():
+        loc: Loc = (*prefix, *error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        keys: tuple[Loc, ...] = (loc,)
+        if error["type"] == "extra_forbidden":
+            message = "unknown key (misspelt?)"
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        elif error["type"] == CONFLICT:
+            keys = tuple((*loc, *key.split(".")) for key in error["ctx"]["keys"])
+            loc = keys[0]
+        elif error["type"] in _TYPE_ERRORS:
+            kind = next((k for t, k in _TOML_KINDS if isinstance(error["input"], t)), "")
+            message += f" (got {kind})" if kind else ""
+        problems.append(Problem(loc, message, keys))
+    return problems
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def key_path(loc: Loc) -> str:
+    """A key path as written in messages: ``sweep.message_size[0]``, quoting odd names."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            name = part if _BARE_KEY.fullmatch(part) else json.dumps(part[:64])
+            out += f".{name}" if out else name
+    return out or "(top level)"
+
+
+def one_line(message: str) -> str:
+    """A printable line: control and other invisible characters escaped, length capped."""
+    if len(message) > 1_000:
+        message = message[:1_000] + "…"
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in message)
+
+
+_HEADER = re.compile(r"(\[\[?)\s*([^\[\]]*?)\s*\]")
+
+
+def _line_of(text: str, loc: Loc) -> int | None:
+    """Best-effort line number of a key path in TOML text.
+
+    Handles tables, arrays of tables (``[[sweep.points]]``, by index), dotted keys and keys
+    of inline tables; list indexes after the last key give that key's line.
+    """
+    path = list(loc)
+    while path and isinstance(path[-1], int):
+        path.pop()
+    if not text or not path:
+        return None
+    seen: dict[tuple[str, ...], int] = {}
+    table: list[str | int] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        header = _HEADER.match(line) if line.startswith("[") else None
+        if header:
+            names = tuple(p.strip().strip('"') for p in header.group(2).split("."))
+            table = list(names)
+            if header.group(1) == "[[":
+                seen[names] = seen.get(names, -1) + 1
+                table.append(seen[names])
+            if table == path:
+                return number
+            continue
+        key = line.split("=", 1)[0].strip().strip('"') if "=" in line else ""
+        if not key:
+            continue
+        full = table + [p.strip().strip('"') for p in key.split(".")]
+        if (
+            full == path[: len(full)]
+            and len(full) <= len(path)
+            and (full == path or re.search(rf"\b{re.escape(str(path[-1]))}\s*=", line))
+        ):
+            return number
+    return None

@@ -1,24 +1,53 @@
 """The scenario file format: TOML parsed once into strict pydantic models.
 
-Unknown or misspelt keys are rejected; each problem becomes one line naming the file, the
-key path and, where it can be found, the line. Broker parameters are validated against the
-chosen system's own model from the registry. Everything past :func:`load_scenario` works
-on these models, never on raw dicts.
+Unknown or misspelt keys are rejected, numbers and booleans are never coerced from other
+types (``threads = true`` or ``message_size = "100"`` are errors; durations take a number of
+seconds or a string such as ``"30s"``), and every number has an upper bound. Each problem
+becomes one line naming the file, the key path and, where it can be found, the line. Broker
+parameters are validated against the chosen system's own model from the registry, and
+every sweep point is validated whole — its load section and its broker parameters — before
+anything runs. Everything past :func:`load_scenario` works on these models, never on raw
+dicts.
+
+Limits (``brokerbench schema`` shows the per-key ones too):
+
+- the file: a regular file (not a pipe, device or directory) of at most 1 MiB, UTF-8;
+- ``name``: at most 64 characters; ``description``: at most 2,000;
+- ``broker.endpoints``: at most 100, each ``host:port``; the host is a DNS name, an IPv4
+  address or an IPv6 address in brackets (``[::1]:9092``), the port 1–65535 in ASCII digits;
+- ``load.threads``: at most 10,000 workers per node; ``sender_nodes``: at most 1,000;
+  ``receiver_nodes``: at most 2,000 (so the default, twice the sender nodes, always fits);
+- ``message_size``: from the 72-byte header to 16 MiB; ``max_send_batch`` and
+  ``receive_batch``: at most 100,000; ``pool_size``: at most 1,000,000 payloads, and the
+  pool (pool_size × message_size) at most 1 GiB per process;
+- ``messages``: at most 10¹² per worker; ``rate``: 0.001 to 10⁸ msgs/s per worker;
+  ``max_in_flight``: at most 1,000; ``processes``: at most 1,024;
+- every duration finite and at most 7 days; the warm-up shorter than ``load.duration``;
+  ``measurement.step`` ≤ ``measurement.window``; a window given in the file at most
+  ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
+- a sweep of at most 10,000 points (the product of the list lengths, computed before
+  anything is expanded).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
+import math
+import os
 import re
+import stat
 import tomllib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    PositiveInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -26,50 +55,143 @@ from pydantic import (
 
 from brokers import registry
 from brokers.base import BrokerParams, Endpoints
-from workload.errors import ScenarioError
+from workload.errors import Loc, ScenarioError, conflict, one_line, problems_of
 from workload.message import HEADER_MAX
+from workload.sweep import point_problems
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+MAX_FILE_BYTES = MIB
+MAX_NAME = 64
+MAX_DESCRIPTION = 2_000
+MAX_WORD = 64  # system, topology, option names
+MAX_ENDPOINTS = 100
+MAX_OPTIONS = 32
+MAX_OPTION_VALUE = 1_024
+MAX_THREADS = 10_000
+MAX_SENDER_NODES = 1_000
+MAX_RECEIVER_NODES = 2 * MAX_SENDER_NODES
+MAX_MESSAGE_SIZE = 16 * MIB
+MAX_BATCH = 100_000
+MAX_POOL_SIZE = 1_000_000
+MAX_POOL_BYTES = GIB
+MAX_MESSAGES = 10**12
+MIN_RATE = 0.001
+MAX_RATE = 1e8
+MAX_IN_FLIGHT = 1_000
+MAX_PROCESSES = 1_024
+MAX_SECONDS = 7 * 24 * 3600.0
+MAX_SWEEP_POINTS = 10_000
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]{1,15}(?:\.[0-9]{1,15})?)\s*(ms|s|min|m|h)?\s*", re.ASCII)
 
 
 def parse_duration(value: Any) -> Any:
-    """``"90s"``, ``"2m"``, ``"500ms"`` or a plain number of seconds → seconds (float)."""
+    """``"90s"``, ``"2m"``, ``"500ms"`` or a plain number of seconds → seconds (finite float)."""
     if isinstance(value, bool):
         raise ValueError('expected a duration such as 30 or "30s"')
+    seconds: float | None = None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    elif isinstance(value, str):
+        match = _DURATION.fullmatch(value)
         if match:
-            return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    raise ValueError(f'{value!r} is not a duration (use e.g. 30, "30s", "2m", "500ms")')
+            seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds is None:
+        shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "…"
+        raise ValueError(f'{shown!r} is not a duration (use e.g. 30, "30s", "2m", "500ms")')
+    if not math.isfinite(seconds):
+        raise ValueError(f"a duration must be finite, at most {MAX_SECONDS:.0f} s (7 days)")
+    return seconds
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
-PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+def format_duration(seconds: float) -> str:
+    """Seconds as a short reading: ``"45 s"``, ``"27 min"``, ``"3 h 20 min"``, ``"7 d"``."""
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    minutes = round(seconds / 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min")) if n]
+    return " ".join(parts[:2]) or "1 min"
+
+
+Duration = Annotated[
+    float, BeforeValidator(parse_duration), Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)
+]
+PositiveDuration = Annotated[
+    float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+]
+Threads = Annotated[int, Field(gt=0, le=MAX_THREADS)]
+SenderNodes = Annotated[int, Field(gt=0, le=MAX_SENDER_NODES)]
+ReceiverNodes = Annotated[int, Field(gt=0, le=MAX_RECEIVER_NODES)]
+MessageSize = Annotated[int, Field(ge=HEADER_MAX, le=MAX_MESSAGE_SIZE)]
+BatchSize = Annotated[int, Field(gt=0, le=MAX_BATCH)]
+Word = Annotated[str, Field(max_length=MAX_WORD)]
+
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
+_ENDPOINT = re.compile(r"(?:\[(?P<ipv6>[^\[\]%]+)\]|(?P<host>[^\[\]:]+)):(?P<port>[0-9]{1,5})")
+
+
+def check_endpoint(value: str) -> str:
+    """``host:port``: a DNS name, IPv4 address or bracketed IPv6 address, and a port 1–65535."""
+    match = _ENDPOINT.fullmatch(value)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        bare_ipv6 = value.count(":") > 1 and not value.startswith("[")
+        hint = "; an IPv6 address goes in brackets, e.g. [::1]:9092" if bare_ipv6 else ""
+        raise ValueError(f"{value!r} is not host:port with a port 1–65535{hint}")
+    if match["ipv6"]:
+        try:
+            ipaddress.IPv6Address(match["ipv6"])
+        except ValueError:
+            raise ValueError(f"{value!r}: [{match['ipv6']}] is not an IPv6 address") from None
+        return value
+    host = match["host"]
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"{value!r}: {host!r} is not an IPv4 address") from None
+    elif len(host) > 253 or not _HOST_NAME.fullmatch(host):
+        raise ValueError(
+            f"{value!r}: the host must be a DNS name (letters, digits, '-', '_' and dots, not "
+            "starting with '-'), an IPv4 address or an IPv6 address in brackets"
+        )
+    return value
+
+
+Endpoint = Annotated[str, Field(max_length=261), AfterValidator(check_endpoint)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class BrokerSection(Strict):
     """Which system, how it is deployed, and its parameters."""
 
-    system: str = Field(description="Broker system name, see `brokerbench brokers`.")
+    system: Word = Field(description="Broker system name, see `brokerbench brokers`.")
     deployment: Literal["local", "endpoints"] = Field(
         "local",
         description="'local': brokerbench starts the broker here; 'endpoints': use a running one.",
     )
-    topology: str = Field(
+    topology: Word = Field(
         "single", description="Local topology, e.g. 'single' or 'cluster' (see the system)."
     )
-    endpoints: list[str] = Field(
-        default_factory=list, description="host:port of each node, with deployment = 'endpoints'."
+    endpoints: list[Endpoint] = Field(
+        default_factory=list,
+        max_length=MAX_ENDPOINTS,
+        description="host:port of each node, with deployment = 'endpoints'; an IPv6 host in "
+        "brackets ([::1]:9092).",
     )
-    options: dict[str, str] = Field(
+    options: dict[Word, Annotated[str, Field(max_length=MAX_OPTION_VALUE)]] = Field(
         default_factory=dict,
+        max_length=MAX_OPTIONS,
         description="Connection extras for deployment = 'endpoints' (e.g. user, dbname).",
     )
     params: dict[str, Any] = Field(
@@ -83,15 +205,6 @@ class BrokerSection(Strict):
             registry.get(value)
         except registry.UnknownSystem as exc:
             raise ValueError(str(exc)) from None
-        return value
-
-    @field_validator("endpoints")
-    @classmethod
-    def _host_port(cls, value: list[str]) -> list[str]:
-        for item in value:
-            host, sep, port = item.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"{item!r} is not host:port")
         return value
 
     @model_validator(mode="after")
@@ -119,33 +232,46 @@ class BrokerSection(Strict):
 class LoadSection(Strict):
     """Client-side load (SPEC §2); the defaults are the reference study's."""
 
-    threads: PositiveInt = Field(1, description="Workers per client node.")
-    sender_nodes: PositiveInt = Field(1, description="Sender node processes (machines on AWS).")
-    receiver_nodes: PositiveInt | None = Field(
+    threads: Threads = Field(1, description="Workers per client node.")
+    sender_nodes: SenderNodes = Field(1, description="Sender node processes (machines on AWS).")
+    receiver_nodes: ReceiverNodes | None = Field(
         None, description="Receiver node processes; default twice the sender nodes."
     )
-    message_size: int = Field(100, ge=HEADER_MAX, le=16 * 1024 * 1024, description="Bytes.")
-    max_send_batch: PositiveInt = Field(10, description="Send batch size is uniform in [1, this].")
-    receive_batch: PositiveInt = Field(10, description="max_n of each receive call.")
-    pool_size: PositiveInt = Field(10_000, description="Random payloads generated at start-up.")
+    message_size: MessageSize = Field(100, description="Bytes.")
+    max_send_batch: BatchSize = Field(10, description="Send batch size is uniform in [1, this].")
+    receive_batch: BatchSize = Field(10, description="max_n of each receive call.")
+    pool_size: int = Field(
+        10_000,
+        gt=0,
+        le=MAX_POOL_SIZE,
+        description="Random payloads generated at start-up, in every client process; "
+        "pool_size × message_size is at most 1 GiB.",
+    )
     duration: PositiveDuration = Field(60.0, description="How long senders send.")
-    messages: PositiveInt | None = Field(
-        None, description="Stop a sender worker after this many messages (before duration ends)."
+    messages: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_MESSAGES,
+        description="Stop a sender worker after this many messages (before duration ends).",
     )
     rate: float | None = Field(
-        None, gt=0, description="Target msgs/s per sender worker (open loop); unset = closed loop."
+        None,
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Target msgs/s per sender worker (open loop); unset = closed loop.",
     )
     max_in_flight: int = Field(
         1,
         ge=1,
-        le=1000,
+        le=MAX_IN_FLIGHT,
         description="Batches a sender worker may have awaiting confirmation: 1 waits for each "
         "batch before the next (SPEC §2); a message counts as sent only once confirmed.",
     )
     processes: int | None = Field(
         None,
         ge=1,
-        le=1024,
+        le=MAX_PROCESSES,
         description="Processes a client node spreads its workers over; default one per CPU "
         "core of the node, at most `threads`.",
     )
@@ -155,6 +281,18 @@ class LoadSection(Strict):
     failure_timeout: PositiveDuration = Field(
         20.0, description="A worker gives up after failing continuously for this long."
     )
+
+    @model_validator(mode="after")
+    def _pool_fits(self) -> LoadSection:
+        size = self.pool_size * self.message_size
+        if size > MAX_POOL_BYTES:
+            raise conflict(
+                ("pool_size", "message_size"),
+                f"the payload pool (pool_size × message_size = {self.pool_size} × "
+                f"{self.message_size} bytes = {size / GIB:.2f} GiB) exceeds the limit of 1 GiB "
+                "per process; lower pool_size",
+            )
+        return self
 
 
 class MeasurementSection(Strict):
@@ -166,8 +304,22 @@ class MeasurementSection(Strict):
         "headline figures and whole-run percentiles; default 10 s (a fifth of load.duration "
         "when that is under 50 s).",
     )
-    window: PositiveDuration = Field(60.0, description="Latency window length.")
-    step: PositiveDuration = Field(10.0, description="Window slide step.")
+    window: PositiveDuration = Field(
+        60.0,
+        description="Latency window length; when given, at most load.duration (a run shorter "
+        "than the default 60 s is measured as one window of its own length).",
+    )
+    step: PositiveDuration = Field(10.0, description="Window slide step; at most the window.")
+
+    @model_validator(mode="after")
+    def _step_fits(self) -> MeasurementSection:
+        if self.step > self.window:
+            raise conflict(
+                ("step", "window"),
+                f"step ({self.step:g} s) must not exceed window ({self.window:g} s): "
+                "windows would leave gaps",
+            )
+        return self
 
 
 def default_warmup(duration: float) -> float:
@@ -178,43 +330,98 @@ def default_warmup(duration: float) -> float:
 SWEEPABLE = ("threads", "sender_nodes", "receiver_nodes", "message_size")
 
 
+class Combination(NamedTuple):
+    """One sweep point's values, and where each is written (for messages)."""
+
+    load: dict[str, Any]
+    params: dict[str, Any]
+    load_at: dict[str, Loc]
+    params_at: dict[str, Loc]
+    #: The point as a whole: ``sweep.points[i]`` or ``sweep``.
+    at: Loc
+
+
 class SweepPointSpec(Strict):
     """One explicit point of ``[[sweep.points]]``."""
 
-    threads: PositiveInt | None = None
-    sender_nodes: PositiveInt | None = None
-    receiver_nodes: PositiveInt | None = None
-    message_size: int | None = Field(None, ge=HEADER_MAX)
+    threads: Threads | None = None
+    sender_nodes: SenderNodes | None = None
+    receiver_nodes: ReceiverNodes | None = None
+    message_size: MessageSize | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 class SweepSection(Strict):
     """Values to sweep: their cartesian product, or an explicit list of points."""
 
-    threads: list[PositiveInt] | None = None
-    sender_nodes: list[PositiveInt] | None = None
-    receiver_nodes: list[PositiveInt] | None = None
-    message_size: list[Annotated[int, Field(ge=HEADER_MAX)]] | None = None
+    threads: list[Threads] | None = None
+    sender_nodes: list[SenderNodes] | None = None
+    receiver_nodes: list[ReceiverNodes] | None = None
+    message_size: list[MessageSize] | None = None
     params: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[SweepPointSpec] = Field(default_factory=list)
 
+    def _axes(self) -> list[tuple[bool, str, list[Any]]]:
+        """(is a broker parameter, key, values) of every value list, in declared order."""
+        axes: list[tuple[bool, str, list[Any]]] = [
+            (False, k, getattr(self, k)) for k in SWEEPABLE if getattr(self, k) is not None
+        ]
+        return axes + [(True, k, v) for k, v in self.params.items()]
+
+    def size(self) -> int:
+        """How many points the sweep has, without expanding it."""
+        if self.points:
+            return len(self.points)
+        return math.prod(len(values) for _, _, values in self._axes())
+
+    def combinations(self) -> Iterator[Combination]:
+        """Every point's values (one empty point when nothing is swept)."""
+        if self.points:
+            for i, p in enumerate(self.points):
+                load = {k: getattr(p, k) for k in SWEEPABLE if getattr(p, k) is not None}
+                yield Combination(
+                    load,
+                    dict(p.params),
+                    {k: ("sweep", "points", i, k) for k in load},
+                    {k: ("sweep", "points", i, "params", k) for k in p.params},
+                    ("sweep", "points", i),
+                )
+            return
+        axes = self._axes()
+        for picks in itertools.product(*(range(len(values)) for _, _, values in axes)):
+            combo = Combination({}, {}, {}, {}, ("sweep",))
+            for (is_param, key, values), i in zip(axes, picks, strict=True):
+                (combo.params if is_param else combo.load)[key] = values[i]
+                where = combo.params_at if is_param else combo.load_at
+                where[key] = ("sweep", "params", key, i) if is_param else ("sweep", key, i)
+            yield combo
+
     @model_validator(mode="after")
     def _one_style(self) -> SweepSection:
-        lists = [k for k in SWEEPABLE if getattr(self, k) is not None] + list(self.params)
+        lists = [key for _, key, _ in self._axes()]
         if self.points and lists:
             raise ValueError("use either value lists or [[sweep.points]], not both")
-        for key in lists:
-            values = self.params[key] if key in self.params else getattr(self, key)
+        for _, key, values in self._axes():
             if not values:
                 raise ValueError(f"{key}: the list of values is empty")
+        size = self.size()
+        if size > MAX_SWEEP_POINTS:
+            raise ValueError(
+                f"{size:,} sweep points (the product of the list lengths); the limit is "
+                f"{MAX_SWEEP_POINTS:,}"
+            )
         return self
 
 
 class Scenario(Strict):
     """A whole scenario file."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Used in run ids.")
-    description: str = ""
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=MAX_NAME,
+        description="Used in run ids and file names.",
+    )
+    description: str = Field("", max_length=MAX_DESCRIPTION)
     broker: BrokerSection
     load: LoadSection = Field(default_factory=LoadSection)  # type: ignore[arg-type]
     measurement: MeasurementSection = Field(default_factory=MeasurementSection)  # type: ignore[arg-type]
@@ -228,33 +435,46 @@ class Scenario(Strict):
             resolved = self.measurement.model_copy(update={"warmup": default_warmup(duration)})
             object.__setattr__(self, "measurement", resolved)  # frozen: resolved once, here
         elif warmup >= duration:
-            raise ValueError(
-                f"measurement.warmup ({warmup:g} s) must be shorter than load.duration "
-                f"({duration:g} s)"
+            raise conflict(
+                ("measurement.warmup", "load.duration"),
+                f"the warm-up ({warmup:g} s) must be shorter than load.duration ({duration:g} s)",
+            )
+        window = self.measurement.window
+        if window > duration and "window" in self.measurement.model_fields_set:
+            raise conflict(
+                ("measurement.window", "load.duration"),
+                f"the latency window ({window:g} s) must not be longer than "
+                f"load.duration ({duration:g} s): no window would lie inside the run",
             )
         system = registry.get(self.broker.system)
         if self.load.max_in_flight > 1 and not system.can_pipeline:
-            raise ValueError(
-                f"load.max_in_flight: {system.title}'s adapter confirms each batch before "
-                "the next; only 1 is possible"
+            raise conflict(
+                ("load.max_in_flight",),
+                f"{system.title}'s adapter confirms each batch before the next; only 1 is possible",
             )
         return self
 
-    def broker_params(self, overrides: dict[str, Any] | None = None) -> BrokerParams:
+    def broker_params(self, overrides: Mapping[str, Any] | None = None) -> BrokerParams:
         """The system's typed parameters, with a sweep point's overrides applied."""
         model = registry.get(self.broker.system).params_model
         return model.model_validate({**self.broker.params, **(overrides or {})})
+
+    def point_load(self, overrides: Mapping[str, Any] | None = None) -> LoadSection:
+        """A sweep point's whole load, validated again as a load section.
+
+        The scenario's load with the point's values; receiver nodes default to twice the
+        sender nodes.
+        """
+        data = {**self.load.model_dump(), **(overrides or {})}
+        if data["receiver_nodes"] is None:
+            data["receiver_nodes"] = 2 * data["sender_nodes"]
+        return LoadSection.model_validate(data)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read, parse and validate one scenario file, or raise :class:`ScenarioError`."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError([f"{path}: cannot read: {exc}"]) from None
+    text = _read_text(path)
     if not text.strip():
         raise ScenarioError(
             [f"{path}: the file is empty; a scenario needs at least name and [broker]"]
@@ -262,73 +482,62 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError([f"{path}: not valid TOML: {exc}"]) from None
+        raise ScenarioError([f"{path}: not valid TOML: {one_line(str(exc))}"]) from None
+    except RecursionError:
+        raise ScenarioError(
+            [f"{path}: not valid TOML: arrays or tables nested too deeply"]
+        ) from None
+    except MemoryError:
+        raise ScenarioError([f"{path}: not valid TOML: too large to parse"]) from None
     return parse_scenario(data, str(path), text)
 
 
+def _read_text(path: Path) -> str:
+    """The file's text: only a regular file of at most :data:`MAX_FILE_BYTES` is read.
+
+    A pipe, device or directory is refused without reading it (opening does not block).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ScenarioError([f"{path}: no such file"]) from None
+    except OSError as exc:
+        raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+            raise ScenarioError([f"{path}: not a regular file ({kind}); nothing was read"])
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError([f"{path}: larger than the limit of 1 MiB for a scenario file"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError([f"{path}: cannot read: not UTF-8 text ({exc.reason})"]) from None
+
+
 def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str = "") -> Scenario:
-    """Validate already-parsed TOML data (``source`` and ``text`` only improve messages)."""
+    """Validate already-parsed TOML data (``source`` and ``text`` only improve messages).
+
+    Besides the models, checks ``[broker.params]`` against the system and every sweep point
+    as a whole.
+    """
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_lines(exc, source, text)) from None
+        raise ScenarioError.of(problems_of(exc), source, text) from None
     try:
-        _check_params(scenario)
+        scenario.broker_params()
     except ValidationError as exc:
-        raise ScenarioError(_lines(exc, source, text, prefix=("broker", "params"))) from None
+        raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
+    problems = point_problems(scenario)
+    if problems:
+        raise ScenarioError.of(problems, source, text)
     return scenario
-
-
-def _check_params(scenario: Scenario) -> None:
-    """Validate ``[broker.params]`` and every swept parameter value against the system."""
-    scenario.broker_params()
-    model = registry.get(scenario.broker.system).params_model
-    for key, values in scenario.sweep.params.items():
-        for value in values:
-            model.model_validate({**scenario.broker.params, key: value})
-    for point in scenario.sweep.points:
-        scenario.broker_params(point.params)
-
-
-def _lines(
-    exc: ValidationError, source: str, text: str, prefix: tuple[str | int, ...] = ()
-) -> list[str]:
-    lines = []
-    for error in exc.errors():
-        loc = tuple(prefix) + tuple(error["loc"])
-        key = ".".join(str(part) for part in loc) or "(top level)"
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown key (misspelt?)"
-        elif error["type"] == "missing":
-            message = "required key is missing"
-        message = message.removeprefix("Value error, ")
-        line = _line_of(text, [p for p in loc if isinstance(p, str)])
-        where = f" (line {line})" if line else ""
-        lines.append(f"{source}: {key}: {message}{where}")
-    return lines
-
-
-def _line_of(text: str, path: list[str]) -> int | None:
-    """Best-effort line number of a dotted key in TOML text (tables, dotted keys, inline keys)."""
-    if not text or not path:
-        return None
-    table: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("["):
-            table = [p.strip().strip('"') for p in line.strip("[]").split(".")]
-            if table == path:
-                return number
-            continue
-        key = line.split("=", 1)[0].strip().strip('"') if "=" in line else ""
-        if not key:
-            continue
-        full = table + [p.strip().strip('"') for p in key.split(".")]
-        if (
-            full == path[: len(full)]
-            and len(full) <= len(path)
-            and (full == path or re.search(rf"\b{re.escape(path[-1])}\s*=", line))
-        ):
-            return number
-    return None

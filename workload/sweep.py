@@ -1,17 +1,24 @@
-"""Expanding a scenario's ``[sweep]`` into sweep points (SPEC §4).
+"""Expanding a scenario's ``[sweep]`` into sweep points (SPEC §4), and checking every point.
 
 Value lists give their cartesian product (in the order the keys are declared);
-``[[sweep.points]]`` gives an explicit list. Receiver nodes default to twice the sender
-nodes at every point.
+``[[sweep.points]]`` gives an explicit list. Each point's load is validated again as a
+whole load section — a swept value obeys the same limits as one written in ``[load]`` —
+and its broker parameters against the system's model; receiver nodes default to twice the
+sender nodes at every point.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workload.scenario import SWEEPABLE, LoadSection, Scenario
+from pydantic import ValidationError
+
+from workload.errors import Loc, Problem, key_path, problems_of
+
+if TYPE_CHECKING:  # the scenario module checks its points with this one
+    from workload.scenario import LoadSection, Scenario
 
 
 @dataclass(frozen=True)
@@ -34,33 +41,67 @@ class SweepPoint:
 
 
 def expand(scenario: Scenario) -> list[SweepPoint]:
-    """All sweep points of a scenario, numbered from 0 (one point when nothing is swept)."""
-    sweep = scenario.sweep
-    combos: list[tuple[dict[str, Any], dict[str, Any]]]  # (load overrides, param overrides)
-    if sweep.points:
-        combos = [
-            (
-                {k: getattr(p, k) for k in SWEEPABLE if getattr(p, k) is not None},
-                dict(p.params),
-            )
-            for p in sweep.points
+    """All sweep points of a scenario, numbered from 0 (one point when nothing is swept).
+
+    Raises pydantic's ``ValidationError`` for a point that is not valid; a scenario from
+    :func:`workload.scenario.load_scenario` has had every point checked already.
+    """
+    return [
+        SweepPoint(
+            index=index,
+            load=scenario.point_load(combo.load),
+            params=scenario.broker_params(combo.params).model_dump(),
+            varied={**combo.load, **combo.params},
+        )
+        for index, combo in enumerate(scenario.sweep.combinations())
+    ]
+
+
+def estimated_seconds(points: Sequence[SweepPoint]) -> float:
+    """A rough run time: each point sends for its duration, then receivers drain until idle.
+
+    Broker start-up, topic creation and analysis come on top; receivers that drain early
+    finish sooner.
+    """
+    return sum(p.load.duration + p.load.idle_timeout for p in points)
+
+
+def point_problems(scenario: Scenario) -> list[Problem]:
+    """Every sweep point's load and broker parameters, each validated whole.
+
+    A problem is named after the swept value that causes it (``sweep.message_size[0]``) or,
+    when no single value does, after the point and the values it combines.
+    """
+    found: dict[Problem, None] = {}
+    for combo in scenario.sweep.combinations():
+        checks: list[tuple[Callable[[Mapping[str, Any]], object], dict[str, Any], Loc]] = [
+            (scenario.point_load, combo.load, ("load",)),
+            (scenario.broker_params, combo.params, ("broker", "params")),
         ]
-    else:
-        axes: list[tuple[str, bool, list[Any]]] = [
-            (k, False, list(getattr(sweep, k))) for k in SWEEPABLE if getattr(sweep, k) is not None
-        ]
-        axes += [(k, True, list(v)) for k, v in sweep.params.items()]
-        combos = []
-        for values in itertools.product(*(axis[2] for axis in axes)):
-            load_over = {a[0]: v for a, v in zip(axes, values, strict=True) if not a[1]}
-            param_over = {a[0]: v for a, v in zip(axes, values, strict=True) if a[1]}
-            combos.append((load_over, param_over))
-    points = []
-    for index, (load_over, param_over) in enumerate(combos):
-        load = scenario.load.model_copy(update=load_over)
-        if load.receiver_nodes is None:
-            load = load.model_copy(update={"receiver_nodes": 2 * load.sender_nodes})
-        params = scenario.broker_params(param_over).model_dump()
-        varied = {**load_over, **param_over}
-        points.append(SweepPoint(index=index, load=load, params=params, varied=varied))
-    return points
+        for build, values, section in checks:
+            try:
+                build(values)
+            except ValidationError as exc:
+                where = combo.load_at if section == ("load",) else combo.params_at
+                for problem in problems_of(exc):
+                    found[_at_point(problem, values, where, section, combo.at)] = None
+    return list(found)
+
+
+def _at_point(
+    problem: Problem, values: dict[str, Any], where: dict[str, Loc], section: Loc, at: Loc
+) -> Problem:
+    """Name a sweep point's problem after the swept value that causes it, else the point.
+
+    The section was valid without the point's values, so when the point varies one value
+    of it, that value is the cause.
+    """
+    for key in problem.keys:
+        if key and isinstance(key[0], str) and key[0] in where:
+            return Problem(where[key[0]] + key[1:], problem.message)
+    inner = f"{key_path((*section, *problem.loc))}: {problem.message}"
+    if len(where) == 1:
+        (origin,) = where.values()
+        return Problem(origin, inner)
+    combined = " ".join(f"{k}={v!r}" for k, v in values.items())
+    return Problem(at, f"{combined}: {inner}" if combined else inner)
