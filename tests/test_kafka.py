@@ -1,14 +1,18 @@
-"""Kafka: configuration rendering and offset bookkeeping without a server, then the adapter
-and a whole run against a real 3-node KRaft cluster started from the Maven Central jars."""
+"""Kafka: configuration rendering, offset bookkeeping and partitioning without a server,
+then the adapters of both client libraries and a whole run against a real 3-node KRaft
+cluster started from the Maven Central jars."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter, deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +20,7 @@ from brokers import registry
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.kafka import SYSTEM, client
-from brokers.kafka.adapter import AckTracker
+from brokers.kafka.base import KafkaAdapterBase
 from brokers.kafka.cloud import KafkaCloud, cluster_id
 from brokers.kafka.local import (
     KAFKA_VERSION,
@@ -26,6 +30,7 @@ from brokers.kafka.local import (
     new_cluster_id,
     render_server_properties,
 )
+from brokers.kafka.offsets import AckTracker
 from brokers.kafka.params import KafkaParams, min_insync_for, replication_for
 from brokers.local import free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
@@ -33,12 +38,15 @@ from tests.support import properties, receive_bodies
 
 pytestmark = pytest.mark.kafka
 
+CLIENTS = ["confluent-kafka", "kafka-python"]
+
 
 # -- without a server -----------------------------------------------------------------------
 
 
 def test_defaults_are_the_safe_settings() -> None:
     params = KafkaParams()
+    assert params.client == "confluent-kafka"
     assert params.acks == "all"
     assert params.partitions == 64
     assert params.commit_interval == 10.0
@@ -132,15 +140,61 @@ def test_rewound_offsets_are_not_committed() -> None:
     assert acks.commit_points() == {0: 1}
 
 
-def test_unreachable_broker_fails_fast_naming_host(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_unreachable_broker_fails_fast_naming_host(
+    monkeypatch: pytest.MonkeyPatch, kafka_client: str
+) -> None:
     monkeypatch.setattr(client, "BOOTSTRAP_TIMEOUT", 2.0)
     (port,) = free_ports(1)
     endpoints = Endpoints(hosts=(f"127.0.0.1:{port}",))
     started = time.monotonic()
     with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}") as err:
-        SYSTEM.connect(endpoints, KafkaParams(), Destination("t"))
+        SYSTEM.connect(endpoints, KafkaParams(client=kafka_client), Destination("t"))
     assert time.monotonic() - started < 30
     assert "\n" not in str(err.value)
+
+
+def test_each_client_has_its_adapter_and_is_named_in_the_run_context() -> None:
+    for name in CLIENTS:
+        assert SYSTEM.client(KafkaParams(client=name)) == name
+    assert SYSTEM.pipelined and SYSTEM.can_pipeline
+    with pytest.raises(ValueError, match="client"):
+        KafkaParams.model_validate({"client": "aiokafka"})
+
+
+class _Cluster:
+    """What kafka-python's partitioner sees of a topic's partitions."""
+
+    def __init__(self, available: set[int]) -> None:
+        self.available = available
+
+    def topics(self) -> set[str]:
+        return {"t"}
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(range(8))
+
+    def available_partitions_for_topic(self, topic: str) -> set[int]:
+        return self.available
+
+
+def test_batch_partitioner_sticks_to_one_partition_per_batch() -> None:
+    from brokers.kafka.partitioner import BatchPartitioner
+
+    partitioner = BatchPartitioner()
+    cluster = _Cluster(set(range(8)))
+    chosen = []
+    for _ in range(50):
+        partitioner.next_batch()
+        batch = {partitioner.partition("t", None, None, b"v", b"v", cluster) for _ in range(10)}
+        assert len(batch) == 1
+        chosen += batch
+    assert all(a != b for a, b in itertools.pairwise(chosen))
+    assert len(set(chosen)) > 4
+    cluster.available = {3}  # the leader of the current partition went away
+    assert partitioner.partition("t", None, None, b"v", b"v", cluster) == 3
+    keyed = {partitioner.partition("t", b"k", b"k", b"v", b"v", cluster) for _ in range(5)}
+    assert len(keyed) == 1
 
 
 def test_registered_with_local_and_cloud() -> None:
@@ -186,9 +240,10 @@ def test_cluster_smoke_run_loses_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_round_trip(cluster: Endpoints) -> None:
-    params = KafkaParams(partitions=4)
-    destination = Destination("round_trip")
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_round_trip(cluster: Endpoints, kafka_client: str) -> None:
+    params = KafkaParams(partitions=4, client=kafka_client)
+    destination = Destination(f"round_trip_{kafka_client.replace('-', '_')}")
     SYSTEM.prepare(cluster, params, destination)
     sender = SYSTEM.connect(cluster, params, destination)
     receiver = SYSTEM.connect(cluster, params, destination)
@@ -204,9 +259,10 @@ def test_round_trip(cluster: Endpoints) -> None:
 
 
 @pytest.mark.slow
-def test_unacknowledged_messages_come_back(cluster: Endpoints) -> None:
-    params = KafkaParams(partitions=2, commit_interval=0.1)
-    destination = Destination("redelivery")
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_unacknowledged_messages_come_back(cluster: Endpoints, kafka_client: str) -> None:
+    params = KafkaParams(partitions=2, commit_interval=0.1, client=kafka_client)
+    destination = Destination(f"redelivery_{kafka_client.replace('-', '_')}")
     SYSTEM.prepare(cluster, params, destination)
     sender = SYSTEM.connect(cluster, params, destination)
     sender.send([b"m%d" % i for i in range(20)])
@@ -230,6 +286,115 @@ def test_unacknowledged_messages_come_back(cluster: Endpoints) -> None:
         assert unacked <= set(again)
     finally:
         second.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_acknowledged_offsets_are_committed_before_partitions_move(
+    cluster: Endpoints, kafka_client: str
+) -> None:
+    # No periodic commit during the test: only the commit on revocation can stop the
+    # second receiver from getting the first one's acknowledged messages again.
+    params = KafkaParams(partitions=4, commit_interval=300, client=kafka_client)
+    destination = Destination(f"rebalance_{kafka_client.replace('-', '_')}")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    sent = [b"r%d" % i for i in range(40)]
+    for i in range(0, len(sent), 10):
+        sender.send(sent[i : i + 10])
+    sender.close()
+
+    first = SYSTEM.connect(cluster, params, destination)
+    second = SYSTEM.connect(cluster, params, destination)
+    try:
+        assert sorted(receive_bodies(first, set(sent))) == sorted(sent)  # all acknowledged
+        again: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not _owns_partitions(second):
+            again += _receive_once(second)  # joins the group: the first must give way
+            again += _receive_once(first)
+        assert _owns_partitions(second), "the second receiver never got a partition"
+        again += receive_bodies(second, {b"none"}, timeout=3)
+        assert again == []
+    finally:
+        first.close()
+        second.close()
+
+
+def _receive_once(adapter: Any) -> list[bytes]:
+    messages = adapter.receive(10)
+    adapter.ack([m.receipt for m in messages])
+    return [m.body for m in messages]
+
+
+def _owns_partitions(adapter: Any) -> bool:
+    consumer = adapter._consumer
+    return consumer is not None and bool(consumer.assignment())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_batches_in_flight_are_each_received_once(cluster: Endpoints, kafka_client: str) -> None:
+    params = KafkaParams(partitions=4, client=kafka_client)
+    destination = Destination(f"in_flight_{kafka_client.replace('-', '_')}")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    receiver = SYSTEM.connect(cluster, params, destination)
+    assert isinstance(sender, KafkaAdapterBase) and sender.pipelined
+    confirmed: list[bytes] = []
+    in_flight: deque[tuple[list[bytes], Any]] = deque()
+    most = 0
+    try:
+        for b in range(40):
+            batch = [b"f%d-%d" % (b, i) for i in range(1 + b % 10)]
+            in_flight.append((batch, sender.submit(batch)))
+            most = max(most, len(in_flight))
+            if len(in_flight) == 8:
+                done, confirmation = in_flight.popleft()
+                assert sender.confirm(confirmation) > 0
+                confirmed += done
+        while in_flight:
+            done, confirmation = in_flight.popleft()
+            sender.confirm(confirmation)
+            confirmed += done
+        assert most == 8 and len(confirmed) == sum(1 + b % 10 for b in range(40))
+        received = Counter(receive_bodies(receiver, set(confirmed)))
+        received.update(receive_bodies(receiver, {b"none"}, timeout=2))
+        assert set(received) == set(confirmed)
+        assert max(received.values()) == 1
+    finally:
+        sender.close()
+        receiver.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_a_batch_lands_on_one_partition(cluster: Endpoints, kafka_client: str) -> None:
+    params = KafkaParams(partitions=8, client=kafka_client)
+    destination = Destination(f"sticky_{kafka_client.replace('-', '_')}")
+    SYSTEM.prepare(cluster, params, destination)
+    sender = SYSTEM.connect(cluster, params, destination)
+    receiver = SYSTEM.connect(cluster, params, destination)
+    try:
+        batches = [[b"s%d-%d" % (b, i) for i in range(10)] for b in range(20)]
+        for batch in batches:
+            sender.send(batch)
+        partitions: dict[bytes, set[int]] = {}
+        wanted = {body for batch in batches for body in batch}
+        deadline = time.monotonic() + 60
+        while wanted and time.monotonic() < deadline:
+            messages = receiver.receive(10)
+            for m in messages:
+                partitions.setdefault(m.body.split(b"-")[0], set()).add(m.receipt[0])
+                wanted.discard(m.body)
+            receiver.ack([m.receipt for m in messages])
+        assert not wanted
+        assert all(len(p) == 1 for p in partitions.values()), partitions
+        if kafka_client == "kafka-python":  # each batch picks another partition
+            assert len(set().union(*partitions.values())) > 1
+    finally:
+        sender.close()
+        receiver.close()
 
 
 @pytest.mark.slow

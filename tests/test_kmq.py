@@ -1,5 +1,5 @@
 """KMQ: marker encoding without a server, then individual acknowledgements and redelivery
-on a real 3-node KRaft cluster, and a whole run."""
+(with either client library) on a real 3-node KRaft cluster, and a whole run."""
 
 from __future__ import annotations
 
@@ -100,6 +100,9 @@ def test_only_messages_gone_from_the_log_are_given_up(monkeypatch: pytest.Monkey
 def test_defaults_and_reuse_of_kafka() -> None:
     params = KmqParams()
     assert params.redelivery_timeout == 15.0
+    assert params.client == "confluent-kafka" and SYSTEM.client(params) == "confluent-kafka"
+    assert SYSTEM.client(KmqParams(client="kafka-python")) == "kafka-python"
+    assert SYSTEM.pipelined
     assert params.acks == "all" and params.commit_interval == 10.0
     system = registry.get("kmq")
     assert system.local is KAFKA.local and system.cloud is KAFKA.cloud
@@ -143,9 +146,12 @@ def test_cluster_smoke_run_loses_nothing(cluster: Endpoints, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_dropped_acks_are_redelivered(cluster: Endpoints) -> None:
-    params = KmqParams(partitions=4, redelivery_timeout=3.0, commit_interval=1.0)
-    destination = Destination("kmq_dropped_acks")
+@pytest.mark.parametrize("kafka_client", ["confluent-kafka", "kafka-python"])
+def test_dropped_acks_are_redelivered(cluster: Endpoints, kafka_client: str) -> None:
+    params = KmqParams(
+        partitions=4, redelivery_timeout=3.0, commit_interval=1.0, client=kafka_client
+    )
+    destination = Destination(f"kmq_dropped_acks_{kafka_client.replace('-', '_')}")
     SYSTEM.prepare(cluster, params, destination)
     sender = SYSTEM.connect(cluster, params, destination)
     sent = [b"msg-%03d" % i for i in range(100)]

@@ -1,6 +1,6 @@
 """Redpanda: no server can run here, so only what is checkable without one — the system's
 registration as AWS-only, its parameters, the configuration templates of its AWS nodes,
-and that the Kafka adapter serving it reports an unreachable cluster quickly."""
+and that the Kafka adapters serving it report an unreachable cluster quickly."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from brokers import registry
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
-from brokers.kafka import adapter as kafka_adapter
+from brokers.kafka import SYSTEM as KAFKA
 from brokers.kafka import client
 from brokers.local import free_ports
 from brokers.redpanda import SYSTEM, TOPIC_CONFIGS, RedpandaParams
@@ -28,7 +28,8 @@ def test_runs_on_aws_only() -> None:
     system = registry.get("redpanda")
     assert system.local is None and system.cloud is not None
     assert system.reference_topology.roles == {"broker": 3}
-    assert system.connect is kafka_adapter.connect
+    assert system.connect is KAFKA.connect
+    assert system.pipelined and system.client(RedpandaParams()) == "confluent-kafka"
     assert any("AWS only" in caveat for caveat in system.caveats)
 
 
@@ -65,13 +66,17 @@ def test_node_config_and_cluster_bootstrap() -> None:
     assert recipe.endpoints(CLUSTER).hosts == tuple(f"{a}:9092" for a in CLUSTER["broker"])
 
 
-def test_unreachable_cluster_is_one_line_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kafka_client", ["confluent-kafka", "kafka-python"])
+def test_unreachable_cluster_is_one_line_naming_the_host(
+    monkeypatch: pytest.MonkeyPatch, kafka_client: str
+) -> None:
     monkeypatch.setattr(client, "BOOTSTRAP_TIMEOUT", 2.0)
     (port,) = free_ports(1)
     endpoints = Endpoints(hosts=(f"127.0.0.1:{port}",))
+    params = RedpandaParams(client=kafka_client)
     started = time.monotonic()
     with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}"):
-        SYSTEM.describe(endpoints, RedpandaParams())
+        SYSTEM.describe(endpoints, params)
     with pytest.raises(BrokerConnectionError, match=f"127.0.0.1:{port}"):
-        SYSTEM.connect(endpoints, RedpandaParams(), Destination("t"))
+        SYSTEM.connect(endpoints, params, Destination("t"))
     assert time.monotonic() - started < 30

@@ -69,6 +69,7 @@ def build_context(
                 "varied": p.varied,
                 "load": p.load.model_dump(mode="json"),
                 "params": p.params,
+                "client": system.client(system.params_model.model_validate(p.params)),
                 # Processes each client node spreads its workers over (on this host).
                 "processes_per_node": processes_for(p.load),
             }
@@ -84,7 +85,12 @@ def build_context(
         },
         "clients": {
             name: package_version(name)
-            for name in ("brokerbench", system.client(scenario.broker_params()))
+            for name in (
+                "brokerbench",
+                *sorted(
+                    {system.client(system.params_model.model_validate(p.params)) for p in points}
+                ),
+            )
             if name
         },
         "host": host_info(),

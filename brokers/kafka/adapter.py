@@ -1,27 +1,23 @@
-"""The Kafka adapter (kafka-python, blocking), also serving Redpanda.
+"""The Kafka adapter on kafka-python (``client = "kafka-python"``), blocking.
 
-``send`` produces the batch with ``acks=all`` (idempotent) and waits for every record's
-confirmation. Receivers share one consumer group per topic; ``receive`` polls and
-``ack`` marks offsets as processed. Every ``commit_interval`` seconds — and when
-partitions are taken away or the worker stops — the adapter commits, synchronously and
-between two polls, the offset below which every handed-out message was acknowledged.
-Delivery is therefore at-least-once: whatever was received but not acknowledged comes
-back when its partition moves to another receiver.
+``submit`` sends the batch to one partition (:mod:`~brokers.kafka.partitioner`) with
+``acks=all`` (idempotent) and returns a confirmation over the records' futures, which
+the producer's I/O thread settles. The consumer commits before its partitions move
+through a rebalance listener that the consumer awaits before it rejoins the group.
+What the operations do is :class:`~brokers.kafka.base.KafkaAdapterBase`'s.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.base import Confirmation, Endpoints
 from brokers.kafka import client
+from brokers.kafka.base import POLL_TIMEOUT, KafkaAdapterBase, Record
 from brokers.kafka.params import KafkaClientParams
-
-#: Longest a ``receive`` call waits for messages.
-POLL_TIMEOUT_MS = 1000
 
 
 def group_moved_on() -> tuple[type[Exception], ...]:
@@ -36,65 +32,50 @@ def group_moved_on() -> tuple[type[Exception], ...]:
     )
 
 
-def group_of(destination: Destination) -> str:
-    """The consumer group every receiver of one sweep point joins."""
-    return f"{destination.name}.receivers"
+def unreachable() -> tuple[type[Exception], ...]:
+    """kafka-python errors that mean the cluster did not answer in time."""
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+    return (KafkaTimeoutError, KafkaConnectionError)
 
 
-class AckTracker:
-    """Per partition: offsets handed out but not acknowledged, and what may be committed.
+class FuturesConfirmation(Confirmation):
+    """A batch's record futures; done (and time-stamped) when the last one settles."""
 
-    The committable offset of a partition is its lowest unacknowledged offset, or one
-    past the highest offset handed out when everything was acknowledged.
-    """
+    def __init__(self, futures: Sequence[Any], endpoints: Endpoints) -> None:
+        self._endpoints = endpoints
+        self._pending = len(futures)
+        self._lock = threading.Lock()
+        self._settled = threading.Event()
+        self._error: BaseException | None = None
+        self._done_ns = time.time_ns()
+        if not futures:
+            self._settled.set()
+        for future in futures:
+            future.add_callback(self._settle)
+            future.add_errback(self._settle)
 
-    def __init__(self) -> None:
-        self._open: dict[int, set[int]] = defaultdict(set)
-        self._next: dict[int, int] = {}
-        self._committed: dict[int, int] = {}
+    def _settle(self, result: Any) -> None:
+        now = time.time_ns()
+        with self._lock:
+            if isinstance(result, BaseException) and self._error is None:
+                self._error = result
+            self._pending -= 1
+            if self._pending == 0:
+                self._done_ns = now
+                self._settled.set()
 
-    def handed_out(self, partition: int, offset: int) -> None:
-        self._open[partition].add(offset)
-        self._next[partition] = max(self._next.get(partition, 0), offset + 1)
-
-    def acked(self, partition: int, offset: int) -> None:
-        pending = self._open.get(partition)
-        if pending is not None:
-            pending.discard(offset)
-
-    def rewind(self, partition: int, offset: int) -> None:
-        """Messages from ``offset`` on will be received again: stop counting them."""
-        pending = self._open.get(partition)
-        if pending is not None:
-            pending.difference_update([o for o in pending if o >= offset])
-        if partition in self._next:
-            self._next[partition] = min(self._next[partition], offset)
-
-    def unacked(self) -> int:
-        return sum(len(v) for v in self._open.values())
-
-    def commit_points(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
-        """Offsets to commit now (only those that moved since the last commit)."""
-        chosen = self._next if partitions is None else set(partitions) & set(self._next)
-        points: dict[int, int] = {}
-        for partition in chosen:
-            pending = self._open.get(partition)
-            point = min(pending) if pending else self._next[partition]
-            if point > self._committed.get(partition, -1):
-                points[partition] = point
-        return points
-
-    def committed(self, points: dict[int, int]) -> None:
-        self._committed.update(points)
-
-    def forget(self, partitions: Iterable[int]) -> None:
-        for partition in partitions:
-            self._open.pop(partition, None)
-            self._next.pop(partition, None)
-            self._committed.pop(partition, None)
+    def wait(self, timeout: float) -> int | None:
+        if not self._settled.wait(timeout):
+            return None
+        if self._error is not None:
+            if isinstance(self._error, unreachable()):
+                raise client.connection_error(self._endpoints, self._error) from None
+            raise self._error
+        return self._done_ns
 
 
-def _rebalance_listener(adapter: KafkaAdapter) -> Any:
+def _rebalance_listener(adapter: KafkaPythonAdapter) -> Any:
     from kafka import AsyncConsumerRebalanceListener
 
     class CommitOnRevoke(AsyncConsumerRebalanceListener):
@@ -116,30 +97,23 @@ def _rebalance_listener(adapter: KafkaAdapter) -> Any:
     return CommitOnRevoke()
 
 
-class KafkaAdapter(Adapter[Any]):
-    """One worker's producer (built on the first send) or consumer (first receive)."""
+class KafkaPythonAdapter(KafkaAdapterBase):
+    """kafka-python's producer and consumer behind the shared Kafka operations."""
 
     def __init__(
-        self,
-        endpoints: Endpoints,
-        params: KafkaClientParams,
-        topic: str,
-        group: str,
+        self, endpoints: Endpoints, params: KafkaClientParams, topic: str, group: str
     ) -> None:
-        self.endpoints = endpoints
-        self.params = params
-        self.topic = topic
-        self.group = group
-        self.acks = AckTracker()
-        self._producer: Any = None
-        self._consumer: Any = None
-        self._last_commit = time.monotonic()
+        super().__init__(endpoints, params, topic, group)
+        self.partitioner: Any = None
 
     # -- clients ---------------------------------------------------------------------
 
     def producer(self) -> Any:
         if self._producer is None:
-            self._producer = client.producer(self.endpoints, self.params)
+            from brokers.kafka.partitioner import BatchPartitioner
+
+            self.partitioner = BatchPartitioner()
+            self._producer = client.producer(self.endpoints, self.params, self.partitioner)
         return self._producer
 
     def consumer(self) -> Any:
@@ -160,41 +134,47 @@ class KafkaAdapter(Adapter[Any]):
             self._last_commit = time.monotonic()
         return self._consumer
 
-    # -- the three operations --------------------------------------------------------
+    # -- producing -------------------------------------------------------------------
 
-    def send(self, batch: Sequence[bytes]) -> None:
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
-
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
         producer = self.producer()
+        self.partitioner.next_batch()
         try:
             futures = [producer.send(self.topic, value=body) for body in batch]
-            for future in futures:
-                future.get(timeout=self.params.request_timeout + 5)
-        except (KafkaTimeoutError, KafkaConnectionError) as exc:
+        except unreachable() as exc:
             raise client.connection_error(self.endpoints, exc) from None
+        return FuturesConfirmation(futures, self.endpoints)
 
-    def poll(self, max_n: int) -> list[Any]:
-        """Records of one poll (each handed out, so counted until acknowledged)."""
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
-
+    def produce(
+        self, topic: str, values: Sequence[bytes], keys: Sequence[bytes], partitions: Sequence[int]
+    ) -> Confirmation:
+        producer = self.producer()
         try:
-            polled = self.consumer().poll(timeout_ms=POLL_TIMEOUT_MS, max_records=max_n)
-        except (KafkaTimeoutError, KafkaConnectionError) as exc:
+            futures = [
+                producer.send(topic, value=value, key=key, partition=partition)
+                for value, key, partition in zip(values, keys, partitions, strict=True)
+            ]
+        except unreachable() as exc:
             raise client.connection_error(self.endpoints, exc) from None
-        records = [record for batch in polled.values() for record in batch]
-        for record in records:
-            self.acks.handed_out(record.partition, record.offset)
-        return records
+        return FuturesConfirmation(futures, self.endpoints)
 
-    def receive(self, max_n: int) -> list[Received]:
-        return [Received(r.value, (r.partition, r.offset)) for r in self.poll(max_n)]
+    def flush(self, timeout: float) -> None:
+        if self._producer is not None:
+            self._producer.flush(timeout=timeout)
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
-        for receipt in receipts:
-            partition, offset = cast(tuple[int, int], receipt)
-            self.acks.acked(partition, offset)
-        if time.monotonic() - self._last_commit >= self.params.commit_interval:
-            self.commit()
+    # -- consuming -------------------------------------------------------------------
+
+    def fetch(self, max_n: int) -> list[Record]:
+        try:
+            polled = self.consumer().poll(timeout_ms=int(POLL_TIMEOUT * 1000), max_records=max_n)
+        except unreachable() as exc:
+            raise client.connection_error(self.endpoints, exc) from None
+        return [record for batch in polled.values() for record in batch]
+
+    def seek(self, partition: int, offset: int) -> None:
+        from kafka.structs import TopicPartition
+
+        self.consumer().seek(TopicPartition(self.topic, partition), offset)
 
     def offsets(self, points: dict[int, int]) -> dict[Any, Any]:
         from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -203,34 +183,22 @@ class KafkaAdapter(Adapter[Any]):
             TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in points.items()
         }
 
-    def commit(self, quiet: bool = False) -> None:
-        """Commit acknowledged offsets synchronously (nothing is received meanwhile).
-
-        A commit the group refuses because partitions are moving is skipped (its
-        messages are delivered again, never lost); other failures raise unless ``quiet``.
-        """
+    def commit_offsets(self, points: dict[int, int], quiet: bool) -> bool:
         from kafka.errors import KafkaError
 
-        self._last_commit = time.monotonic()
-        if self._consumer is None:
-            return
-        points = self.acks.commit_points()
-        if not points:
-            return
         try:
             self._consumer.commit(self.offsets(points))
         except group_moved_on():
-            return
+            return False
         except KafkaError:
             if quiet:
-                return
+                return False
             raise
-        self.acks.committed(points)
+        return True
 
     async def commit_revoked(self, partitions: list[int]) -> None:
         """Commit (awaited on the consumer's event loop) before ``partitions`` move."""
-        points = self.acks.commit_points(partitions)
-        self.acks.forget(partitions)
+        points = self.revoked(partitions)
         if not points or self._consumer is None:
             return
         try:
@@ -238,22 +206,10 @@ class KafkaAdapter(Adapter[Any]):
         except Exception:
             pass  # a refused commit means redeliveries, never loss
 
-    def close(self) -> None:
+    def close_clients(self) -> None:
         try:
             if self._consumer is not None:
-                try:
-                    self.commit(quiet=True)
-                finally:
-                    self._consumer.close(autocommit=False)
+                self._consumer.close(autocommit=False)
         finally:
-            self._consumer = None
             if self._producer is not None:
                 self._producer.close(timeout=10)
-                self._producer = None
-
-
-def connect(
-    endpoints: Endpoints, params: KafkaClientParams, destination: Destination
-) -> KafkaAdapter:
-    client.probe(endpoints)
-    return KafkaAdapter(endpoints, params, destination.name, group_of(destination))

@@ -1,8 +1,10 @@
-"""Building kafka-python clients for the Kafka-protocol systems (Kafka, KMQ, Redpanda).
+"""Building kafka-python clients for the Kafka-protocol systems (Kafka, KMQ, Redpanda), and
+how an unreachable cluster is reported whichever client is used (one line naming
+host:port, well within 30 s).
 
-One place decides how producers, consumers and admin clients are configured and how an
-unreachable cluster is reported (one line naming host:port, well within 30 s).
-kafka-python is imported only when a client is built.
+One place decides how kafka-python producers, consumers and admin clients are configured
+(:mod:`~brokers.kafka.rdkafka` does the same for confluent-kafka). kafka-python is
+imported only when a client is built.
 """
 
 from __future__ import annotations
@@ -57,12 +59,16 @@ def _common(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
     }
 
 
-def producer(endpoints: Endpoints, params: KafkaClientParams) -> Any:
-    """A producer with the configured acks (``all`` → idempotent, in order)."""
+def producer(endpoints: Endpoints, params: KafkaClientParams, partitioner: Any = None) -> Any:
+    """A producer with the configured acks (``all`` → idempotent, in order).
+
+    ``partitioner`` places keyless records (kafka-python's default: a random partition each).
+    """
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
     safe = params.acks == "all"
+    extra = {} if partitioner is None else {"partitioner": partitioner}
     try:
         return KafkaProducer(
             acks="all" if safe else 1,
@@ -72,6 +78,7 @@ def producer(endpoints: Endpoints, params: KafkaClientParams) -> Any:
             max_block_ms=int(params.request_timeout * 1000),
             delivery_timeout_ms=int(params.request_timeout * 1000) + 1000,
             allow_auto_create_topics=False,
+            **extra,
             **_common(endpoints, params),
         )
     except KafkaError as exc:

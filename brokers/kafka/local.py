@@ -6,6 +6,7 @@ directory and configuration rendered from ``templates/server.properties.j2``.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import time
 import uuid
 from collections.abc import Callable
@@ -141,6 +142,8 @@ class KafkaLocal(LocalDeployment):
         self._heap_of = heap_of or (lambda params: getattr(params, "heap", "512m"))
 
     def missing(self) -> str | None:
+        if importlib.util.find_spec("confluent_kafka") is None:
+            return "confluent-kafka is not installed: pip install 'brokerbench[brokers]'"
         return jvm_missing(f"Kafka {KAFKA_VERSION} jars", fetched(), "kafka", "kafka-python")
 
     def install(self, log: Callable[[str], None]) -> None:

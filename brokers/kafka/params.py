@@ -13,8 +13,17 @@ from pydantic import Field
 
 from brokers.base import BrokerParams
 
+#: The Python clients a worker may use, by distribution name.
+KafkaClient = Literal["confluent-kafka", "kafka-python"]
+
 
 class KafkaClientParams(BrokerParams):
+    client: KafkaClient = Field(
+        "confluent-kafka",
+        description="Client library of the workers: 'confluent-kafka' (librdkafka, C: "
+        "measures the broker rather than the client) or 'kafka-python' (pure Python, "
+        "far fewer messages per second per worker).",
+    )
     partitions: int = Field(64, ge=1, le=10_000, description="Partitions of the topic.")
     replication_factor: int | None = Field(
         None,

@@ -1,6 +1,7 @@
 """KMQ on Kafka (SPEC §6): individual message acknowledgements through start/end markers
 on a second topic and a redelivery tracker, on the same KRaft clusters, topics settings
-and client pieces as :mod:`brokers.kafka`.
+and client pieces as :mod:`brokers.kafka` (the queue's producer and consumer follow the
+``client`` parameter; the redelivery tracker uses kafka-python).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
-from brokers.kafka import DURABILITY_CAVEAT, PYTHON_CLIENT_CAVEAT, admin
+from brokers.kafka import DURABILITY_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import SYSTEM as KAFKA
 from brokers.kmq import adapter, markers
 from brokers.kmq.params import KmqParams
@@ -47,5 +48,7 @@ SYSTEM = BrokerSystem(
         "receiver.",
         PYTHON_CLIENT_CAVEAT,
     ),
-    client_package="kafka-python",
+    client_package="confluent-kafka",
+    client_for=client_of,
+    pipelined=True,
 )

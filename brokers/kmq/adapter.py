@@ -1,32 +1,40 @@
-"""The KMQ adapter: Kafka's adapter with individual acknowledgements.
+"""The KMQ adapters: Kafka's adapters (either client library) with individual
+acknowledgements.
 
-``send`` is Kafka's. ``receive`` polls the queue topic, writes a start marker for every
-message (waiting until the markers are confirmed) and only then hands the messages out;
-from that moment the markers, not the consumer offset, keep the message safe, so the
+``send`` is Kafka's. ``receive`` fetches from the queue topic, writes a start marker for
+every message (waiting until the markers are confirmed) and only then hands the messages
+out; from that moment the markers, not the consumer offset, keep the message safe, so the
 queue offsets are committed every ``commit_interval`` up to what was handed out.
 ``ack`` writes end markers without waiting (a lost end marker only causes a
 redelivery). The process's :mod:`~brokers.kmq.tracker` sends again what was not
 acknowledged within ``redelivery_timeout``; those copies arrive marked as redelivered.
+Queue producer and consumer follow the ``client`` parameter; the tracker always uses
+kafka-python.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
-from typing import Any, cast
+from typing import cast
 
-from brokers.base import Destination, Endpoints, Received
+from brokers.base import Endpoints, Received
+from brokers.errors import BrokerError
 from brokers.kafka import client
-from brokers.kafka.adapter import KafkaAdapter, group_of
+from brokers.kafka.adapter import KafkaPythonAdapter
+from brokers.kafka.base import KafkaAdapterBase, Record, connecting
+from brokers.kafka.confluent import ConfluentAdapter
 from brokers.kmq import markers, tracker
 from brokers.kmq.params import KmqParams
 
 
-def _redelivered(record: Any) -> bool:
+def _redelivered(record: Record) -> bool:
     return any(name == markers.REDELIVERED_HEADER for name, _ in record.headers or ())
 
 
-class KmqAdapter(KafkaAdapter):
+class KmqOperations(KafkaAdapterBase):
+    """KMQ's receive, ack and close over any Kafka client adapter (mixed in before it)."""
+
     def __init__(self, endpoints: Endpoints, params: KmqParams, topic: str, group: str) -> None:
         super().__init__(endpoints, params, topic, group)
         self.kmq = params
@@ -34,37 +42,30 @@ class KmqAdapter(KafkaAdapter):
         self.tracker: tracker.RedeliveryTracker | None = None
 
     def receive(self, max_n: int) -> list[Received]:
-        from kafka.errors import KafkaError
-        from kafka.structs import TopicPartition
-
         if self.tracker is None:
             self.tracker = tracker.acquire(self.endpoints, self.params, self.topic)
         self.tracker.check()
         records = self.poll(max_n)
         if not records:
             return []
-        producer = self.producer()
         redeliver_at = int((time.time() + self.kmq.redelivery_timeout) * 1000)
         try:
-            started = [
-                producer.send(
+            self.confirm(
+                self.produce(
                     self.markers,
-                    key=markers.key(r.partition, r.offset),
-                    value=markers.start(redeliver_at),
-                    partition=r.partition,
+                    [markers.start(redeliver_at)] * len(records),
+                    [markers.key(r.partition, r.offset) for r in records],
+                    [r.partition for r in records],
                 )
-                for r in records
-            ]
-            for future in started:
-                future.get(timeout=self.params.request_timeout + 5)
-        except KafkaError as exc:
+            )
+        except Exception as exc:
             # Without start markers nobody would redeliver them: receive them again.
             first: dict[int, int] = {}
             for r in records:
                 first[r.partition] = min(first.get(r.partition, r.offset), r.offset)
-            for partition, offset in first.items():
-                self.acks.rewind(partition, offset)
-                self.consumer().seek(TopicPartition(self.topic, partition), offset)
+            self.rewind(first)
+            if isinstance(exc, BrokerError):
+                raise
             raise client.connection_error(self.endpoints, exc) from None
         for r in records:
             self.acks.acked(r.partition, r.offset)
@@ -73,22 +74,19 @@ class KmqAdapter(KafkaAdapter):
         ]
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
-        producer = self.producer()
-        for receipt in receipts:
-            partition, offset = cast(tuple[int, int], receipt)
-            producer.send(
+        acked = [cast(tuple[int, int], receipt) for receipt in receipts]
+        if acked:
+            self.produce(
                 self.markers,
-                key=markers.key(partition, offset),
-                value=markers.end(),
-                partition=partition,
+                [markers.end()] * len(acked),
+                [markers.key(partition, offset) for partition, offset in acked],
+                [partition for partition, _ in acked],
             )
-        if time.monotonic() - self._last_commit >= self.params.commit_interval:
-            self.commit()
+        self.commit_when_due()
 
     def close(self) -> None:
         try:
-            if self._producer is not None:
-                self._producer.flush(timeout=self.params.request_timeout)
+            self.flush(self.params.request_timeout)
             super().close()
         finally:
             if self.tracker is not None:
@@ -96,6 +94,14 @@ class KmqAdapter(KafkaAdapter):
                 self.tracker = None
 
 
-def connect(endpoints: Endpoints, params: KmqParams, destination: Destination) -> KmqAdapter:
-    client.probe(endpoints)
-    return KmqAdapter(endpoints, params, destination.name, group_of(destination))
+class KmqConfluentAdapter(KmqOperations, ConfluentAdapter):
+    """KMQ on confluent-kafka's queue producer and consumer."""
+
+
+class KmqKafkaPythonAdapter(KmqOperations, KafkaPythonAdapter):
+    """KMQ on kafka-python's queue producer and consumer."""
+
+
+connect = connecting(
+    {"confluent-kafka": KmqConfluentAdapter, "kafka-python": KmqKafkaPythonAdapter}
+)

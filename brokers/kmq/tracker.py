@@ -6,6 +6,10 @@ workers); the trackers of all processes form one consumer group on the markers t
 so each markers partition is watched by exactly one of them. A tracker commits its
 markers offsets up to the oldest start marker still open, so a tracker that takes over
 a partition rebuilds the open markers from there.
+
+The tracker uses kafka-python whatever ``client`` the workers use: it runs once per
+process, so its speed does not limit a worker, and its consumer's rebalance listener
+and position handling are the ones its hand-over logic was written against.
 """
 
 from __future__ import annotations

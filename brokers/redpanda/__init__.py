@@ -1,4 +1,4 @@
-"""Redpanda (SPEC §6): Kafka-protocol brokers on Raft, served by the Kafka adapter, with
+"""Redpanda (SPEC §6): Kafka-protocol brokers on Raft, served by the Kafka adapters, with
 the same topic and producer settings; run on AWS only (no local server here).
 """
 
@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import Field
 
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
-from brokers.kafka import CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin
-from brokers.kafka import adapter as kafka_adapter
+from brokers.kafka import CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
+from brokers.kafka import connect as kafka_connect
 from brokers.kafka.params import KafkaClientParams
 from brokers.redpanda import cloud
 from brokers.redpanda.version import broker_versions
@@ -44,7 +44,7 @@ SYSTEM = BrokerSystem(
     name="redpanda",
     title="Redpanda",
     params_model=RedpandaParams,
-    connect=kafka_adapter.connect,
+    connect=kafka_connect,
     prepare=prepare,
     describe=describe,
     reference_topology=Topology(
@@ -60,5 +60,7 @@ SYSTEM = BrokerSystem(
         CLIENT_CAVEAT,
         PYTHON_CLIENT_CAVEAT,
     ),
-    client_package="kafka-python",
+    client_package="confluent-kafka",
+    client_for=client_of,
+    pipelined=True,
 )
