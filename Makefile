@@ -11,7 +11,7 @@ BENCH_MESSAGES ?= 100000000
 # Debian packages the tools (not the brokers) need: user-data validation, report rendering.
 TOOL_PACKAGES ?= cloud-init chromium
 
-.PHONY: help demo setup setup-core test test-fast lint typecheck bench clean
+.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers clean
 
 help:
 	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-fast  only the tests that start no server and no Spark"
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      recording and runner micro-benchmarks (prints figures)"
+	@echo "make bench-peers brokerbench vs each broker's own load tool on one broker (PEERS_ARGS='--quick')"
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv $(VENV)"
@@ -71,6 +72,9 @@ lint: $(VENV)/.full
 bench: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_recording.py
 	$(BIN)/python tests/benchmarks/bench_analysis.py --messages $(BENCH_MESSAGES)
+
+bench-peers: $(VENV)/.full
+	$(BIN)/python tests/benchmarks/bench_peers.py $(PEERS_ARGS)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""What the peer benchmark passes between its parts: the load both tools are given, what a
+tool run measured, and the contract of one system's own load tool (:class:`PeerTool`).
+
+A peer tool runs against a broker brokerbench already started; it never starts or stops
+brokers itself.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brokers.base import BrokerSystem, Destination, Endpoints
+
+from .cpu import CpuSample, usage_between
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """The load of one row: the same for brokerbench and the peer tool."""
+
+    threads: int
+    duration: float
+    message_size: int = 100
+    max_send_batch: int = 10
+    receive_batch: int = 10
+    #: ``[load] max_in_flight`` given to brokerbench; None = its default (one batch).
+    max_in_flight: int | None = None
+
+    @property
+    def receivers(self) -> int:
+        """Receiver workers: brokerbench's default is two receiver nodes of ``threads`` each."""
+        return 2 * self.threads
+
+    @property
+    def window(self) -> int:
+        """Messages a sender may have unconfirmed: a batch, times the batches in flight."""
+        return self.max_send_batch * (self.max_in_flight or 1)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one tool reported; None where the tool does not measure it."""
+
+    send_per_s: float | None
+    receive_per_s: float | None = None
+    publish_p50_ms: float | None = None
+    publish_p99_ms: float | None = None
+    #: Said under the table (e.g. what the latency is of).
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    """CPU of the client processes and of the broker over one tool's run (or part of it)."""
+
+    client_seconds: float
+    broker_seconds: float
+    wall_seconds: float
+    #: What the figures cover, e.g. "whole run" or "sending period".
+    scope: str = "whole run"
+    #: Readings taken during the run, to narrow the figures down with :meth:`within`.
+    samples: tuple[CpuSample, ...] = ()
+
+    @property
+    def client_pct(self) -> float:
+        return 100.0 * self.client_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def broker_pct(self) -> float:
+        return 100.0 * self.broker_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    def within(self, start: float, end: float, scope: str) -> CpuUsage:
+        """The CPU between two wall-clock times (``time.time()``), or self when the
+        readings do not cover them."""
+        found = usage_between(self.samples, start, end)
+        if found is None:
+            return self
+        client, broker, wall = found
+        return CpuUsage(client, broker, wall, scope)
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """One row of a system's table: a tool's run at one load, or why it failed."""
+
+    tool: str
+    threads: int | None
+    measurement: Measurement | None = None
+    cpu: CpuUsage | None = None
+    error: str | None = None
+
+
+class ToolFailed(Exception):
+    """A tool could not run or its output could not be read (one line, shown in the table)."""
+
+
+@dataclass
+class PeerContext:
+    """The running broker a peer tool loads, and where it may keep files."""
+
+    system: BrokerSystem[Any]
+    params: Any
+    endpoints: Endpoints
+    workdir: Path
+    broker_pids: Callable[[], list[int]]
+    log: Log = print
+
+    def destination(self, name: str) -> Destination:
+        """A fresh queue/topic/stream/table prepared by the system's own ``prepare``."""
+        destination = Destination(re.sub(r"[^A-Za-z0-9_-]", "-", name))
+        self.system.prepare(self.endpoints, self.params, destination)
+        return destination
+
+
+class PeerTool(abc.ABC):
+    """One system's own load tool, run with settings equivalent to a brokerbench row."""
+
+    #: The brokerbench system it loads.
+    system: str
+    #: Shown in the table's tool column.
+    title: str
+    #: ``[broker.params]`` both tools use (the system's safe defaults unless set here).
+    broker_params: dict[str, Any] = {}
+    #: False when the tool has no notion of concurrent clients: it runs once per system.
+    scales_with_threads: bool = True
+
+    @abc.abstractmethod
+    def missing(self) -> str | None:
+        """Why the tool cannot run here (one line), or None."""
+
+    def install(self, log: Log) -> None:  # noqa: B027 - optional hook
+        """Fetch the tool when that is cheap (jars from Maven Central, a Go build)."""
+
+    @abc.abstractmethod
+    def settings(self, load: LoadSettings) -> str:
+        """The tool's settings for this load, in its own option syntax (printed)."""
+
+    @abc.abstractmethod
+    def run(self, ctx: PeerContext, load: LoadSettings) -> tuple[Measurement, CpuUsage]:
+        """Run the tool against ``ctx``; raises :class:`ToolFailed` naming what went wrong."""

@@ -1,0 +1,207 @@
+"""brokerbench itself as one of the compared tools: a scenario with ``deployment =
+"endpoints"`` on the broker already running, run by the ``brokerbench`` command.
+
+Each run is recorded with ``--no-analysis`` (its CPU is measured); once the broker is
+stopped, all runs of a system are analysed by one ``brokerbench report`` (not measured)
+and the figures come from each run's ``analysis/summary.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .base import CpuUsage, LoadSettings, Measurement, PeerContext, ToolFailed
+from .process import Finished, last_line, run_tool
+
+#: How long receivers wait for more once senders are done.
+IDLE_TIMEOUT = 5.0
+#: Spark start-up and analysis of one small run.
+REPORT_TIMEOUT = 600.0
+
+
+def brokerbench_bin() -> str:
+    return str(Path(sys.executable).with_name("brokerbench"))
+
+
+def warmup_for(duration: float) -> float:
+    """Small relative to the run: a tenth of it, at most 5 s."""
+    return round(min(5.0, duration / 10), 3)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _table(name: str, values: dict[str, Any]) -> list[str]:
+    return [f"[{name}]", *(f"{key} = {_toml_value(v)}" for key, v in values.items()), ""]
+
+
+def scenario_toml(
+    ctx: PeerContext,
+    load: LoadSettings,
+    extra_load: dict[str, Any],
+    broker_params: dict[str, Any],
+) -> str:
+    """The scenario of one brokerbench row, on the running broker's endpoints."""
+    warmup = warmup_for(load.duration)
+    window = max(1.0, load.duration - warmup)
+    load_section: dict[str, Any] = {
+        "threads": load.threads,
+        "sender_nodes": 1,
+        "message_size": load.message_size,
+        "max_send_batch": load.max_send_batch,
+        "receive_batch": load.receive_batch,
+        "duration": load.duration,
+        "idle_timeout": IDLE_TIMEOUT,
+    }
+    if load.max_in_flight is not None:
+        load_section["max_in_flight"] = load.max_in_flight
+    load_section.update(extra_load)
+    lines = [
+        f'name = "bench-peers-{ctx.system.name}-t{load.threads}"',
+        "",
+        "[broker]",
+        f"system = {_toml_value(ctx.system.name)}",
+        'deployment = "endpoints"',
+        f"endpoints = {_toml_value(list(ctx.endpoints.hosts))}",
+        "",
+        *_table("broker.options", dict(ctx.endpoints.extra)),
+        *_table("broker.params", broker_params),
+        *_table("load", load_section),
+        *_table("measurement", {"warmup": warmup, "window": window, "step": window}),
+    ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A brokerbench run recorded (not analysed yet) and the CPU it used."""
+
+    run_dir: Path | None
+    finished: Finished
+    cpu: CpuUsage
+
+
+def record(
+    ctx: PeerContext,
+    load: LoadSettings,
+    extra_load: dict[str, Any],
+    broker_params: dict[str, Any],
+    results: Path,
+) -> RecordedRun:
+    """Run one scenario with ``--no-analysis`` into ``results`` (its CPU is measured)."""
+    workdir = ctx.workdir / f"brokerbench-t{load.threads}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    scenario = workdir / "scenario.toml"
+    scenario.write_text(scenario_toml(ctx, load, extra_load, broker_params))
+    before = set(results.glob("*/context.json"))
+    cmd = [brokerbench_bin(), "run", str(scenario), "--results", str(results), "--no-analysis"]
+    timeout = load.duration * 3 + IDLE_TIMEOUT + 120
+    (finished,), cpu = run_tool(workdir, ctx.broker_pids, [("brokerbench run", cmd)], timeout)
+    new = sorted(set(results.glob("*/context.json")) - before)
+    return RecordedRun(new[-1].parent if new else None, finished, cpu)
+
+
+def analyse(results: Path) -> str | None:
+    """``brokerbench report`` over every run in ``results`` (one Spark start); an error line."""
+    if not any(results.glob("*/context.json")):
+        return None
+    done = subprocess.run(
+        [brokerbench_bin(), "report", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=REPORT_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        return f"brokerbench report failed: {last_line(done.stderr + done.stdout)}"
+    return None
+
+
+def measurement(run: RecordedRun, analysis_error: str | None) -> Measurement:
+    """The figures of an analysed run; a run that failed keeps its figures, said in a note."""
+    if run.run_dir is None:
+        run.finished.check()
+        raise ToolFailed(
+            f"brokerbench run wrote no run directory: {last_line(run.finished.output)}"
+        )
+    summary = run.run_dir / "analysis" / "summary.csv"
+    if not summary.exists():
+        run.finished.check()
+        raise ToolFailed(analysis_error or f"{summary} was not written")
+    with summary.open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ToolFailed(f"{summary} has no rows")
+    result = summary_measurement(rows[0])
+    if run.finished.returncode != 0 or run.finished.timed_out:
+        failure = "timed out" if run.finished.timed_out else f"exit code {run.finished.returncode}"
+        note = f"brokerbench run {failure}: {last_line(run.finished.output)}"
+        result = replace(result, notes=(*result.notes, note))
+    return result
+
+
+def sending_period(run_dir: Path) -> tuple[float, float] | None:
+    """First and end of the last wall-clock second in which the run's senders confirmed
+    messages, from its per-second records."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    seconds = run_dir / "raw" / "seconds"
+    if not seconds.is_dir():
+        return None
+    table = ds.dataset(seconds, format="parquet").to_table(columns=["second", "sent"])
+    sending = table.filter(pc.greater(table["sent"], 0))["second"]
+    if len(sending) == 0:
+        return None
+    bounds = pc.min_max(sending)
+    return float(bounds["min"].as_py()), float(bounds["max"].as_py()) + 1.0
+
+
+def cpu_while_sending(run: RecordedRun) -> CpuUsage:
+    """The run's CPU over its sending period (start-up and the receivers' idle wait left
+    out), or over the whole run when that period is not known."""
+    period = sending_period(run.run_dir) if run.run_dir is not None else None
+    if period is None:
+        return run.cpu
+    return run.cpu.within(*period, scope="sending period")
+
+
+def _number(row: dict[str, str], column: str) -> float | None:
+    value = (row.get(column) or "").strip()
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def summary_measurement(row: dict[str, str]) -> Measurement:
+    """Send/receive rates and whole-run send-call latency p50/p99 of one summary row."""
+    notes = []
+    for column in ("lost", "errors"):
+        count = _number(row, column)
+        if count:
+            notes.append(f"brokerbench: {column} = {count:g}")
+    if (row.get("receivers_kept_up") or "").strip().lower() in ("false", "0"):
+        notes.append("brokerbench: receivers did not keep up")
+    return Measurement(
+        send_per_s=_number(row, "send_msgs_per_s"),
+        receive_per_s=_number(row, "receive_msgs_per_s"),
+        publish_p50_ms=_number(row, "send_latency_p50_ms"),
+        publish_p99_ms=_number(row, "send_latency_p99_ms"),
+        notes=tuple(notes),
+    )

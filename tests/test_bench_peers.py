@@ -1,0 +1,262 @@
+"""The peer benchmark's readers of other tools' output (samples captured from the real
+tools on local brokers), its CPU arithmetic, the scenario it hands to brokerbench and its
+table. No server is started."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from brokers import registry
+from brokers.base import Endpoints
+from tests.benchmarks.peers import (
+    brokerbench_tool,
+    cpu,
+    kafka,
+    nats,
+    postgresql,
+    pulsar,
+    rabbitmq,
+    redis,
+    table,
+)
+from tests.benchmarks.peers.base import (
+    CpuUsage,
+    LoadSettings,
+    Measurement,
+    PeerContext,
+    ToolFailed,
+    ToolRow,
+)
+from workload.scenario import parse_scenario
+
+PRODUCER_PERFORMANCE = """\
+log4j:WARN No appenders could be found for logger (org.apache.kafka.clients.producer.ProducerConfig).
+300000 records sent, 243111.831442 records/sec (23.18 MB/sec), 333.80 ms avg latency, 510.00 ms max latency, 335 ms 50th, 455 ms 95th, 479 ms 99th, 501 ms 99.9th.
+"""
+
+CONSUMER_PERFORMANCE = """\
+log4j:WARN Please initialize the log4j system properly.
+start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-23 11:56:06:942, 2026-11-23 11:56:08:105, 28.6102, 24.6004, 300000, 257953.5684, 358, 805, 35.5407, 372670.8075
+"""
+
+REDIS_BENCHMARK_CSV = """\
+"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"XADD peerstream * m xxxxxxxxxx","445434.31","0.082","0.024","0.079","0.103","0.159","3.423"
+"""
+
+PERF_TEST = """\
+id: test-120009-985, time 6.000 s, sent: 15171 msg/s, confirmed: 15171 msg/s, nacked: 0 msg/s, received: 15171 msg/s, min/median/75th/95th/99th consumer latency: 657/1265/1382/1713/2922 µs, confirm latency: 452/1175/1292/1563/2862 µs
+test stopped (Reached time limit)
+id: test-120009-985, sending rate avg: 12525 msg/s
+id: test-120009-985, receiving rate avg: 12525 msg/s
+id: test-120009-985, consumer latency min/median/75th/95th/99th 670/1386/1610/2316/5514 µs
+id: test-120009-985, confirm latency min/median/75th/95th/99th 490/1300/1516/2360/5616 µs
+"""
+
+PGBENCH = """\
+pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: send.sql
+scaling factor: 1
+query mode: simple
+number of clients: 1
+number of threads: 1
+maximum number of tries: 1
+duration: 3 s
+number of transactions actually processed: 7337
+number of failed transactions: 0 (0.000%)
+latency average = 0.408 ms
+initial connection time = 4.548 ms
+tps = 2449.245831 (without initial connection time)
+"""
+
+PGBENCH_LOG = [
+    "0 1 1506 0 1795436631 366819",
+    "0 2 419 0 1795436631 367256",
+    "0 3 305 0 1795436631 367562",
+]
+
+PULSAR_PRODUCE = """\
+2026-11-23T12:23:16,725+0000 [pulsar-perf-producer-exec-2-1] INFO  org.apache.pulsar.testclient.PerformanceProducer - Created 1 producers
+2026-11-23T12:23:19,727+0000 [pulsar-perf-producer-exec-2-1] INFO  org.apache.pulsar.testclient.PerformanceProducer - ------------- DONE (reached the maximum duration: [3 seconds] of production) --------------
+2026-11-23T12:23:26,399+0000 [Thread-0] INFO  org.apache.pulsar.testclient.PerformanceProducer - Aggregated throughput stats --- 8344 records sent --- 833.788 msg/s --- 0.636 Mbit/s
+2026-11-23T12:23:26,449+0000 [Thread-0] INFO  org.apache.pulsar.testclient.PerformanceProducer - Aggregated latency stats --- Latency: mean:   3.660 ms - med:   2.778 - 95pct:   7.446 - 99pct:  11.007 - 99.9pct:  17.111 - 99.99pct:  19.413 - 99.999pct:  23.461 - Max:  23.461
+"""
+
+PULSAR_CONSUME = """\
+2026-11-23T12:23:19,626+0000 [Thread-1] INFO  org.apache.pulsar.testclient.PerformanceConsumer - Aggregated throughput stats --- 8053 records received --- 1431.480 msg/s --- 1.092 Mbit/s --- AckRate: 1431.4803026421685  msg/s --- ack failed 0 msg
+"""
+
+NATS_PUB = """\
+
+NATS JetStream asynchronous publisher stats: 38,985 msgs/sec ~ 3.7 MiB/sec ~ min: 54.03us ~ avg: 256.16us ~ max: 4,416.34us ~ P50: 222.40us ~ P90: 392.12us ~ P99: 985.12us ~ P99.9: 2,460.33us
+"""
+
+NATS_PUB_CLIENTS = """\
+  [1] 10,712 msgs/sec ~ 1.0 MiB/sec ~ min: 56.26us ~ avg: 933.05us ~ max: 113,482.47us ~ P50: 415.01us ~ P90: 2,027.42us ~ P99: 5,951.87us ~ P99.9: 17,142.27us (49,874 msgs)
+  [2] 10,624 msgs/sec ~ 1.0 MiB/sec ~ min: 60.83us ~ avg: 940.85us ~ max: 113,566.09us ~ P50: 414.29us ~ P90: 2,076.92us ~ P99: 6,057.38us ~ P99.9: 19,833.63us (49,874 msgs)
+
+ NATS JetStream asynchronous publisher aggregated stats: 42,088 msgs/sec ~ 4.0 MiB/sec
+ message rates min 10,522 | avg 10,604 | max 10,712 | stddev 72 msgs
+ latencies per operation min 56.26us | avg 942.61us | max 113,613.31us | stddev 2,570.08us | P50 419.14us | P90 2,040.82us | P99 6,073.92us | P99.9: 17,142.27us
+"""
+
+NATS_FETCH = """\
+  [1] 19,562 msgs/sec ~ 2.4 MiB/sec ~ min: 1.44us ~ avg: 7.52us ~ max: 1,635.69us ~ P50: 3.78us ~ P90: 8.48us ~ P99: 83.32us ~ P99.9: 309.60us (50,000 msgs)
+  [2] 19,541 msgs/sec ~ 2.4 MiB/sec ~ min: 1.50us ~ avg: 7.30us ~ max: 481.22us ~ P50: 3.78us ~ P90: 8.53us ~ P99: 85.19us ~ P99.9: 285.04us (50,000 msgs)
+
+ NATS JetStream durable consumer (fetch) aggregated stats: 39,069 msgs/sec ~ 4.8 MiB/sec
+ message rates min 19,541 | avg 19,551 | max 19,562 | stddev 10 msgs
+ latencies per operation min 1.44us | avg 7.41us | max 1,635.69us | stddev 28.95us | P50 3.78us | P90 8.52us | P99 85.07us | P99.9: 308.16us
+"""
+
+
+def test_producer_performance_summary() -> None:
+    result = kafka.parse_producer_performance(PRODUCER_PERFORMANCE)
+    assert result["records"] == 300000
+    assert result["rate"] == pytest.approx(243111.831442)
+    assert (result["p50"], result["p99"]) == (335, 479)
+
+
+def test_consumer_performance_summary() -> None:
+    result = kafka.parse_consumer_performance(CONSUMER_PERFORMANCE)
+    assert result["data.consumed.in.nMsg"] == 300000
+    assert result["fetch.nMsg.sec"] == pytest.approx(372670.8075)
+
+
+def test_kafka_tools_without_summary_fail() -> None:
+    with pytest.raises(ToolFailed, match="no summary"):
+        kafka.parse_producer_performance("log4j:WARN nothing\n")
+    with pytest.raises(ToolFailed):
+        kafka.parse_consumer_performance("start.time, end.time\n")
+
+
+def test_redis_benchmark_csv() -> None:
+    result = redis.parse_redis_benchmark_csv(REDIS_BENCHMARK_CSV)
+    assert result["rps"] == pytest.approx(445434.31)
+    assert (result["p50_latency_ms"], result["p99_latency_ms"]) == (0.079, 0.159)
+    assert len(redis.payload(100)) == 100
+
+
+def test_perf_test_summary_takes_the_closing_lines() -> None:
+    result = rabbitmq.parse_perf_test(PERF_TEST)
+    assert (result["send"], result["receive"]) == (12525, 12525)
+    assert result["p50"] == pytest.approx(1.300)
+    assert result["p99"] == pytest.approx(5.616)
+
+
+def test_perf_test_in_milliseconds() -> None:
+    text = "sending rate avg: 10 msg/s\nconfirm latency min/median/75th/95th/99th 1/2/3/4/5 ms\n"
+    assert rabbitmq.parse_perf_test(text)["p99"] == 5.0
+
+
+def test_pgbench_result_and_log() -> None:
+    result = postgresql.parse_pgbench(PGBENCH)
+    assert result["transactions"] == 7337
+    assert result["seconds"] == pytest.approx(7337 / 2449.245831)
+    assert postgresql.parse_pgbench_log(PGBENCH_LOG) == [1.506, 0.419, 0.305]
+
+
+def test_pgbench_scripts_quote_the_table() -> None:
+    send = postgresql.send_script("bench_peers_t1", 10, 100)
+    assert "\\set n random(1, 10)" in send and 'INSERT INTO "bench_peers_t1"' in send
+    receive = postgresql.receive_script("bench_peers_t1", 10, 30.0, 50)
+    assert "FOR UPDATE SKIP LOCKED" in receive and "\\sleep 50 ms" in receive
+
+
+def test_pulsar_perf_rates_come_from_the_sending_time() -> None:
+    produced = pulsar.parse_pulsar_perf_produce(PULSAR_PRODUCE)
+    assert produced["records"] == 8344
+    assert produced["seconds"] == pytest.approx(3.002)
+    assert (produced["p50"], produced["p99"]) == (2.778, 11.007)
+    assert pulsar.parse_pulsar_perf_consume(PULSAR_CONSUME)["records"] == 8053
+
+
+def test_nats_bench_publisher_and_fetch() -> None:
+    pub = nats.parse_nats_bench(NATS_PUB, "pub")
+    assert pub["rate"] == 38985
+    assert pub["p50"] == pytest.approx(0.2224)
+    assert pub["p99"] == pytest.approx(0.98512)
+    assert nats.parse_nats_bench(NATS_FETCH, "fetch")["rate"] == 39069
+    clients = nats.parse_nats_bench(NATS_PUB_CLIENTS, "pub")
+    assert clients["rate"] == 42088
+    assert (clients["p50"], clients["p99"]) == pytest.approx((0.41914, 6.07392))
+    with pytest.raises(ToolFailed):
+        nats.parse_nats_bench(NATS_FETCH, "pub")
+
+
+def test_proc_stat_with_spaces_and_parentheses_in_the_name() -> None:
+    line = "4242 (java (main) x) S 1 4242 4242 0 -1 4194304 10 0 0 0 150 50 7 3 20 0 30 0 99"
+    stat = cpu.parse_stat(line)
+    assert (stat.pid, stat.ppid, stat.ticks) == (4242, 1, 150 + 50 + 7 + 3)
+
+
+def test_cpu_between_two_times_is_interpolated() -> None:
+    samples = [cpu.CpuSample(0.0, 0.0, 0.0), cpu.CpuSample(2.0, 2.0, 1.0)]
+    assert cpu.usage_between(samples, 0.5, 1.5) == (1.0, 0.5, 1.0)
+    assert cpu.usage_between(samples, 5.0, 6.0) is None
+    usage = CpuUsage(2.0, 1.0, 2.0, samples=tuple(samples)).within(0.0, 1.0, "sending period")
+    assert (usage.client_pct, usage.broker_pct, usage.scope) == (100.0, 50.0, "sending period")
+
+
+def test_scenario_for_the_running_broker_is_valid() -> None:
+    system = registry.get("kafka")
+    ctx = PeerContext(
+        system,
+        system.params_model.model_validate({"partitions": 16}),
+        Endpoints(("127.0.0.1:9092",), (("kafka_version", "3.9.1"),)),
+        workdir=None,  # type: ignore[arg-type]
+        broker_pids=list,
+    )
+    load = LoadSettings(threads=4, duration=20.0)
+    text = brokerbench_tool.scenario_toml(ctx, load, {"processes": 2}, {"partitions": 16})
+
+    scenario = parse_scenario(tomllib.loads(text))
+    assert scenario.broker.deployment == "endpoints"
+    assert scenario.broker.options == {"kafka_version": "3.9.1"}
+    assert (scenario.load.threads, scenario.load.max_send_batch, scenario.load.processes) == (
+        4,
+        10,
+        2,
+    )
+    assert scenario.measurement.warmup == 2.0
+    assert scenario.broker_params().partitions == 16  # type: ignore[attr-defined]
+
+
+def test_summary_row_to_measurement() -> None:
+    row = {
+        "send_msgs_per_s": "4491.500",
+        "receive_msgs_per_s": "4496.000",
+        "send_latency_p50_ms": "0.469",
+        "send_latency_p99_ms": "",
+        "lost": "3",
+        "receivers_kept_up": "False",
+    }
+    m = brokerbench_tool.summary_measurement(row)
+    assert (m.send_per_s, m.receive_per_s, m.publish_p50_ms, m.publish_p99_ms) == (
+        4491.5,
+        4496.0,
+        0.469,
+        None,
+    )
+    assert any("lost = 3" in n for n in m.notes)
+    assert any("did not keep up" in n for n in m.notes)
+
+
+def test_table_ratio_and_failures() -> None:
+    usage = CpuUsage(1.0, 2.0, 4.0)
+    rows = [
+        ToolRow(table.BROKERBENCH, 1, Measurement(1000.0, 990.0, 0.5, 2.0), usage),
+        ToolRow("PerfTest", 1, Measurement(4000.0, 3900.0, 1.0, 5.0, ("a note",)), usage),
+        ToolRow(table.BROKERBENCH, 4, error="brokerbench run exited with code 1: boom"),
+        ToolRow("PerfTest", 4, error="PerfTest printed no summary (sending rate avg)"),
+    ]
+    text = table.render("RabbitMQ", ["settings"], rows)
+    lines = text.splitlines()
+    first = next(line for line in lines if line.startswith("brokerbench") and " 1 " in line)
+    assert first.split()[-1] == "0.250"
+    assert "FAILED: brokerbench run exited with code 1: boom" in text
+    assert "FAILED: PerfTest printed no summary" in text
+    assert "note: a note" in text
