@@ -3,26 +3,46 @@
 Runs in-process after a local run (``brokerbench run`` / ``brokerbench report``) and as a
 Spark application (``python -m analysis.job RUN_DIR``, or spark-submit on EMR). It writes
 ``analysis/summary.csv`` and ``analysis/windows/`` (Parquet) under the run directory.
+
+Before counting anything lost it takes stock (SPEC §5): every node process a sweep point
+ran must have left its records (:class:`RunRecords`); a point missing some is
+*incomplete* and no loss is claimed for it, and a point the run stopped early is *not
+drained* (:class:`PointRecords`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
+import itertools
 import json
 import math
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from analysis import transforms as tf
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from workload.results import TABLES
+from workload.errors import one_line
+from workload.results import (
+    DELIVERY_TABLES,
+    TABLES,
+    NodeStatus,
+    PartKey,
+    RecordsNotWritten,
+    parse_status,
+    raw_dir,
+    read_statuses,
+)
 
 SUMMARY_COLUMNS = [
     "broker",
@@ -39,9 +59,11 @@ SUMMARY_COLUMNS = [
     "processing_latency_p95_ms",
     "send_latency_p95_ms",
     "lost",
+    "not_drained",
     "duplicated",
     "redelivered",
     "unconfirmed_received",
+    "delivery",
     "errors",
     "receivers_kept_up",
     "measured_seconds",
@@ -74,13 +96,185 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(f.name, convert(f.type)) for f in schema])
 
 
-def read_table(spark: SparkSession, run_dir: Path | str | RunLocation, table: str) -> DataFrame:
+def read_table(
+    spark: SparkSession,
+    run_dir: Path | str | RunLocation,
+    table: str,
+    paths: list[str] | None = None,
+) -> DataFrame:
+    """A raw table: its whole folder, or only ``paths`` (the files that can be read)."""
     schema = spark_schema(TABLES[table])
     run = RunLocation.of(run_dir)
     relative = f"raw/{table}"
-    if not run.has_parquet(relative):
+    if paths is None and run.has_parquet(relative):
+        paths = [run.spark_path(relative)]
+    if not paths:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(run.spark_path(relative))
+    return spark.read.schema(schema).parquet(*paths)
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """What a run directory holds: the node statuses and, per raw table, the node part
+    files that can be read."""
+
+    statuses: dict[PartKey, NodeStatus]
+    present: set[tuple[str, PartKey]]
+    #: (table, part) → why its file, though there, cannot be read.
+    unreadable: dict[tuple[str, PartKey], str] = field(default_factory=dict)
+    #: Per table, the files to read (None: the whole folder).
+    paths: dict[str, list[str] | None] = field(default_factory=dict)
+
+    def parts(self) -> set[PartKey]:
+        """Every node part that left a trace: a status or a file."""
+        return {*self.statuses, *(key for _, key in self.present), *(k for _, k in self.unreadable)}
+
+    def gap(self, key: PartKey) -> str:
+        """What is missing of one node part's records ("" when nothing is)."""
+        for table in key.tables:
+            if (table, key) in self.unreadable:
+                return f"wrote an unreadable {table} file ({self.unreadable[table, key]})"
+        absent = [table for table in key.tables if (table, key) not in self.present]
+        if not absent:
+            return ""
+        status = self.statuses.get(key)
+        what = (
+            "wrote no results"
+            if DELIVERY_TABLES[key.role] in absent
+            else "wrote no per-second records"
+        )
+        if status is None:
+            return f"{what} (and no status)"
+        return f"{what} ({status.error})" if status.error else what
+
+
+def expected_parts(point: dict[str, Any]) -> set[PartKey]:
+    """The node parts a sweep point of the context runs: every sender and receiver node,
+    each spread over the point's processes per node."""
+    load = point["load"]
+    nodes = {
+        "sender": load["sender_nodes"],
+        "receiver": load.get("receiver_nodes") or 2 * load["sender_nodes"],
+    }
+    parts = int(point.get("processes_per_node") or 1)
+    return {
+        PartKey(point["point"], role, node, part)
+        for role, count in nodes.items()
+        for node in range(count)
+        for part in range(parts)
+    }
+
+
+def run_records(spark: SparkSession, run: RunLocation, context: dict[str, Any]) -> RunRecords:
+    """Take stock of a run's records: locally every Parquet footer is read (a file that
+    cannot be read is left out of the analysis and named); in S3, whose objects are
+    whole or absent, the listing is Spark's and statuses are read by name."""
+    if not run.s3:
+        return local_records(run.local)
+    present: set[tuple[str, PartKey]] = set()
+    for table in TABLES:
+        for path in read_table(spark, run, table).inputFiles():
+            key = PartKey.of_file(path)
+            if key is not None:
+                present.add((table, key))
+    candidates = {key for _, key in present}
+    for point in context["points"]:
+        candidates |= expected_parts(point)
+    statuses = {}
+    for key in candidates:
+        try:
+            text = run.read_text(f"nodes/{key.name}.json")
+        except Exception:  # no such object: the part left no status
+            continue
+        status = parse_status(key.name, text)
+        if status is not None:
+            statuses[key] = status
+    return RunRecords(statuses, present)
+
+
+def local_records(run_dir: Path) -> RunRecords:
+    """:func:`run_records` of a local run directory."""
+    present: set[tuple[str, PartKey]] = set()
+    unreadable: dict[tuple[str, PartKey], str] = {}
+    paths: dict[str, list[str] | None] = {}
+    for table in TABLES:
+        readable = []
+        for path in sorted(raw_dir(run_dir, table).glob("*.parquet")):
+            key = PartKey.of_file(path.name)
+            try:
+                pq.read_metadata(path)
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                if key is not None:
+                    unreadable[table, key] = one_line(str(exc))
+                continue
+            readable.append(str(path))
+            if key is not None:
+                present.add((table, key))
+        paths[table] = readable
+    statuses = {status.key: status for status in read_statuses(run_dir)}
+    return RunRecords(statuses, present, unreadable, paths)
+
+
+@dataclass(frozen=True)
+class PointRecords:
+    """How one sweep point's records stand (a ``transforms`` state) and why."""
+
+    point: int
+    state: str
+    reason: str = ""
+
+    @property
+    def delivery(self) -> str:
+        """The summary's ``delivery`` column: SPEC §5's word for the point, and why."""
+        if self.state == tf.STOPPED:
+            return f"not drained: {self.reason}"
+        if self.state == tf.INCOMPLETE:
+            return f"incomplete: {self.reason}"
+        return self.state
+
+
+def point_records(context: dict[str, Any], records: RunRecords) -> list[PointRecords]:
+    """Per sweep point of the context: drained, stopped early, incomplete, or never run.
+
+    A run ends at the first point that is interrupted or fails, so in a run that did
+    not complete the last point that left records is the one stopped early, and later
+    points never ran. A point missing a node part's records is incomplete, whatever else.
+    """
+    status = context.get("status")
+    stopped_early = status in ("interrupted", "failed")
+    left_records = records.parts()
+    last = max((key.point for key in left_records), default=0)
+    out = []
+    for point in context["points"]:
+        index = point["point"]
+        if stopped_early and index > last:
+            out.append(PointRecords(index, tf.NOT_RUN))
+            continue
+        parts = sorted(expected_parts(point) | {k for k in left_records if k.point == index})
+        gaps = [f"{key.who} {gap}" for key in parts if (gap := records.gap(key))]
+        failed = [
+            records.statuses[key]
+            for key in parts
+            if key.role == "receiver" and key in records.statuses and not records.statuses[key].ok
+        ]
+        if gaps:
+            more = f"; {len(gaps) - 1} more node process(es) likewise" if len(gaps) > 1 else ""
+            out.append(PointRecords(index, tf.INCOMPLETE, gaps[0] + more))
+        elif stopped_early and index == last:
+            out.append(PointRecords(index, tf.STOPPED, _why_stopped(context)))
+        elif failed:
+            who, error = failed[0].key.who, failed[0].error
+            out.append(PointRecords(index, tf.STOPPED, f"{who} stopped early ({error})"))
+        else:
+            out.append(PointRecords(index, tf.DRAINED))
+    return out
+
+
+def _why_stopped(context: dict[str, Any]) -> str:
+    if context.get("status") == "interrupted":
+        return "the run was interrupted before receivers drained the queue"
+    errors = context.get("errors") or []
+    return f"the run failed ({errors[0]})" if errors else "the run failed"
 
 
 def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
@@ -91,7 +285,9 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     run = RunLocation.of(run_dir)
     context = json.loads(run.read_text("context.json"))
     measurement = context["scenario"]["measurement"]
-    seconds = read_table(spark, run, "seconds")
+    records = run_records(spark, run, context)
+    points = point_records(context, records)
+    seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
     periods = tf.measurement_periods(counters, math.ceil(measurement["warmup"] or 0))
@@ -99,26 +295,65 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
         periods, tf.seconds_of(measurement["window"]), tf.seconds_of(measurement["step"])
     )
     series = tf.window_series(counters, hist, windows).cache()
-    series.write.mode("overwrite").parquet(run.spark_path("analysis/windows"))
 
     rows = _collect(tf.throughput(counters, periods))
     _merge(rows, _collect(tf.headline(series)))
-    _merge(
-        rows,
-        _collect(
-            tf.delivery(read_table(spark, run, "sent_ranges"), read_table(spark, run, "received"))
-        ),
+    states = spark.createDataFrame(
+        [(context["run_id"], p.point, p.state) for p in points],
+        "run_id string, point int, state string",
     )
+    delivery = tf.delivery(
+        read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")),
+        read_table(spark, run, "received", records.paths.get("received")),
+    )
+    _merge(rows, _collect(tf.accounting(delivery, states)))
+    _merge(rows, {p.point: {"delivery": p.delivery} for p in points})
     for row in (r.asDict() for r in tf.whole_run(hist, periods).collect()):
         target = rows.setdefault(row["point"], {"point": row["point"]})
         for q in ("p50", "p99", "p999", "max"):
             target[f"{row['metric']}_{q}_ms"] = row[f"{q}_ms"]
     summary = _summary_rows(context, rows)
-    run.write_text("analysis/summary.csv", summary_csv(summary))
+    try:
+        run.write_text("analysis/summary.csv", summary_csv(summary))
+    except OSError as exc:  # a full disk or a read-only directory: one line naming it
+        if not run.s3:  # and no summary rather than a truncated one
+            with contextlib.suppress(OSError):
+                (run.local / "analysis" / "summary.csv").unlink(missing_ok=True)
+        raise RecordsNotWritten(run.spark_path("analysis/summary.csv"), exc) from exc
+    write_windows(series, run)
     counters.unpersist()
     hist.unpersist()
     series.unpersist()
     return summary
+
+
+def write_windows(series: DataFrame, run: RunLocation) -> None:
+    """Write the window series (a few rows per sweep point): by Spark into S3; locally
+    through Arrow, so that a full disk or a read-only directory is one line naming the file
+    rather than a page of Spark's errors."""
+    if run.s3:
+        series.write.mode("overwrite").parquet(run.spark_path("analysis/windows"))
+        return
+    directory = run.local / "analysis" / "windows"
+    path = directory / "part-0.parquet"
+    schema = arrow_schema(series.schema)
+    shutil.rmtree(directory, ignore_errors=True)
+    try:
+        directory.mkdir(parents=True)
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            rows = (row.asDict() for row in series.toLocalIterator())
+            while batch := list(itertools.islice(rows, 10_000)):
+                writer.write_table(pa.Table.from_pylist(batch, schema))
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise RecordsNotWritten(path, exc) from exc
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of a (flat) Spark result."""
+    to_arrow = {spark: arrow for arrow, spark in _ARROW_TO_SPARK.items()}
+    to_arrow[T.DoubleType()] = pa.float64()
+    return pa.schema([(f.name, to_arrow[f.dataType]) for f in schema.fields])
 
 
 def _collect(df: DataFrame) -> dict[int, dict[str, Any]]:

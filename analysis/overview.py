@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.report import TABLE, _cell
+from analysis.report import TABLE, cell
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
@@ -205,7 +205,7 @@ def render(runs: list[RunSummary]) -> str:
     body = "".join(
         f"<tr><td>{html.escape(run.title)}</td><td><a href="
         f'"{html.escape(run.run_dir.name)}/analysis/report.html">{html.escape(run.run_id)}</a></td>'
-        + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in TABLE)
+        + "".join(f"<td>{html.escape(cell(r, k, f))}</td>" for k, _, f in TABLE)
         + "</tr>"
         for run in runs
         for r in run.rows

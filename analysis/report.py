@@ -1,6 +1,11 @@
 """What a person reads: the SPEC §3 table on the terminal and a self-contained HTML report
 (inline SVG charts, no network) with the table, throughput and latency over time per sweep
-point, and the run context."""
+point, and the run context.
+
+Delivery is told in SPEC §5's words: a point whose records are incomplete shows
+"incomplete" where lost would be, a point stopped early gets a "not drained" column, and
+each says why at the end of its line.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+
+from workload.results import RecordsNotWritten
 
 TABLE = [
     ("threads", "threads", "{}"),
@@ -25,12 +32,40 @@ TABLE = [
 
 
 COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
+NOT_DRAINED = ("not_drained", "not drained", "{}")
 
 
 def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The table's columns: cost only where a run carries it (runs on AWS)."""
-    priced = any(r.get(COST[0]) not in (None, "") for r in rows)
-    return [*TABLE, COST] if priced else TABLE
+    """The table's columns: "not drained" only where a point was stopped early, cost only
+    where a run carries it (runs on AWS)."""
+    table = list(TABLE)
+    if any(delivery(r).startswith("not drained") for r in rows):
+        lost = next(i for i, (key, _, _) in enumerate(table) if key == "lost")
+        table.insert(lost + 1, NOT_DRAINED)
+    if any(r.get(COST[0]) not in (None, "") for r in rows):
+        table.append(COST)
+    return table
+
+
+def delivery(row: dict[str, Any]) -> str:
+    """The point's delivery in SPEC §5's words ("drained", "not drained: …", "incomplete: …");
+    "" for summaries written before it was recorded."""
+    return str(row.get("delivery") or "")
+
+
+def cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    """One cell of a summary row: lost reads "incomplete" where a node's records are missing."""
+    if key == "lost" and delivery(row).startswith("incomplete"):
+        return "incomplete"
+    return _cell(row.get(key), fmt)
+
+
+def notes(row: dict[str, Any]) -> list[str]:
+    """What a reader must know about a point's figures, each a few words."""
+    found = [] if kept_up(row) else ["receivers did not keep up"]
+    if delivery(row) not in ("", "drained"):
+        found.append(delivery(row))
+    return found
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -44,23 +79,30 @@ def _cell(value: Any, fmt: str) -> str:
 
 def kept_up(row: dict[str, Any]) -> bool:
     """False when the analysis flagged that receivers did not keep up with senders."""
-    return str(row.get("receivers_kept_up", "True")) in ("True", "true", "")
+    value = row.get("receivers_kept_up")
+    return value in (None, "") or str(value) in ("True", "true")
 
 
 def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     """The printed table for one broker's run."""
     table = columns(rows)
     header = [title for _, title, _ in table]
-    body = [[_cell(r.get(key), fmt) for key, _, fmt in table] for r in rows]
+    body = [[cell(r, key, fmt) for key, _, fmt in table] for r in rows]
     widths = [
         max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
     ]
     lines = [f"{broker}", "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     for r, cells in zip(rows, body, strict=True):
-        flag = "" if kept_up(r) else "  ← receivers did not keep up"
+        flag = f"  ← {'; '.join(notes(r))}" if notes(r) else ""
         lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + flag)
     return "\n".join(lines)
+
+
+def _delivery_cell(row: dict[str, Any]) -> str:
+    text = delivery(row) or "–"
+    warn = " class=warn" if text not in ("–", "drained") else ""
+    return f'<td{warn} style="text-align:left">{html.escape(text)}</td>'
 
 
 def _svg_lines(
@@ -118,11 +160,12 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
     broker = context["broker"]
     table = columns(rows)
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in table)
-    head += "<th>receivers kept up</th>"
+    head += "<th>receivers kept up</th><th>delivery</th>"
     body = "".join(
         "<tr>"
-        + "".join(f"<td>{html.escape(_cell(r.get(k), f))}</td>" for k, _, f in table)
+        + "".join(f"<td>{html.escape(cell(r, k, f))}</td>" for k, _, f in table)
         + ("<td>yes</td>" if kept_up(r) else "<td class=warn>no</td>")
+        + _delivery_cell(r)
         + "</tr>"
         for r in rows
     )
@@ -165,6 +208,9 @@ Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str
 <pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre></details>
 </body></html>"""
     path = run_dir / "analysis" / "report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page)
+    except OSError as exc:  # a full disk or a read-only directory: one line naming it
+        raise RecordsNotWritten(path, exc) from exc
     return path

@@ -287,6 +287,38 @@ def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
     )
 
 
+#: How a sweep point's records stand (see :func:`accounting`): receivers drained it, the run
+#: stopped early, a node's records are missing, or it never ran.
+DRAINED, STOPPED, INCOMPLETE, NOT_RUN = "drained", "stopped", "incomplete", "not run"
+
+
+def accounting(delivery: DataFrame, states: DataFrame) -> DataFrame:
+    """Per point, :func:`delivery`'s counts in SPEC §5's words; one row per row of ``states``
+    (run_id, point, state: one of :data:`DRAINED`, :data:`STOPPED`, :data:`INCOMPLETE`,
+    :data:`NOT_RUN`).
+
+    Confirmed messages never received are *lost* only at a point whose receivers drained
+    it; at a point stopped early they are *not drained*, and nothing is lost. Where a
+    node's records are missing, or the point never ran, neither is claimed (null) — nor
+    messages received without a confirmed send, whose sender's ranges may be the ones
+    missing.
+    """
+    counts = ["confirmed", "lost", "duplicated", "unconfirmed_received"]
+    joined = states.join(delivery, on=KEY, how="left").fillna(0, counts)
+    state, missing = F.col("state"), F.col("lost")
+    zero = F.lit(0).cast("long")
+    return joined.select(
+        *KEY,
+        "confirmed",
+        F.when(state == DRAINED, missing).when(state == STOPPED, zero).alias("lost"),
+        F.when(state == STOPPED, missing).when(state == DRAINED, zero).alias("not_drained"),
+        "duplicated",
+        F.when(state.isin(DRAINED, STOPPED), F.col("unconfirmed_received")).alias(
+            "unconfirmed_received"
+        ),
+    )
+
+
 def whole_run(hist: DataFrame, periods: DataFrame) -> DataFrame:
     """Per point: whole-run percentiles of each metric, one row per metric.
 

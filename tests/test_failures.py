@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, read_summary
+from tests.conftest import ROOT, brokerbench, read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.redis]
 
@@ -32,10 +32,12 @@ step = "1s"
 """
 
 
-def start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def start_run(
+    tmp_path: Path, results: Path | None = None, text: str = SCENARIO
+) -> tuple[subprocess.Popen[str], Path]:
     scenario = tmp_path / "failure.toml"
-    scenario.write_text(SCENARIO)
-    results = tmp_path / "results"
+    scenario.write_text(text)
+    results = results or tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "workload.cli", "run", str(scenario), "--results", str(results)],
         cwd=ROOT,
@@ -134,3 +136,68 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return False
+
+
+def test_a_full_disk_is_one_line_per_file_and_never_a_false_loss(tmp_path: Path) -> None:
+    from tests.test_accounting import fill, tmpfs
+
+    with tmpfs(tmp_path / "fs", "size=32m") as fs:
+        results = fs / "results"
+        proc, _ = start_run(tmp_path, results, SCENARIO.replace('"40s"', '"15s"'))
+        before = wait_for_messages(results, proc)
+        filler = fill(fs)  # the disk fills up while messages flow
+        stdout, stderr = proc.communicate(timeout=240)
+        output = before + stdout + stderr
+        assert proc.returncode == 1, output
+        assert "Traceback" not in output
+        full = [line for line in output.splitlines() if "disk full" in line]
+        assert full, output
+        assert all(re.search(r"disk full writing /\S+", line) for line in full), full
+        assert not list(results.glob("*/raw/*/.*.tmp")), "a partial file was left behind"
+        for row in _summaries(results):  # if the analysis found room to write one
+            assert row["lost"] in ("", "0"), row
+
+        filler.unlink()  # room again: the analysis says what it cannot know
+        (run_dir,) = results.iterdir()
+        done = brokerbench("report", str(run_dir))
+        assert done.returncode == 0, done.stderr
+        (row,) = read_summary(results)
+        assert row["lost"] == "" and row["delivery"].startswith("incomplete: "), row
+        assert "incomplete" in done.stdout and "Traceback" not in done.stderr
+
+
+def _summaries(results: Path) -> list[dict[str, str]]:
+    return read_summary(results) if list(results.glob("*/analysis/summary.csv")) else []
+
+
+def test_a_read_only_results_directory_is_one_line_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    from tests.test_accounting import tmpfs
+
+    scenario = tmp_path / "failure.toml"
+    scenario.write_text(SCENARIO)
+    with tmpfs(tmp_path / "ro", "ro", "size=1m") as ro:
+        done = brokerbench("run", str(scenario), "--results", str(ro), timeout=120)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        f"brokerbench: {ro}: cannot write results there (permission denied (read-only file "
+        "system)); make it writable or choose another with --results"
+    )
+    assert "starting" not in done.stdout  # no broker was started
+
+
+def test_an_interrupted_run_reports_what_was_not_drained_and_no_loss(tmp_path: Path) -> None:
+    proc, results = start_run(tmp_path)
+    wait_for_messages(results, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 130, stderr
+    (row,) = read_summary(results)
+    assert int(row["sent"]) > 0 and row["lost"] == "0" and int(row["not_drained"]) >= 0
+    assert row["delivery"] == (
+        "not drained: the run was interrupted before receivers drained the queue"
+    )
+    header = next(line for line in stdout.splitlines() if "send msgs/s" in line)
+    assert "lost  not drained" in header

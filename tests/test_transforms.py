@@ -73,7 +73,9 @@ def test_windows_inside_the_period_or_one_short_window(spark, seconds):
 
 def test_percentiles_of_merged_histograms(seconds):
     hist = tf.histogram_per_second(seconds)
-    rows = {(r["point"], r["metric"]): r for r in tf.whole_run(hist).collect() if r["point"] == 0}
+    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=0)
+    whole = tf.whole_run(hist, periods)
+    rows = {(r["point"], r["metric"]): r for r in whole.collect() if r["point"] == 0}
     proc = rows[(0, "processing_latency")]
     assert proc["samples"] == 190  # 19 per second over 10 s, merged, not averaged
     assert math.isclose(proc["p50_ms"], bucket_value(B1MS) / 1000)
@@ -158,3 +160,50 @@ def test_identity_words_pack_what_fits_and_keep_the_rest_exact(spark):
         (0, 1 << 16, 0): (1 << 5, 1),
         (2, 2, 1 << 32): (3, 2),
     }
+
+
+def test_accounting_claims_loss_only_where_receivers_drained(spark):
+    # Every point confirmed seqs 0..9 and received 0..7 (seq 5 twice): 2 missing.
+    ranges = spark.createDataFrame(
+        [("r", p, 0, 0, 0, 9) for p in range(3)], spark_schema(SENT_RANGES_SCHEMA)
+    )
+    seqs = [*range(8), 5, 42]  # 42 was never confirmed
+    received = spark.createDataFrame(
+        [("r", p, 0, 0, s, 0, 1) for p in range(3) for s in seqs], spark_schema(RECEIVED_SCHEMA)
+    )
+    states = spark.createDataFrame(
+        [("r", 0, tf.DRAINED), ("r", 1, tf.STOPPED), ("r", 2, tf.INCOMPLETE), ("r", 3, tf.NOT_RUN)],
+        "run_id string, point int, state string",
+    )
+    got = {
+        r["point"]: (
+            r["confirmed"],
+            r["lost"],
+            r["not_drained"],
+            r["duplicated"],
+            r["unconfirmed_received"],
+        )
+        for r in tf.accounting(tf.delivery(ranges, received), states).collect()
+    }
+    assert got == {
+        0: (10, 2, 0, 1, 1),  # drained: the 2 missing are lost
+        1: (10, 0, 2, 1, 1),  # stopped early: the 2 missing were not drained, nothing lost
+        2: (10, None, None, 1, None),  # a node's records are missing: nothing claimed
+        3: (0, None, None, 0, None),  # never ran
+    }
+
+
+def test_accounting_of_a_stopped_point_with_nothing_received(spark):
+    ranges = spark.createDataFrame([("r", 0, 0, 0, 0, 99)], spark_schema(SENT_RANGES_SCHEMA))
+    received = spark.createDataFrame([], spark_schema(RECEIVED_SCHEMA))
+    states = spark.createDataFrame([("r", 0, tf.STOPPED)], "run_id string, point int, state string")
+    (row,) = tf.accounting(tf.delivery(ranges, received), states).collect()
+    assert (row["confirmed"], row["lost"], row["not_drained"]) == (100, 0, 100)
+
+
+def test_whole_run_percentiles_leave_the_warmup_out(seconds):
+    hist = tf.histogram_per_second(seconds)
+    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=4)
+    whole = tf.whole_run(hist, periods)
+    proc = [r for r in whole.collect() if r["point"] == 0 and r["metric"] == "processing_latency"]
+    assert proc[0]["samples"] == 19 * 6  # the first 4 of the 10 seconds are warm-up

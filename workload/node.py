@@ -12,8 +12,10 @@ ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,7 +26,13 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
 from workload.recording import WorkerRecorder
-from workload.results import NodeStatus, read_statuses, write_node, write_status
+from workload.results import (
+    NodeStatus,
+    RecordsNotWritten,
+    read_statuses,
+    write_node,
+    write_status,
+)
 from workload.scenario import LoadSection
 from workload.signals import leave_stopping_to_the_coordinator
 from workload.worker import (
@@ -149,21 +157,35 @@ def run_node(
     except Exception as exc:
         errors.append(_one_line(exc))
     finally:
-        write_node(
-            spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
-        )
+        # A results file that cannot be written (a full disk, a read-only directory) is one
+        # line here, in this process, and the first thing the part's status says.
+        unwritten: list[str] = []
+        try:
+            write_node(
+                spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
+            )
+        except RecordsNotWritten as exc:
+            unwritten.append(str(exc))
         status = NodeStatus(
             point=spec.point,
             role=spec.role,
             node=spec.node,
             part=spec.part,
-            ok=not errors,
-            error=errors[0] if errors else "",
+            ok=not errors and not unwritten,
+            error="; ".join([*unwritten[:1], *errors[:1]]),
             sent=sum(r.total_sent for r in recorders),
             received=sum(r.total_received for r in recorders),
             errors=sum(r.total_errors for r in recorders),
         )
-        write_status(spec.run_dir, status)
+        try:
+            write_status(spec.run_dir, status)
+        except RecordsNotWritten as exc:
+            unwritten.append(str(exc))
+        if unwritten:
+            with contextlib.suppress(OSError, ValueError):  # a closed terminal
+                lead = "\r\033[K" if sys.stderr.isatty() else ""  # over the progress line
+                line = f"{lead}brokerbench: {status.key.who}: {unwritten[0]}"
+                print(line, file=sys.stderr, flush=True)
         report(done=True)
     return status
 

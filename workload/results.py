@@ -10,20 +10,28 @@
 
 Every row carries ``run_id`` and ``point`` so the tables of many runs can be read as one
 dataset (locally or from S3). Files are named ``p<point>-<role>-<node>.<part>.parquet``: a
-node's workers are spread over processes, each writing its own part.
+node's workers are spread over processes, each writing its own part (:class:`PartKey`).
+
+Every file is written whole or not at all; a write that fails (a full disk, a read-only
+directory) raises :class:`RecordsNotWritten`, one line naming the file and why.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import re
 from array import array
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from workload.errors import RunFailed
 from workload.recording import WorkerRecorder
 
 HIST = pa.map_(pa.int32(), pa.int64())
@@ -76,6 +84,42 @@ TABLES = {
     "sent_ranges": SENT_RANGES_SCHEMA,
     "received": RECEIVED_SCHEMA,
 }
+#: The table that proves delivery, per role: what senders had confirmed, what receivers got.
+DELIVERY_TABLES = {"sender": "sent_ranges", "receiver": "received"}
+
+_NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
+
+
+@dataclass(frozen=True, order=True)
+class PartKey:
+    """One process ("part") of one client node at one sweep point: whose records a file holds."""
+
+    point: int
+    role: str
+    node: int
+    part: int = 0
+
+    @property
+    def name(self) -> str:
+        return node_file(self.point, self.role, self.node, self.part)
+
+    @property
+    def who(self) -> str:
+        return f"{self.role} node {self.node} process {self.part}"
+
+    @property
+    def tables(self) -> tuple[str, str]:
+        """The raw tables this part writes."""
+        return ("seconds", DELIVERY_TABLES[self.role])
+
+    @classmethod
+    def of_file(cls, path: str) -> PartKey | None:
+        """The part a file of a run belongs to (``…/p0-receiver-1.0.parquet``); None otherwise."""
+        match = _NODE_FILE.fullmatch(path.rsplit("/", 1)[-1])
+        if match is None:
+            return None
+        point, role, node, part = match.groups()
+        return cls(int(point), role, int(node), int(part))
 
 
 @dataclass(frozen=True)
@@ -89,6 +133,31 @@ class NodeStatus:
     sent: int = 0
     received: int = 0
     errors: int = 0
+
+    @property
+    def key(self) -> PartKey:
+        return PartKey(self.point, self.role, self.node, self.part)
+
+
+class RecordsNotWritten(RunFailed):
+    """A results file could not be written: one line naming the file and why."""
+
+    def __init__(self, path: Path | str, exc: OSError) -> None:
+        super().__init__(f"{write_problem(exc)} writing {path}")
+        self.path = Path(path)
+
+
+def write_problem(exc: OSError) -> str:
+    """Why a write failed, in the words a user acts on."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    if exc.errno == errno.EROFS:
+        return "permission denied (read-only file system)"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def raw_dir(run_dir: Path, table: str) -> Path:
@@ -108,7 +177,11 @@ def write_node(
     recorders: Iterable[WorkerRecorder],
     part: int = 0,
 ) -> None:
-    """Write one node part's recorders as one Parquet file per table (atomically renamed)."""
+    """Write one node part's recorders as one Parquet file per table (atomically renamed).
+
+    Every table is attempted; the first that could not be written is then raised
+    (:class:`RecordsNotWritten`).
+    """
     recorders = list(recorders)
     seconds: dict[str, list[object]] = {name: [] for name in SECONDS_SCHEMA.names}
     ranges: dict[str, list[object]] = {name: [] for name in SENT_RANGES_SCHEMA.names}
@@ -139,12 +212,12 @@ def write_node(
             ):
                 ranges[key].append(value)
     name = node_file(point, role, node, part)
-    _write(raw_dir(run_dir, "seconds"), name, pa.table(seconds, schema=SECONDS_SCHEMA))
+    tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}
     if role == "sender":
-        _write(raw_dir(run_dir, "sent_ranges"), name, pa.table(ranges, schema=SENT_RANGES_SCHEMA))
+        tables["sent_ranges"] = pa.table(ranges, schema=SENT_RANGES_SCHEMA)
     else:
         n = sum(len(r.rx_seq) for r in recorders)
-        received = pa.table(
+        tables["received"] = pa.table(
             {
                 "run_id": pa.repeat(pa.scalar(run_id, pa.string()), n),
                 "point": pa.repeat(pa.scalar(point, pa.int32()), n),
@@ -156,7 +229,14 @@ def write_node(
             },
             schema=RECEIVED_SCHEMA,
         )
-        _write(raw_dir(run_dir, "received"), name, received)
+    failed: list[RecordsNotWritten] = []
+    for table, data in tables.items():  # each table on its own: keep whatever can be kept
+        try:
+            _write(raw_dir(run_dir, table), name, data)
+        except RecordsNotWritten as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]
 
 
 def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
@@ -166,21 +246,48 @@ def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
 
 
 def _write(directory: Path, name: str, table: pa.Table) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.parquet.tmp"
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.rename(directory / f"{name}.parquet")
+    path = directory / f"{name}.parquet"
+    _atomically(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def _atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """Write through a hidden temporary file renamed into place, so that a file is there
+    whole or not at all; an error (a full disk, a read-only directory) removes the partial
+    file, freeing its space, and is raised as :class:`RecordsNotWritten` naming ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        tmp.rename(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise RecordsNotWritten(path, exc) from exc
 
 
 def write_status(run_dir: Path, status: NodeStatus) -> None:
-    directory = run_dir / "nodes"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{node_file(status.point, status.role, status.node, status.part)}.json"
-    path.write_text(json.dumps(asdict(status), indent=1))
+    path = run_dir / "nodes" / f"{status.key.name}.json"
+    _atomically(path, lambda tmp: tmp.write_text(json.dumps(asdict(status), indent=1)))
 
 
 def read_statuses(run_dir: Path) -> list[NodeStatus]:
+    """The node statuses a run holds; a status file that cannot be read counts as absent."""
     directory = run_dir / "nodes"
     if not directory.is_dir():
         return []
-    return [NodeStatus(**json.loads(p.read_text())) for p in sorted(directory.glob("*.json"))]
+    statuses = []
+    for path in sorted(directory.glob("*.json")):
+        status = parse_status(path)
+        if status is not None:
+            statuses.append(status)
+    return statuses
+
+
+def parse_status(path: Path | str, text: str | None = None) -> NodeStatus | None:
+    """One status file (or its text), None when it is missing or not a status."""
+    known = {f.name for f in fields(NodeStatus)}
+    try:
+        data = json.loads(Path(path).read_text() if text is None else text)
+        return NodeStatus(**{k: v for k, v in data.items() if k in known})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None

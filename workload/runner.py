@@ -24,11 +24,12 @@ from typing import Any
 from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
-from workload.context import build_context, now_iso, write_context
+from workload.context import CONTEXT_FILE, build_context, now_iso, write_context
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process, split
+from workload.preflight import preflight
 from workload.progress import ProgressView
-from workload.results import read_statuses
+from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
 from workload.scenario import Scenario, load_scenario
 from workload.signals import signal_name
 from workload.sweep import SweepPoint, expand
@@ -96,9 +97,9 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     run_dir = results_root / run_id
     outcome = RunOutcome(run_id, run_dir)
     tag = run_tag(run_id)
+    preflight(results_root, points)
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
         described = system.describe(endpoints, scenario.broker_params())
-        run_dir.mkdir(parents=True, exist_ok=True)
         broker_info = {
             "deployment": scenario.broker.deployment,
             "topology": scenario.broker.topology,
@@ -106,7 +107,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
             **described,
         }
         context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
-        write_context(run_dir, context)
+        _save_context(run_dir, context)
         console(f"run {run_id}: {len(points)} sweep point(s) → {run_dir}")
         try:
             for point in points:
@@ -121,8 +122,22 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
                 "interrupted" if outcome.interrupted else "failed" if outcome.errors else "complete"
             )
             context["errors"] = outcome.errors
-            write_context(run_dir, context)
+            try:
+                _save_context(run_dir, context)
+            except RecordsNotWritten as exc:
+                outcome.errors.append(str(exc))
     return outcome
+
+
+def _save_context(run_dir: Path, context: dict[str, Any]) -> None:
+    """Write the run context; a full disk or a read-only directory is one line naming it."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_context(run_dir, context)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # the partial file ``write_context`` left
+            (run_dir / f".{CONTEXT_FILE}.tmp").unlink(missing_ok=True)
+        raise RecordsNotWritten(run_dir / CONTEXT_FILE, exc) from exc
 
 
 def run_point(
@@ -217,12 +232,25 @@ def run_point(
         status = statuses.get((spec.role, spec.node, spec.part))
         who = f"{spec.role} node {spec.node}" + (f" (process {spec.part})" if spec.part else "")
         if status is None:
-            outcome.errors.append(f"{who} exited with code {process.exitcode} without results")
+            outcome.errors.append(_record_missing(outcome.run_dir, spec, process, who))
         elif not status.ok:
             outcome.errors.append(f"{who}: {status.error}")
     if any(s.errors for s in statuses.values()) and not outcome.errors:
         failed = sum(s.errors for s in statuses.values())
         console(f"  note: {failed} failed call(s) were retried (see the errors column)")
+
+
+def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:
+    """Why a node process left no status, written as its status for the analysis: it exited
+    without results — unless that status cannot be written either (a full disk), which is
+    then what is said."""
+    error = f"exited with code {process.exitcode} without results"
+    status = NodeStatus(spec.point, spec.role, spec.node, ok=False, error=error, part=spec.part)
+    try:
+        write_status(run_dir, status)
+    except RecordsNotWritten as exc:
+        return f"{who}: {exc}"
+    return f"{who} {error}"
 
 
 def _drain(progress: Any, view: ProgressView, timeout: float) -> None:

@@ -1,0 +1,385 @@
+"""Delivery accounting on bad days (SPEC §5): a node whose records are missing makes its
+sweep point *incomplete* (no loss claimed), a run stopped early leaves messages *not
+drained* (not lost); results that cannot be written are one line naming the file; the
+preflight refuses a results directory that cannot hold the run before anything starts."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from analysis import transforms as tf
+from analysis.job import PointRecords, RunRecords, local_records, point_records
+from analysis.report import text_table
+from workload.errors import UserError
+from workload.preflight import (
+    RECEIVED_ROW_BYTES,
+    SECOND_ROW_BYTES,
+    check_memory,
+    check_results_dir,
+    disk_estimate,
+)
+from workload.recording import WorkerRecorder
+from workload.results import (
+    NodeStatus,
+    PartKey,
+    RecordsNotWritten,
+    write_node,
+    write_problem,
+    write_status,
+)
+from workload.scenario import LoadSection
+from workload.sweep import SweepPoint
+
+RUN = "acc"
+SECOND_NS = 1_000_000_000
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, *options: str) -> Iterator[Path]:
+    """A tmpfs mounted at ``path`` for the test (``size=…``, ``ro``); skipped where this
+    process may not mount (not root)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", ",".join(options or ("size=1m",)), "tmpfs", str(path)]
+    done = subprocess.run(mount, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file into ``directory`` until its file system is full."""
+    filler = directory / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    return filler
+
+
+# -- the words ---------------------------------------------------------------------------
+
+
+def test_a_node_file_names_its_part() -> None:
+    key = PartKey.of_file("/r/raw/received/p3-receiver-1.2.parquet")
+    assert key == PartKey(3, "receiver", 1, 2)
+    assert key.who == "receiver node 1 process 2" and key.tables == ("seconds", "received")
+    assert PartKey.of_file("p0-sender-0.0.json") == PartKey(0, "sender", 0, 0)
+    assert PartKey.of_file(".p0-sender-0.0.parquet.tmp") is None
+    assert PartKey.of_file("part-00000.parquet") is None
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (errno.ENOSPC, "disk full"),
+        (errno.EDQUOT, "disk full"),
+        (errno.EACCES, "permission denied"),
+        (errno.EROFS, "permission denied (read-only file system)"),
+        (errno.EIO, "input/output error"),
+    ],
+)
+def test_a_failed_write_is_said_in_words_a_user_acts_on(code: int, words: str) -> None:
+    assert write_problem(OSError(code, os.strerror(code))) == words
+    assert str(RecordsNotWritten("/x/f", OSError(code, ""))) == f"{words} writing /x/f"
+
+
+# -- writing results on a full disk --------------------------------------------------------
+
+
+def recorders(role: str, node: int, seqs: range, second: int = 100) -> list[WorkerRecorder]:
+    """One worker's records: ``seqs`` confirmed by sender worker 0, or received from it."""
+    rec = WorkerRecorder(role, node, 0)
+    now = second * SECOND_NS
+    if role == "sender":
+        if seqs:
+            rec.batch_sent(now, now - 1_000_000, now - 1_000_000, seqs[0], seqs[-1])
+    else:
+        n = len(seqs)
+        rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 2_000_000] * n, 0)
+        rec.acked(now, n)
+    return [rec]
+
+
+def test_results_on_a_full_disk_are_one_error_naming_the_file_and_leave_no_partial_file(
+    tmp_path: Path,
+) -> None:
+    with tmpfs(tmp_path / "fs", "size=256k") as fs:
+        run_dir = fs / "run"
+        (run_dir / "raw").mkdir(parents=True)
+        fill(fs)
+        with pytest.raises(RecordsNotWritten) as failed:
+            write_node(run_dir, RUN, 0, "receiver", 1, recorders("receiver", 1, range(50_000)))
+        assert str(failed.value).startswith("disk full writing ")
+        assert str(failed.value).endswith(".parquet") and "p0-receiver-1.0" in str(failed.value)
+        assert not [p for p in run_dir.rglob("*") if p.name.endswith(".tmp")]
+        status = NodeStatus(0, "receiver", 1, ok=False, error=str(failed.value))
+        with pytest.raises(RecordsNotWritten, match=r"^disk full writing .*p0-receiver-1\.0\.json"):
+            write_status(run_dir, status)
+
+
+def test_a_read_only_results_directory_is_named_by_the_preflight(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "ro", "ro", "size=1m") as ro:
+        with pytest.raises(UserError) as refused:
+            check_results_dir(ro, disk_estimate([]))
+        assert str(refused.value).startswith(f"{ro}: cannot write results there")
+        assert "permission denied (read-only file system)" in str(refused.value)
+        with pytest.raises(UserError, match="cannot create the results directory"):
+            check_results_dir(ro / "results", disk_estimate([]))
+
+
+# -- the preflight ------------------------------------------------------------------------
+
+
+def sweep_point(**load: object) -> SweepPoint:
+    return SweepPoint(0, LoadSection.model_validate({"receiver_nodes": 2, **load}))
+
+
+def test_the_disk_estimate_is_generous_and_says_how_it_was_made() -> None:
+    # Open loop: 100 msgs/s × 2 threads × 10 s; 2 threads × 3 nodes × (10 + 5) s of seconds.
+    estimate = disk_estimate([sweep_point(threads=2, rate=100, duration=10, idle_timeout=5)])
+    assert (estimate.messages, estimate.worker_seconds) == (2_000, 90)
+    assert estimate.bytes == 2_000 * RECEIVED_ROW_BYTES + 90 * SECOND_ROW_BYTES
+    assert "2,000 messages" in str(estimate) and "90 worker-seconds" in str(estimate)
+    # Closed loop: 20,000 msgs/s per sender worker, at most 50,000 per CPU core; a
+    # message limit caps it.
+    closed = disk_estimate([sweep_point(threads=4, duration=10)], cpus=1)
+    assert closed.messages == 50_000 * 10
+    capped = disk_estimate([sweep_point(threads=4, duration=10, messages=100)], cpus=1)
+    assert capped.messages == 400
+
+
+def test_a_results_directory_too_small_for_the_run_is_refused_with_the_estimate(
+    tmp_path: Path,
+) -> None:
+    point = sweep_point(threads=2, rate=100_000, duration=60)
+    with tmpfs(tmp_path / "small", "size=1m") as small:
+        with pytest.raises(UserError) as refused:
+            check_results_dir(small, disk_estimate([point], cpus=8))
+        line = str(refused.value)
+        assert "\n" not in line and line.startswith(f"{small}: 1.0 MB free")
+        assert "12,000,000 messages" in line and "choose another --results directory" in line
+        assert list(small.iterdir()) == []  # the test file is gone
+
+
+def test_payload_pools_that_do_not_fit_in_memory_are_refused() -> None:
+    points = [sweep_point(threads=2, processes=2, pool_size=1000, message_size=936)]
+    check_memory(points, available=1 << 30)
+    check_memory(points, available=None)  # nothing to check against (not Linux)
+    with pytest.raises(UserError) as refused:
+        check_memory(points, available=1 << 20)
+    # 3 nodes × 2 processes × 1000 × (936 + 64) B
+    assert "need 5.7 MB" in str(refused.value) and "6 processes" in str(refused.value)
+    assert "lower pool_size" in str(refused.value)
+
+
+# -- taking stock of a run's records ------------------------------------------------------
+
+
+def context(status: str = "complete", points: int = 1, parts: int = 1, **more: object) -> dict:
+    load = {"threads": 1, "sender_nodes": 1, "receiver_nodes": 2, "message_size": 100}
+    return {
+        "run_id": RUN,
+        "status": status,
+        "errors": [],
+        "points": [
+            {"point": p, "label": f"p{p}", "load": load, "processes_per_node": parts}
+            for p in range(points)
+        ],
+        **more,
+    }
+
+
+def records(*missing: PartKey, points: int = 1, parts: int = 1, **statuses: str) -> RunRecords:
+    """Every part of every point present but ``missing``; statuses as ``role_node_part=error``."""
+    present = {
+        (table, key)
+        for p in range(points)
+        for role, nodes in (("sender", 1), ("receiver", 2))
+        for node in range(nodes)
+        for part in range(parts)
+        for key in [PartKey(p, role, node, part)]
+        for table in key.tables
+        if key not in missing
+    }
+    found = {}
+    for name, error in statuses.items():
+        role, node, part = name.split("_")
+        key = PartKey(0, role, int(node), int(part))
+        found[key] = NodeStatus(0, role, int(node), ok=not error, error=error, part=int(part))
+    return RunRecords(found, present)
+
+
+def test_a_run_with_every_record_is_drained() -> None:
+    assert point_records(context(), records()) == [PointRecords(0, tf.DRAINED)]
+
+
+def test_a_receiver_without_results_makes_its_point_incomplete_and_says_why() -> None:
+    gone = PartKey(0, "receiver", 1, 0)
+    why = "disk full writing /r/raw/received/p0-receiver-1.0.parquet"
+    (point,) = point_records(context(), records(gone, receiver_1_0=why))
+    assert point.state == tf.INCOMPLETE
+    assert point.delivery == f"incomplete: receiver node 1 process 0 wrote no results ({why})"
+
+
+def test_a_part_that_left_nothing_at_all_is_missed_too() -> None:
+    (point,) = point_records(context(parts=2), records(PartKey(0, "sender", 0, 1), parts=2))
+    assert point.delivery == "incomplete: sender node 0 process 1 wrote no results (and no status)"
+
+
+def test_a_missing_per_second_file_or_an_unreadable_file_is_incomplete() -> None:
+    key = PartKey(0, "receiver", 0, 0)
+    found = records(receiver_0_0="")  # its status: ended well
+    no_seconds = RunRecords(found.statuses, found.present - {("seconds", key)})
+    (point,) = point_records(context(), no_seconds)
+    assert point.delivery == "incomplete: receiver node 0 process 0 wrote no per-second records"
+    unreadable = RunRecords(
+        {}, found.present - {("received", key)}, {("received", key): "bad footer"}
+    )
+    (point,) = point_records(context(), unreadable)
+    assert (
+        point.reason == "receiver node 0 process 0 wrote an unreadable received file (bad footer)"
+    )
+
+
+def test_several_missing_parts_are_counted() -> None:
+    gone = [PartKey(0, "receiver", 0, 0), PartKey(0, "receiver", 1, 0)]
+    (point,) = point_records(context(), records(*gone))
+    assert point.reason.endswith("; 1 more node process(es) likewise")
+
+
+def test_an_interrupted_run_leaves_its_last_point_not_drained_and_later_ones_not_run() -> None:
+    got = point_records(context("interrupted", points=3), records(points=2))
+    assert [(p.point, p.state) for p in got] == [
+        (0, tf.DRAINED),
+        (1, tf.STOPPED),
+        (2, tf.NOT_RUN),
+    ]
+    assert got[1].delivery == (
+        "not drained: the run was interrupted before receivers drained the queue"
+    )
+
+
+def test_a_failed_run_says_why_its_last_point_did_not_drain() -> None:
+    failed = context("failed", errors=["broker node redis master died during the run"])
+    (point,) = point_records(failed, records())
+    assert point.delivery == (
+        "not drained: the run failed (broker node redis master died during the run)"
+    )
+
+
+def test_a_receiver_that_stopped_with_an_error_did_not_drain() -> None:
+    (point,) = point_records(context(), records(receiver_0_0="gave up after 20 s of failures"))
+    assert point.delivery == (
+        "not drained: receiver node 0 process 0 stopped early (gave up after 20 s of failures)"
+    )
+
+
+def test_missing_records_outweigh_an_early_stop() -> None:
+    gone = PartKey(0, "receiver", 1, 0)
+    (point,) = point_records(context("interrupted"), records(gone))
+    assert point.state == tf.INCOMPLETE
+
+
+def test_local_records_leave_out_and_name_an_unreadable_file(tmp_path: Path) -> None:
+    write_node(tmp_path, RUN, 0, "sender", 0, recorders("sender", 0, range(10)))
+    write_node(tmp_path, RUN, 0, "receiver", 0, recorders("receiver", 0, range(10)))
+    write_status(tmp_path, NodeStatus(0, "receiver", 0, ok=True))
+    broken = tmp_path / "raw" / "received" / "p0-receiver-1.0.parquet"
+    broken.write_bytes(b"PAR1 cut short")
+    (tmp_path / "nodes" / "p0-receiver-1.0.json").write_text("{")  # a half-written status
+    found = local_records(tmp_path)
+    assert ("received", PartKey(0, "receiver", 0, 0)) in found.present
+    assert ("received", PartKey(0, "receiver", 1, 0)) in found.unreadable
+    assert str(broken) not in (found.paths["received"] or [])
+    assert list(found.statuses) == [PartKey(0, "receiver", 0, 0)]
+    (point,) = point_records(context(), found)
+    assert point.reason.startswith("receiver node 1 process 0 wrote an unreadable received file")
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+def row(point: int, **values: str) -> dict[str, str]:
+    base = {"threads": "1", "sender_nodes": "1", "receiver_nodes": "2", "lost": "0"}
+    base["duplicated"] = "0"
+    return {"point": str(point), "receivers_kept_up": "True", **base, **values}
+
+
+def test_the_table_never_prints_a_number_for_lost_without_the_records_to_prove_it() -> None:
+    why = "receiver node 1 process 0 wrote no results (disk full writing /r/x.parquet)"
+    table = text_table("Redis", [row(0, lost="", delivery=f"incomplete: {why}")])
+    header, _, line = table.splitlines()[1:]
+    assert "not drained" not in header
+    assert "incomplete  " in line and line.endswith(f"← incomplete: {why}")
+
+
+def test_the_table_shows_what_was_not_drained() -> None:
+    stopped = "not drained: the run was interrupted before receivers drained the queue"
+    rows = [
+        row(0, not_drained="0", delivery="drained"),
+        row(1, not_drained="2001", delivery=stopped),
+    ]
+    lines = text_table("Redis", rows).splitlines()
+    titles = lines[1].split()
+    assert titles[titles.index("lost") + 1 : titles.index("lost") + 3] == ["not", "drained"]
+    assert lines[3].split()[-3:] == ["0", "0", "0"] and "←" not in lines[3]
+    assert lines[4].split("←")[0].split()[-3:] == ["0", "2001", "0"]
+    assert lines[4].endswith(f"← {stopped}")
+
+
+# -- the whole job --------------------------------------------------------------------------
+
+
+def write_run(run_dir: Path, status: str, received: dict[tuple[int, int], range]) -> None:
+    """A run of two points (1 sender, 2 receivers each) that confirmed seqs 0..9; receiver
+    (point, node) got ``received[point, node]``, and a receiver not listed wrote nothing
+    (its status says the disk was full)."""
+    run_dir.mkdir(parents=True)
+    measurement = {"warmup": 0, "window": 5, "step": 1}
+    ctx = context(status, points=2, scenario={"measurement": measurement})
+    ctx["broker"] = {"system": "redis", "title": "Redis"}
+    (run_dir / "context.json").write_text(json.dumps(ctx))
+    for point in range(2):
+        write_node(run_dir, RUN, point, "sender", 0, recorders("sender", 0, range(10)), 0)
+        for node in range(2):
+            seqs = received.get((point, node))
+            if seqs is None:
+                error = f"disk full writing {run_dir}/raw/received/p{point}-receiver-{node}.0"
+                write_status(run_dir, NodeStatus(point, "receiver", node, ok=False, error=error))
+            else:
+                write_node(run_dir, RUN, point, "receiver", node, recorders("receiver", node, seqs))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_job_claims_no_loss_without_records_and_none_for_an_early_stop(
+    spark, tmp_path: Path
+) -> None:
+    from analysis.job import analyse
+
+    # Point 0: receiver 1 wrote nothing; point 1: seq 9 never arrived.
+    received = {(0, 0): range(5), (1, 0): range(5), (1, 1): range(5, 9)}
+    write_run(tmp_path / "complete", "complete", received)
+    incomplete, drained = analyse(spark, tmp_path / "complete")
+    assert incomplete["lost"] is None and incomplete["sent"] == 10
+    assert incomplete["delivery"].startswith(
+        "incomplete: receiver node 1 process 0 wrote no results (disk full writing "
+    )
+    assert (drained["lost"], drained["not_drained"], drained["delivery"]) == (1, 0, "drained")
+
+    write_run(tmp_path / "interrupted", "interrupted", {**received, (0, 1): range(5, 10)})
+    drained, stopped = analyse(spark, tmp_path / "interrupted")
+    assert (drained["lost"], drained["not_drained"]) == (0, 0)
+    assert (stopped["lost"], stopped["not_drained"]) == (0, 1)
+    assert stopped["delivery"].startswith("not drained: the run was interrupted")
