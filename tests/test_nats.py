@@ -89,6 +89,43 @@ def test_round_trip_waits_for_stream_acks(cluster) -> None:
 
 
 @pytest.mark.slow
+def test_concurrent_sends_on_one_adapter_arrive_once(cluster) -> None:
+    params = SYSTEM.params_model()
+    destination = Destination("bb_concurrent")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    batches = [[f"{b}-{i}".encode() for i in range(b % 7 + 1)] for b in range(30)]
+
+    async def run() -> None:
+        sender = await SYSTEM.connect(cluster.endpoints, params, destination)
+        receiver = await SYSTEM.connect(cluster.endpoints, params, destination)
+        await asyncio.gather(*(sender.send(batch) for batch in batches))
+        assert sender.acks.waiting == {}
+        wanted = [body for batch in batches for body in batch]
+        got = await drain(receiver, len(wanted))
+        assert sorted(m.body for m in got) == sorted(wanted)
+        await receiver.ack([m.receipt for m in got])
+        assert await receiver.receive(10) == []
+        await sender.close()
+        await receiver.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_a_subject_without_stream_is_not_acknowledged(cluster) -> None:
+    params = SYSTEM.params_model(publish_timeout=2)
+
+    async def run() -> None:
+        adapter = await SYSTEM.connect(cluster.endpoints, params, Destination("bb_no_stream"))
+        with pytest.raises(BrokerError, match=r"2 of 2 messages not acknowledged.*503"):
+            await adapter.send([b"a", b"b"])
+        assert adapter.acks.waiting == {}
+        await adapter.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
 def test_unacked_message_comes_back_after_ack_wait(cluster) -> None:
     params = SYSTEM.params_model(ack_wait=1.0)
     destination = Destination("bb_redelivery")

@@ -9,7 +9,7 @@ import pytest
 
 from brokers import registry
 from brokers.base import Destination, Endpoints
-from tests.support import local_cluster
+from tests.support import local_cluster, prepared
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -56,6 +56,33 @@ def test_a_confirmed_message_is_on_a_standby(cluster) -> None:
 
                 time.sleep(0.1)
     assert found >= 1
+
+
+def test_each_operation_is_one_prepared_statement(cluster) -> None:
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_prepared")
+    bodies = [f"m{i}".encode() for i in range(10)]
+    adapter.send(bodies)
+    got = adapter.receive(10)
+    assert sorted(m.body for m in got) == bodies and all(type(m.body) is bytes for m in got)
+    adapter.ack([m.receipt for m in got])
+    statements = [
+        row[0].split()[0]
+        for row in adapter.conn.execute(
+            "SELECT statement FROM pg_prepared_statements ORDER BY prepare_time"
+        )
+    ]
+    assert statements == ["INSERT", "UPDATE", "DELETE"]
+    assert adapter.conn.execute("SELECT count(*) FROM bb_prepared").fetchone() == (0,)
+    assert adapter.conn.execute("SHOW synchronous_commit").fetchone() == ("remote_write",)
+    adapter.close()
+
+
+def test_asynchronous_replication_commits_locally(cluster) -> None:
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_async", replication="asynchronous")
+    assert adapter.conn.execute("SHOW synchronous_commit").fetchone() == ("local",)
+    adapter.send([b"local"])
+    assert [m.body for m in adapter.receive(10)] == [b"local"]
+    adapter.close()
 
 
 def test_unacked_message_is_redelivered(cluster) -> None:

@@ -14,6 +14,7 @@ from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.rabbitmq import local as rabbitmq_local
 from brokers.rabbitmq.cloud import RabbitMQCloud
+from brokers.rabbitmq.confirms import ConfirmTracker, PublishedBatch, PublishFrames
 from brokers.rabbitmq.ctl import Ctl
 from tests.conftest import SCENARIOS, brokerbench, read_summary
 from tests.support import drain, receive_count
@@ -103,6 +104,28 @@ def test_round_trip_with_confirms_prefetch_and_acks(cluster, ctl: Ctl) -> None:
 
 
 @pytest.mark.slow
+def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
+    params = SYSTEM.params_model()
+    destination = Destination("bb_in_flight")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    assert sender.pipelined and SYSTEM.pipelined
+    batches = [[f"{b}-{i}".encode() for i in range(b % 7 + 1)] for b in range(30)]
+    confirmations = [sender.submit(batch) for batch in batches]
+    assert not any(c.finished for c in confirmations), "submit does not wait for confirms"
+    sender.send([b"synchronous"])
+    times = [c.wait(10) for c in confirmations]
+    assert all(t is not None for t in times)
+    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
+    wanted = [body for batch in batches for body in batch] + [b"synchronous"]
+    got = receive_count(receiver, len(wanted), timeout=30)
+    assert sorted(m.body for m in got) == sorted(wanted)
+    assert receiver.receive(10) == []
+    sender.close()
+    receiver.close()
+
+
+@pytest.mark.slow
 def test_unacked_messages_come_back_redelivered(cluster) -> None:
     params = SYSTEM.params_model()
     destination = Destination("bb_redelivery")
@@ -137,7 +160,59 @@ def test_unroutable_batch_is_not_confirmed(cluster) -> None:
     adapter = SYSTEM.connect(cluster.endpoints, SYSTEM.params_model(), Destination("bb_absent"))
     with pytest.raises(BrokerError, match="unroutable"):
         adapter.send([b"nowhere"])
+    in_flight = [adapter.submit([b"a", b"b"]), adapter.submit([b"c"])]
+    for confirmation in in_flight:
+        with pytest.raises(BrokerError, match=r"0 of (\d) messages nacked, \1 returned"):
+            while confirmation.wait(5) is None:
+                pass
     adapter.close()
+
+
+def test_publish_frames_are_the_ones_pika_writes() -> None:
+    import pika
+    import pika.frame
+    import pika.spec
+
+    properties = pika.BasicProperties(delivery_mode=2)
+    frames = PublishFrames(3, "bb_queue", properties, body_max_length=16)
+    batch = [b"short", b"", b"x" * 40]
+    publish = pika.spec.Basic.Publish(exchange="", routing_key="bb_queue", mandatory=True)
+    expected = b""
+    for body in batch:
+        expected += pika.frame.Method(3, publish).marshal()
+        expected += pika.frame.Header(3, len(body), properties).marshal()
+        for start in range(0, len(body), 16):
+            expected += pika.frame.Body(3, body[start : start + 16]).marshal()
+    assert frames.encode(batch) == expected
+
+
+def test_confirms_settle_batches_by_delivery_tag() -> None:
+    tracker = ConfirmTracker("node:1", "bb_queue")
+
+    def batch(*bodies: bytes) -> PublishedBatch:
+        published = PublishedBatch(bodies, deadline=0.0, settle=lambda *_: None)
+        tracker.add(published)
+        return published
+
+    # Delivery tags 1-3, 4-5, 6, 7-8.
+    first, second, third, fourth = (
+        batch(b"a", b"b", b"c"),
+        batch(b"d", b"e"),
+        batch(b"f"),
+        batch(b"g", b"h"),
+    )
+    assert tracker.on_confirm(2, multiple=False, nack=False) is False
+    assert tracker.on_confirm(4, multiple=True, nack=False) is True  # 1, 3, 4
+    assert first.done_ns is not None and not second.finished
+    tracker.on_return(b"f")  # its confirm may cover other batches too
+    assert tracker.on_confirm(6, multiple=True, nack=False) is True
+    assert second.done_ns is not None
+    assert third.error is not None and "0 of 1 messages nacked, 1 returned" in str(third.error)
+    tracker.on_confirm(7, multiple=False, nack=True)
+    assert not fourth.finished
+    tracker.fail_all("connection lost")
+    assert fourth.error is not None and "connection lost" in str(fourth.error)
+    assert tracker.by_tag == {}
 
 
 def test_unreachable_broker_fails_fast_naming_it() -> None:

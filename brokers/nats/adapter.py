@@ -1,11 +1,13 @@
 """The NATS JetStream adapter (nats-py, asyncio): a file-backed work-queue stream with
 ``replicas`` copies and one durable pull consumer with explicit acks.
 
-``send`` publishes every message of the batch concurrently and returns when the stream
-has acknowledged each one (a PubAck: stored by a majority of the stream's replicas);
-``receive`` pulls up to ``max_n`` messages from the shared durable consumer, returning as
-soon as one is there and waiting at most a second; ``ack`` sends ``+ACK`` to each message's reply subject. A message not acked
-within ``ack_wait`` is delivered again.
+``send`` publishes every message of the batch before awaiting any acknowledgement
+(:class:`PubAcks`) and returns when the stream has acknowledged each one (a PubAck: stored
+by a majority of the stream's replicas); concurrent ``send`` calls on one adapter are
+fine (``max_in_flight``). ``receive`` pulls up to ``max_n`` messages from the shared
+durable consumer, returning as soon as one is there and waiting at most a second; ``ack``
+sends ``+ACK`` to each message's reply subject. A message not acked within ``ack_wait``
+is delivered again.
 
 Workers are spread over the servers: each new client starts at the next server of the
 list (offset by the process id) and fails over to the others. nats-py is imported
@@ -294,6 +296,77 @@ class PullConsumer:
         return [self.queue.popleft() for _ in range(min(max_n, len(self.queue)))]
 
 
+class PubAcks:
+    """Publishes awaiting the stream's acknowledgement, answered into one private inbox.
+
+    Each message is published with its own reply subject under the inbox; the PubAck (or
+    an error, or a 503 "no responders" status) arrives there. Any number of publishes, of
+    any number of concurrent ``send`` calls, may be waiting at once (nats-py's request
+    would arm a timer and a task per message).
+    """
+
+    def __init__(self, client: Client, stream: str) -> None:
+        self.client = client
+        self.stream = stream
+        self.prefix = f"{client.new_inbox()}."
+        self.next_reply = itertools.count()
+        self.waiting: dict[str, asyncio.Future[Msg]] = {}
+
+    async def start(self) -> None:
+        await self.client.subscribe(f"{self.prefix}*", cb=self._on_reply)
+
+    async def _on_reply(self, msg: Msg) -> None:
+        future = self.waiting.pop(msg.subject, None)
+        if future is not None and not future.done():
+            future.set_result(msg)
+
+    async def publish(self, subject: str, batch: Sequence[bytes], timeout: float) -> list[str]:
+        """Publish the batch; the reasons messages were not stored (empty: all were)."""
+        loop = asyncio.get_running_loop()
+        publish, prefix, counter, waiting = (
+            self.client.publish,
+            self.prefix,
+            self.next_reply,
+            self.waiting,
+        )
+        futures: list[asyncio.Future[Msg]] = []
+        replies: list[str] = []
+        try:
+            for body in batch:
+                reply = f"{prefix}{next(counter)}"
+                future = waiting[reply] = loop.create_future()
+                futures.append(future)
+                replies.append(reply)
+                await publish(subject, body, reply=reply)
+            if futures:
+                await asyncio.wait(futures, timeout=timeout)
+        finally:
+            for reply, future in zip(replies, futures, strict=True):
+                if not future.done():
+                    future.cancel()
+                    waiting.pop(reply, None)
+        return [
+            reason for reason in (self._failure(f, timeout) for f in futures) if reason is not None
+        ]
+
+    def _failure(self, future: asyncio.Future[Msg], timeout: float) -> str | None:
+        if future.cancelled():
+            return f"no acknowledgement within {timeout:.0f} s"
+        msg = future.result()
+        status = (msg.headers or {}).get("Status")
+        if status:
+            return f"status {status} {(msg.headers or {}).get('Description', '')}".strip()
+        try:
+            ack = json.loads(msg.data)
+        except ValueError:
+            return f"unreadable acknowledgement {msg.data[:80]!r}"
+        if "error" in ack:
+            return f"{ack['error'].get('description', ack['error'])}"
+        if ack.get("stream") != self.stream:
+            return f"stored in stream {ack.get('stream')!r}"
+        return None
+
+
 class NatsAdapter(AsyncAdapter["NatsParams"]):
     """One worker's connection; the pull consumer is set up on the first receive."""
 
@@ -305,10 +378,13 @@ class NatsAdapter(AsyncAdapter["NatsParams"]):
         self.client: Client | None = None
         self.js: JetStreamContext | None = None
         self.consumer: PullConsumer | None = None
+        self.acks: PubAcks | None = None
 
     async def open(self) -> NatsAdapter:
         self.client = await open_connection(self.endpoints)
         self.js = self.client.jetstream(timeout=self.params.publish_timeout)
+        self.acks = PubAcks(self.client, self.stream)
+        await self.acks.start()
         return self
 
     @property
@@ -318,17 +394,12 @@ class NatsAdapter(AsyncAdapter["NatsParams"]):
         return url.netloc if url else ""
 
     async def send(self, batch: Sequence[bytes]) -> None:
-        assert self.js is not None
-        js, subject, stream = self.js, self.subject, self.stream
-        results = await asyncio.gather(
-            *(js.publish(subject, body, stream=stream) for body in batch),
-            return_exceptions=True,
-        )
-        failed = [r for r in results if isinstance(r, BaseException)]
+        assert self.acks is not None
+        failed = await self.acks.publish(self.subject, batch, self.params.publish_timeout)
         if failed:
             raise BrokerError(
                 f"NATS {self.server}: {len(failed)} of {len(batch)} messages not acknowledged "
-                f"by stream {stream}: {type(failed[0]).__name__} {failed[0]}".strip()
+                f"by stream {self.stream}: {failed[0]}"
             )
 
     async def receive(self, max_n: int) -> list[Received]:

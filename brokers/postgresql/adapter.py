@@ -1,9 +1,11 @@
 """The PostgreSQL queue adapter (psycopg, blocking).
 
-``send`` inserts a batch in one transaction; the commit returns once the standbys the
-server's ``synchronous_standby_names`` requires have the WAL (``remote_write``).
-``receive`` locks up to ``max_n`` due rows with ``FOR UPDATE SKIP LOCKED`` and moves their
-``next_delivery`` into the future in the same transaction; ``ack`` deletes them.
+Each operation is one prepared statement, hence one transaction and one round trip.
+``send`` inserts the whole batch (``unnest`` of a bytea array); it returns once committed,
+i.e. once the standbys the server's ``synchronous_standby_names`` requires have the WAL
+(``remote_write``). ``receive`` locks up to ``max_n`` due rows with ``FOR UPDATE SKIP
+LOCKED`` and moves their ``next_delivery`` into the future in the same statement; ``ack``
+deletes them (``id = ANY(array)``).
 """
 
 from __future__ import annotations
@@ -79,39 +81,41 @@ def describe(endpoints: Endpoints, params: PostgresParams) -> dict[str, Any]:
 
 
 class PostgresAdapter(Adapter["PostgresParams"]):
+    """One worker's connection (autocommit: every statement is its own transaction)."""
+
     def __init__(self, endpoints: Endpoints, params: PostgresParams, destination: Destination):
         self.params = params
-        self.conn = _connect(endpoints)
+        self.conn = _connect(endpoints, autocommit=True)
         if params.replication == "asynchronous":
             self.conn.execute("SET synchronous_commit = local")
-            self.conn.commit()
+        # Binary parameters and results: bytea and integer arrays travel unescaped.
+        self.cursor = self.conn.cursor(binary=True)
         table = _table(destination)
-        self._insert = sql.SQL("INSERT INTO {} (content) VALUES (%s)").format(table)
+        self._insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
         self._claim = sql.SQL(
-            "UPDATE {t} SET next_delivery = now() + make_interval(secs => %s), "
+            "UPDATE {t} SET next_delivery = now() + make_interval(secs => %b), "
             "deliveries = {t}.deliveries + 1 "
             "FROM (SELECT id FROM {t} WHERE next_delivery <= now() "
-            "LIMIT %s FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
+            "LIMIT %b FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
             "RETURNING {t}.id, {t}.content, {t}.deliveries"
         ).format(t=table)
-        self._delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(table)
+        self._delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
 
     def send(self, batch: Sequence[bytes]) -> None:
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.executemany(self._insert, [(body,) for body in batch])
+        # One statement, so one transaction: it returns once committed with the
+        # session's synchronous_commit (the standbys' acknowledgement included).
+        self.cursor.execute(self._insert, (list(batch),), prepare=True)
 
     def receive(self, max_n: int) -> list[Received]:
-        with self.conn.transaction():
-            rows = self.conn.execute(
-                self._claim, (self.params.visibility_timeout, max_n)
-            ).fetchall()
+        rows = self.cursor.execute(
+            self._claim, (self.params.visibility_timeout, max_n), prepare=True
+        ).fetchall()
         if not rows:
             time.sleep(self.params.poll_interval)
-        return [Received(bytes(content), id_, deliveries > 1) for id_, content, deliveries in rows]
+        return [Received(content, id_, deliveries > 1) for id_, content, deliveries in rows]
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
-        with self.conn.transaction():
-            self.conn.execute(self._delete, (list(receipts),))
+        self.cursor.execute(self._delete, (list(receipts),), prepare=True)
 
     def close(self) -> None:
         self.conn.close()

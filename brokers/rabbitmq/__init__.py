@@ -48,4 +48,5 @@ SYSTEM = BrokerSystem(
         "(RabbitMQ has no per-message redelivery timeout).",
     ),
     client_package="pika",
+    pipelined=True,
 )

@@ -1,11 +1,14 @@
 """The RabbitMQ adapter (pika, blocking): quorum queue, persistent messages, publisher
 confirms per batch, consumer prefetch, manual acks.
 
-``send`` publishes the whole batch on a confirm-mode channel and returns when the broker
-has confirmed every message of it (for a quorum queue: committed by a Raft majority);
-a nack, an unroutable message or a timeout raises. ``receive`` takes up to ``max_n``
-deliveries from a ``basic_consume`` buffer bounded by the prefetch; ``ack`` acknowledges
-them (one ``multiple`` ack where the receipts are the oldest outstanding deliveries).
+``send`` publishes the whole batch on a confirm-mode channel (one write of pre-encoded
+frames, see :mod:`brokers.rabbitmq.confirms`) and returns when the broker has confirmed
+every message of it (for a quorum queue: committed by a Raft majority); a nack, an
+unroutable message or a timeout raises. ``submit`` publishes likewise and leaves the
+confirms to be awaited later, so several batches can be in flight on one channel.
+``receive`` takes up to ``max_n`` deliveries from a ``basic_consume`` buffer bounded by the
+prefetch; ``ack`` acknowledges them (one ``multiple`` ack where the receipts are the oldest
+outstanding deliveries).
 
 Workers are spread over the nodes: each new client starts at the next node of the list
 (offset by the process id) and falls back to the others when it is unreachable. pika is
@@ -22,8 +25,9 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.rabbitmq.confirms import ConfirmTracker, PublishedBatch, PublishFrames
 from brokers.rabbitmq.ctl import Ctl
 
 if TYPE_CHECKING:
@@ -146,6 +150,8 @@ def _text(value: Any) -> str:
 class RabbitMQAdapter(Adapter["RabbitMQParams"]):
     """One worker's connection, with a publishing and a consuming channel (each lazy)."""
 
+    pipelined = True
+
     def __init__(self, endpoints: Endpoints, params: RabbitMQParams, destination: Destination):
         import pika
 
@@ -159,10 +165,8 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
         self.generation = 0  # bumped on reconnect: older delivery tags are void
         self._publisher: BlockingChannel | None = None
         self._consumer: BlockingChannel | None = None
-        self._next_tag = 1
-        self._unconfirmed: set[int] = set()
-        self._nacked = 0
-        self._returned = 0
+        self._confirms: ConfirmTracker | None = None
+        self._frames: PublishFrames | None = None
         self._wakeup_pending = False
         self._buffer: deque[Received] = deque()
         self._unacked: set[int] = set()
@@ -181,7 +185,7 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
         self._publisher = self._consumer = None
         self._buffer.clear()  # unacked deliveries return to the queue
         self._unacked.clear()
-        self._unconfirmed.clear()
+        self._fail_unconfirmed("the connection was lost before the confirms arrived")
         self._wakeup_pending = False  # a timer of the old connection never fires
         self.generation += 1
         if connection is not None and connection.is_open:
@@ -227,7 +231,9 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
 
     def _open_publisher(self) -> BlockingChannel:
         if self._publisher is None or not self._publisher.is_open:
-            channel = self._connect().channel()
+            self._fail_unconfirmed("the publishing channel was closed")
+            connection = self._connect()
+            channel = connection.channel()
             selected: list[bool] = []
 
             def on_select_ok(_frame: Any) -> None:
@@ -235,7 +241,7 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
                 self._wake()
 
             # The blocking channel's confirm mode waits for each message; the underlying
-            # channel lets a whole batch be in flight and confirmed together.
+            # channel lets many messages be in flight and confirmed together.
             channel._impl.confirm_delivery(
                 ack_nack_callback=self._on_confirm, callback=on_select_ok
             )
@@ -243,48 +249,75 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
             if not self._wait(lambda: bool(selected), self.params.confirm_timeout):
                 raise BrokerError(f"RabbitMQ {self.node}: confirm.select not answered")
             self._publisher = channel
-            self._next_tag = 1
+            self._confirms = ConfirmTracker(self.node, self.queue)
+            self._frames = PublishFrames(
+                channel.channel_number,
+                self.queue,
+                self.properties,
+                connection._impl._body_max_length,
+            )
         return self._publisher
+
+    def _fail_unconfirmed(self, reason: str) -> None:
+        if self._confirms is not None:
+            self._confirms.fail_all(reason)
+            self._confirms = None
 
     def _on_confirm(self, frame: Any) -> None:
         import pika.spec
 
         method = frame.method
-        tag = method.delivery_tag
-        done = {t for t in self._unconfirmed if t <= tag} if method.multiple else {tag}
-        done &= self._unconfirmed
-        self._unconfirmed -= done
-        if isinstance(method, pika.spec.Basic.Nack):
-            self._nacked += len(done)
-        self._wake()
+        if self._confirms is not None and self._confirms.on_confirm(
+            method.delivery_tag, method.multiple, isinstance(method, pika.spec.Basic.Nack)
+        ):
+            self._wake()
 
-    def _on_return(self, *_args: Any) -> None:
-        self._returned += 1
-        self._wake()
+    def _on_return(self, _channel: Any, _method: Any, _properties: Any, body: bytes) -> None:
+        if self._confirms is not None:
+            self._confirms.on_return(body)
+
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
+        result: PublishedBatch = self._guard(lambda: self._publish(batch), "publish")
+        return result
+
+    def _publish(self, batch: Sequence[bytes]) -> PublishedBatch:
+        self._open_publisher()
+        assert self.connection is not None and self._frames is not None and self._confirms
+        deadline = time.monotonic() + self.params.confirm_timeout
+        published = PublishedBatch(batch, deadline, self._settle)
+        # One write for the whole batch: every message is in flight before any confirm.
+        self.connection._impl._adapter_emit_data(self._frames.encode(batch))
+        self._confirms.add(published)
+        return published
 
     def send(self, batch: Sequence[bytes]) -> None:
-        self._guard(lambda: self._send(batch), "publish")
+        published = self.submit(batch)
+        while published.wait(self.params.confirm_timeout) is None:
+            pass
 
-    def _send(self, batch: Sequence[bytes]) -> None:
-        channel = self._open_publisher()
-        self._nacked = self._returned = 0
-        first = self._next_tag
-        for body in batch:
-            channel._impl.basic_publish("", self.queue, body, self.properties, mandatory=True)
-        self._next_tag += len(batch)
-        self._unconfirmed.update(range(first, self._next_tag))
-        if not self._wait(lambda: not self._unconfirmed, self.params.confirm_timeout):
-            raise BrokerError(
-                f"RabbitMQ {self.node}: {len(self._unconfirmed)} of {len(batch)} messages "
-                f"not confirmed within {self.params.confirm_timeout:.0f} s"
-            )
-        if not channel.is_open:
-            raise BrokerError(f"RabbitMQ {self.node}: the publishing channel was closed")
-        if self._nacked or self._returned:
-            raise BrokerError(
-                f"RabbitMQ {self.node}: {self._nacked} of {len(batch)} messages nacked, "
-                f"{self._returned} returned as unroutable (does queue {self.queue} exist?)"
-            )
+    def _settle(self, published: PublishedBatch, timeout: float) -> int | None:
+        """Wait at most ``timeout`` s for the batch's confirms (``Confirmation.wait``)."""
+        if not published.finished:
+            self._guard(lambda: self._await_confirms(published, timeout), "publish")
+        if published.error is not None:
+            raise published.error
+        return published.done_ns
+
+    def _await_confirms(self, published: PublishedBatch, timeout: float) -> None:
+        connection = self._connect()
+        until = time.monotonic() + timeout
+        while not published.finished:
+            now = time.monotonic()
+            if now >= published.deadline:
+                raise BrokerError(
+                    f"RabbitMQ {self.node}: {published.left} of {published.size} messages "
+                    f"not confirmed within {self.params.confirm_timeout:.0f} s"
+                )
+            if now >= until:
+                return
+            connection.process_data_events(time_limit=min(until, published.deadline) - now)
+            if not published.finished and not (self._publisher and self._publisher.is_open):
+                raise BrokerError(f"RabbitMQ {self.node}: the publishing channel was closed")
 
     # -- receive / ack ------------------------------------------------------------------
 

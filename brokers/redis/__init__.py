@@ -45,4 +45,6 @@ SYSTEM = BrokerSystem(
     ),
     cloud=RedisCloud(),
     client_package="redis",
+    # Against one master; Redis Cluster (sharded) confirms one batch at a time.
+    pipelined=True,
 )

@@ -1,9 +1,19 @@
-"""The Redis Streams adapter (redis-py, blocking).
+"""The Redis Streams adapters (redis-py with the hiredis reply parser, blocking).
 
-Messages are spread over ``streams`` keys. ``send`` pipelines one XADD per message (and
-an optional WAIT); ``receive`` reads new entries with XREADGROUP and, every
-``claim_after / 2`` seconds, reclaims entries idle longer than ``claim_after`` with
-XAUTOCLAIM (they count as redelivered); ``ack`` is XACK plus XDEL.
+Messages are spread over ``streams`` keys. A batch is one XADD per message (and an
+optional WAIT) written in one go; ``send`` reads its replies, ``submit`` leaves them to be
+read when its confirmation is awaited, so several batches can be in flight on one
+connection (Redis answers in order). ``receive`` reads new entries with XREADGROUP (COUNT,
+a short BLOCK) and, every ``claim_after / 2`` seconds, reclaims entries idle longer than
+``claim_after`` with XAUTOCLAIM (they count as redelivered); ``ack`` writes one XACK and
+one XDEL per stream without waiting: their replies are read with the next command's (one
+round trip per receive and ack), and a failed acknowledgement is raised by the next ``ack``
+(its entries are reclaimed later).
+
+Against one master (:class:`RedisAdapter`) a worker writes on two connections of its own,
+one for sending and one for receiving, through :class:`ReplyChannel`, without redis-py's
+per-command pool and retry machinery. Redis Cluster (``mode = cluster``:
+:class:`RedisClusterAdapter`) goes through redis-py's cluster client, one batch at a time.
 """
 
 from __future__ import annotations
@@ -11,21 +21,25 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections import defaultdict, deque
+from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.cluster
 
-from brokers.base import Adapter, Destination, Endpoints, Received
-from brokers.errors import BrokerConnectionError
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
+from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
     from brokers.redis import RedisParams
 
-GROUP = "brokerbench"
+GROUP = b"brokerbench"
 FIELD = b"m"
+#: Socket timeout, and how long a written batch may wait for its replies.
+REPLY_TIMEOUT = 30.0
+#: How long XREADGROUP blocks when no stream has a new entry (ms).
+READ_BLOCK_MS = 500
 
 
 def is_cluster(endpoints: Endpoints) -> bool:
@@ -35,18 +49,26 @@ def is_cluster(endpoints: Endpoints) -> bool:
 def _client(endpoints: Endpoints) -> Any:
     """A client of the master, or of Redis Cluster (``mode = cluster``: hosts are masters)."""
     host, port = endpoints.first
+    timeouts: dict[str, Any] = {"socket_connect_timeout": 10, "socket_timeout": REPLY_TIMEOUT}
     try:
         if is_cluster(endpoints):
             nodes = [redis.cluster.ClusterNode(h, p) for h, p in endpoints.addresses()]
-            client: Any = redis.cluster.RedisCluster(
-                startup_nodes=nodes, socket_connect_timeout=10, socket_timeout=30
-            )
+            client: Any = redis.cluster.RedisCluster(startup_nodes=nodes, **timeouts)
         else:
-            client = redis.Redis(host=host, port=port, socket_connect_timeout=10, socket_timeout=30)
+            # RESP2 pinned: the adapter reads raw replies (lists, not RESP3 maps).
+            client = redis.Redis(host=host, port=port, protocol=2, **timeouts)
         client.ping()
     except redis.RedisError as exc:
         raise BrokerConnectionError(f"cannot reach Redis at {host}:{port}: {exc}") from None
     return client
+
+
+def parser_name(client: Any) -> str:
+    """The reply parser class redis-py uses for this client (``_HiredisParser`` if hiredis)."""
+    parser: Any = client.connection_pool.connection_kwargs.get("parser_class")
+    if parser is None:
+        parser = redis.connection.DefaultParser
+    return str(parser.__name__)
 
 
 def stream_keys(destination: Destination, params: RedisParams) -> list[str]:
@@ -84,76 +106,204 @@ def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
         "cluster_shards": shards,
         "settings": {k: config.get(k) for k in ("appendonly", "appendfsync")},
         "replication": "asynchronous",
+        "client_parser": parser_name(master),
     }
 
 
-class RedisAdapter(Adapter["RedisParams"]):
+def _replicas_failure(confirmed: int, wanted: int) -> BrokerError:
+    return BrokerError(f"WAIT: only {confirmed} of {wanted} replicas confirmed")
+
+
+class Written(Confirmation):
+    """Commands written on a :class:`ReplyChannel` whose replies are not all read yet."""
+
+    __slots__ = ("channel", "deadline", "done_ns", "error", "left", "replicas", "reply")
+
+    def __init__(self, channel: ReplyChannel, commands: int, replicas: int) -> None:
+        self.channel = channel
+        self.left = commands
+        #: When the last command is a WAIT: the replicas it must report.
+        self.replicas = replicas
+        self.deadline = time.monotonic() + REPLY_TIMEOUT
+        self.reply: Any = None  # the last command's reply
+        self.error: BaseException | None = None
+        self.done_ns: int | None = None
+
+    def wait(self, timeout: float) -> int | None:
+        return self.channel.settle(self, timeout)
+
+
+class ReplyChannel:
+    """One connection on which commands are written in groups and replies read later.
+
+    Redis answers in order, so the replies of the oldest group come first; reading the
+    replies of a group reads those of every group written before it. A lost connection
+    fails every group still waiting (the next write reconnects).
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.connection: Any = client.connection_pool.get_connection()
+        self.waiting: deque[Written] = deque()
+
+    def write(self, commands: Iterable[tuple[Any, ...]], count: int, replicas: int = 0) -> Written:
+        """Write ``count`` commands (the last a WAIT for ``replicas`` if that is > 0)."""
+        connection = self.connection
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))
+        except BaseException as exc:
+            self._fail_all(exc)
+            raise
+        written = Written(self, count, replicas)
+        self.waiting.append(written)
+        return written
+
+    def call(self, *command: Any) -> Any:
+        """One command and its reply (after the replies of everything written before it)."""
+        written = self.write((command,), 1)
+        self.settle(written, None)
+        return written.reply
+
+    def settle(self, written: Written, timeout: float | None) -> int | None:
+        """Read replies until ``written`` is answered; ``timeout`` None blocks (socket timeout).
+
+        Returns the time its last reply was read, or None when ``timeout`` ran out first;
+        raises when a command of it failed or the connection was lost.
+        """
+        connection = self.connection
+        waiting = self.waiting
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while written.done_ns is None:
+            if written.error is not None:
+                raise written.error
+            head = waiting[0]
+            try:
+                if deadline is not None and not connection.can_read(
+                    max(0.0, deadline - time.monotonic())
+                ):
+                    if time.monotonic() > head.deadline:
+                        raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
+                    return None
+                reply = connection.read_response()
+            except redis.ResponseError as exc:
+                reply = exc
+                head.error = head.error or BrokerError(f"Redis: {exc}")
+            except BaseException as exc:
+                self._fail_all(exc)
+                if not isinstance(exc, Exception):
+                    raise  # an interrupt goes on; the batches waiting have failed
+                continue
+            head.left -= 1
+            if head.left:
+                continue
+            waiting.popleft()
+            head.reply = reply
+            if head.replicas and head.error is None and reply < head.replicas:
+                head.error = _replicas_failure(reply, head.replicas)
+            if head.error is None:
+                head.done_ns = time.time_ns()
+        return written.done_ns
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """The connection is in an unknown state: drop it and fail what waits on it."""
+        where = f"{self.connection.host}:{self.connection.port}"
+        for written in self.waiting:
+            written.error = BrokerConnectionError(f"Redis {where}: {type(exc).__name__} {exc}")
+        self.waiting.clear()
+        self.connection.disconnect()
+
+
+class _StreamsAdapter(Adapter["RedisParams"]):
+    """What both adapters share: the stream keys, the consumer name and the claim clock."""
+
     def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
         self.params = params
         self.client = _client(endpoints)
         self.keys = stream_keys(destination, params)
-        self.next_key = itertools.cycle(self.keys)
-        self.cluster = is_cluster(endpoints)
-        if self.cluster and params.wait_replicas:
-            raise ValueError("wait_replicas is not supported with Redis Cluster")
-        self.consumer = f"c-{uuid.uuid4().hex[:12]}"
-        self.read_key = itertools.cycle(self.keys)
+        self.consumer = f"c-{uuid.uuid4().hex[:12]}".encode()
+        self.claim_idle_ms = int(params.claim_after * 1000)
         self.next_claim = time.monotonic() + params.claim_after / 2
 
+    def _claim_due(self) -> bool:
+        if time.monotonic() < self.next_claim:
+            return False
+        self.next_claim = time.monotonic() + self.params.claim_after / 2
+        return True
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RedisAdapter(_StreamsAdapter):
+    """A worker's client of one master: a sending and a receiving connection (each lazy)."""
+
+    pipelined = True
+
+    def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
+        super().__init__(endpoints, params, destination)
+        self.raw_keys = [key.encode() for key in self.keys]
+        self.next_key = itertools.cycle(self.raw_keys).__next__
+        self.wait_command = (b"WAIT", params.wait_replicas, params.wait_timeout_ms)
+        self._sending: ReplyChannel | None = None
+        self._receiving: ReplyChannel | None = None
+        self._read_count = 0
+        self._read_command: tuple[Any, ...] = ()
+        #: The last XACK/XDEL written; its replies are read with the next command's.
+        self._acking: Written | None = None
+
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
+        return self._write(batch)
+
     def send(self, batch: Sequence[bytes]) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        for body in batch:
-            pipe.xadd(next(self.next_key), {FIELD: body})
+        written = self._write(batch)
+        written.channel.settle(written, None)
+
+    def _write(self, batch: Sequence[bytes]) -> Written:
+        if self._sending is None:
+            self._sending = ReplyChannel(self.client)
+        key = self.next_key
+        commands: list[tuple[Any, ...]] = [(b"XADD", key(), b"*", FIELD, body) for body in batch]
         if self.params.wait_replicas:
-            pipe.execute_command("WAIT", self.params.wait_replicas, self.params.wait_timeout_ms)
-        replies = pipe.execute()
-        if self.params.wait_replicas and replies[-1] < self.params.wait_replicas:
-            raise RuntimeError(
-                f"WAIT: only {replies[-1]} of {self.params.wait_replicas} replicas confirmed"
-            )
+            commands.append(self.wait_command)
+        return self._sending.write(commands, len(commands), self.params.wait_replicas)
+
+    def _channel(self) -> ReplyChannel:
+        if self._receiving is None:
+            self._receiving = ReplyChannel(self.client)
+        return self._receiving
 
     def receive(self, max_n: int) -> list[Received]:
-        if time.monotonic() >= self.next_claim:
-            self.next_claim = time.monotonic() + self.params.claim_after / 2
+        if self._claim_due():
             claimed = self._claim(max_n)
             if claimed:
                 return claimed
-        if self.cluster:
-            reply = self._read_cluster(max_n)
-        else:
-            # COUNT applies per stream: ask each key for its share so the total stays ≤ max_n
-            # (an entry read but not returned would sit unacknowledged until XAUTOCLAIM).
-            per_key = max(1, max_n // len(self.keys))
-            reply = self.client.xreadgroup(
-                GROUP, self.consumer, {k: ">" for k in self.keys}, count=per_key, block=500
+        if max_n != self._read_count:
+            # COUNT applies per stream: ask each key for its share so the total stays
+            # ≤ max_n (an entry read but not returned would sit unacknowledged until
+            # XAUTOCLAIM).
+            per_key = max(1, max_n // len(self.raw_keys))
+            self._read_count = max_n
+            self._read_command = (
+                *(b"XREADGROUP", b"GROUP", GROUP, self.consumer, b"COUNT", per_key),
+                *(b"BLOCK", READ_BLOCK_MS, b"STREAMS", *self.raw_keys),
+                *([b">"] * len(self.raw_keys)),
             )
+        reply = self._channel().call(*self._read_command)
         out: list[Received] = []
-        for key, entries in reply or []:
-            for entry_id, fields in entries:
-                out.append(Received(fields[FIELD], (key, entry_id)))
+        for key, entries in reply or ():
+            out += [Received(fields[1], (key, entry_id)) for entry_id, fields in entries]
         return out
 
-    def _read_cluster(self, max_n: int) -> Any:
-        """Redis Cluster cannot read keys of different slots at once: try them in turn."""
-        for _ in range(len(self.keys)):
-            key = next(self.read_key)
-            reply = self.client.xreadgroup(GROUP, self.consumer, {key: ">"}, count=max_n)
-            if reply:
-                return reply
-        time.sleep(0.05)
-        return []
-
     def _claim(self, max_n: int) -> list[Received]:
-        idle_ms = int(self.params.claim_after * 1000)
+        channel = self._channel()
         out: list[Received] = []
-        for key in self.keys:
-            claimed: Any = self.client.xautoclaim(
-                key, GROUP, self.consumer, idle_ms, start_id="0-0", count=max_n
+        for key in self.raw_keys:
+            reply = channel.call(
+                *(b"XAUTOCLAIM", key, GROUP, self.consumer, self.claim_idle_ms),
+                *(b"0-0", b"COUNT", max_n),
             )
-            entries = claimed[1]
             out += [
-                Received(fields[FIELD], (key.encode(), entry_id), redelivered=True)
-                for entry_id, fields in entries
+                Received(fields[1], (key, entry_id), redelivered=True)
+                for entry_id, fields in reply[1]
                 if fields
             ]
             if len(out) >= max_n:
@@ -161,19 +311,93 @@ class RedisAdapter(Adapter["RedisParams"]):
         return out
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
-        by_key: dict[Any, list[Any]] = defaultdict(list)
-        for receipt in receipts:
-            pair: tuple[Any, Any] = receipt  # type: ignore[assignment]
-            by_key[pair[0]].append(pair[1])
+        commands = [
+            command
+            for key, ids in _by_key(receipts).items()
+            for command in ((b"XACK", key, GROUP, *ids), (b"XDEL", key, *ids))
+        ]
+        earlier, self._acking = self._acking, None
+        if earlier is not None and earlier.error is not None:
+            raise BrokerError(f"an earlier acknowledgement failed: {earlier.error}")
+        if commands:
+            self._acking = self._channel().write(commands, len(commands))
+
+    def close(self) -> None:
+        if self._acking is not None and self._receiving is not None:
+            try:  # the last acknowledgement reaches the server before the connection goes
+                self._receiving.settle(self._acking, 5.0)
+            except Exception:
+                pass
+        super().close()
+
+
+class RedisClusterAdapter(_StreamsAdapter):
+    """A worker's client of Redis Cluster, which routes every key to its shard's master."""
+
+    def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
+        if params.wait_replicas:
+            raise ValueError("wait_replicas is not supported with Redis Cluster")
+        super().__init__(endpoints, params, destination)
+        self.next_key = itertools.cycle(self.keys).__next__
+        self.read_key = itertools.cycle(self.keys).__next__
+
+    def send(self, batch: Sequence[bytes]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for key, ids in by_key.items():
+        for body in batch:
+            pipe.xadd(self.next_key(), {FIELD: body})
+        pipe.execute()
+
+    def receive(self, max_n: int) -> list[Received]:
+        if self._claim_due():
+            claimed = self._claim(max_n)
+            if claimed:
+                return claimed
+        # Redis Cluster cannot read keys of different slots at once: try them in turn.
+        for _ in range(len(self.keys)):
+            key = self.read_key()
+            reply = self.client.xreadgroup(GROUP, self.consumer, {key: ">"}, count=max_n)
+            if reply:
+                return [
+                    Received(fields[FIELD], (stream, entry_id))
+                    for stream, entries in reply
+                    for entry_id, fields in entries
+                ]
+        time.sleep(0.05)
+        return []
+
+    def _claim(self, max_n: int) -> list[Received]:
+        out: list[Received] = []
+        for key in self.keys:
+            claimed: Any = self.client.xautoclaim(
+                key, GROUP, self.consumer, self.claim_idle_ms, start_id="0-0", count=max_n
+            )
+            out += [
+                Received(fields[FIELD], (key.encode(), entry_id), redelivered=True)
+                for entry_id, fields in claimed[1]
+                if fields
+            ]
+            if len(out) >= max_n:
+                break
+        return out
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for key, ids in _by_key(receipts).items():
             pipe.xack(key, GROUP, *ids)
             pipe.xdel(key, *ids)
         pipe.execute()
 
-    def close(self) -> None:
-        self.client.close()
+
+def _by_key(receipts: Sequence[Hashable]) -> dict[Any, list[Any]]:
+    """Entry ids by stream key, from ``(key, entry id)`` receipts."""
+    by_key: dict[Any, list[Any]] = defaultdict(list)
+    for receipt in receipts:
+        pair: tuple[Any, Any] = receipt  # type: ignore[assignment]
+        by_key[pair[0]].append(pair[1])
+    return by_key
 
 
-def connect(endpoints: Endpoints, params: RedisParams, destination: Destination) -> RedisAdapter:
+def connect(endpoints: Endpoints, params: RedisParams, destination: Destination) -> _StreamsAdapter:
+    if is_cluster(endpoints):
+        return RedisClusterAdapter(endpoints, params, destination)
     return RedisAdapter(endpoints, params, destination)
