@@ -14,7 +14,13 @@ from workload import message
 from workload.node import NodeSpec, split
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
-from workload.worker import SenderLoop, WorkerSettings, run_sender, run_sender_async
+from workload.worker import (
+    CannotPipeline,
+    SenderLoop,
+    WorkerSettings,
+    run_sender,
+    run_sender_async,
+)
 
 
 class Later(Confirmation):
@@ -83,6 +89,15 @@ def test_pipelined_sender_keeps_batches_in_flight_and_counts_only_confirmed() ->
     assert _confirmed(loop) == stored
     assert loop.recorder.total_sent == len(stored) < 500
     assert loop.recorder.total_errors == adapter.submitted // 5
+
+
+class OneAtATime(PipelinedMemory):
+    pipelined = False
+
+
+def test_a_client_that_cannot_pipeline_refuses_batches_in_flight() -> None:
+    with pytest.raises(CannotPipeline, match="max_in_flight = 4"):
+        run_sender(OneAtATime(), _loop(max_in_flight=4, messages=10))
 
 
 class AsyncMemory(AsyncAdapter):

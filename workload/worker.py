@@ -190,8 +190,19 @@ class ReceiverLoop:
         return self.failures.failed(self.recorder, error)
 
 
+class CannotPipeline(Exception):
+    """``max_in_flight`` > 1 with a client that confirms each batch before the next."""
+
+
 def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
     if loop.s.load.max_in_flight > 1:
+        if not adapter.pipelined:
+            # The system can keep batches in flight, but not with this topology's client:
+            # running one batch at a time would report a different load than asked for.
+            raise CannotPipeline(
+                f"max_in_flight = {loop.s.load.max_in_flight}: the {type(adapter).__name__} "
+                "client confirms each batch before the next; use max_in_flight = 1"
+            )
         _run_sender_pipelined(adapter, loop)
         return
     while not loop.finished():
