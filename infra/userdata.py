@@ -49,7 +49,8 @@ def yaml_scalar(value: object, indent: int) -> str:
     """
     text = str(value)
     first = next((line for line in text.split("\n") if line.strip()), "")
-    if "\n" not in text or _UNSAFE_FOR_BLOCK.search(text) or first[:1] in (" ", "\t"):
+    # A block of blank lines only reads back as "": such text is quoted too.
+    if not first or "\n" not in text or _UNSAFE_FOR_BLOCK.search(text) or first[:1] in (" ", "\t"):
         return _double_quoted(text)
     body = text.rstrip("\n")
     trailing = len(text) - len(body)
