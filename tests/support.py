@@ -3,6 +3,7 @@ and the addresses a local cluster listens on."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
 import time
@@ -52,6 +53,22 @@ def prepared(system: BrokerSystem[Any], endpoints: Endpoints, name: str, **value
     destination = Destination(name)
     system.prepare(endpoints, params, destination)
     return system.connect(endpoints, params, destination)
+
+
+@contextlib.contextmanager
+def sender_and_receiver(
+    system: BrokerSystem[Any], endpoints: Endpoints, params: Any, name: str
+) -> Iterator[tuple[Any, Any]]:
+    """Two workers' adapters on a freshly prepared destination; closed afterwards."""
+    destination = Destination(name)
+    system.prepare(endpoints, params, destination)
+    sender = system.connect(endpoints, params, destination)
+    receiver = system.connect(endpoints, params, destination)
+    try:
+        yield sender, receiver
+    finally:
+        sender.close()
+        receiver.close()
 
 
 def local_cluster(system: BrokerSystem[Any], topology: str, params: Any) -> Iterator[LocalCluster]:

@@ -34,7 +34,7 @@ from brokers.kafka.offsets import AckTracker
 from brokers.kafka.params import KafkaParams, min_insync_for, replication_for
 from brokers.local import free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import properties, receive_bodies
+from tests.support import properties, receive_bodies, sender_and_receiver
 
 pytestmark = pytest.mark.kafka
 
@@ -243,19 +243,13 @@ def test_cluster_smoke_run_loses_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kafka_client", CLIENTS)
 def test_round_trip(cluster: Endpoints, kafka_client: str) -> None:
     params = KafkaParams(partitions=4, client=kafka_client)
-    destination = Destination(f"round_trip_{kafka_client.replace('-', '_')}")
-    SYSTEM.prepare(cluster, params, destination)
-    sender = SYSTEM.connect(cluster, params, destination)
-    receiver = SYSTEM.connect(cluster, params, destination)
-    try:
+    name = f"round_trip_{kafka_client.replace('-', '_')}"
+    with sender_and_receiver(SYSTEM, cluster, params, name) as (sender, receiver):
         sent = [b"message-%d" % i for i in range(30)]
         for i in range(0, 30, 10):
             sender.send(sent[i : i + 10])
         assert sorted(receive_bodies(receiver, set(sent))) == sorted(sent)
         assert receiver.receive(10) == []
-    finally:
-        sender.close()
-        receiver.close()
 
 
 @pytest.mark.slow
@@ -336,15 +330,12 @@ def _owns_partitions(adapter: Any) -> bool:
 @pytest.mark.parametrize("kafka_client", CLIENTS)
 def test_batches_in_flight_are_each_received_once(cluster: Endpoints, kafka_client: str) -> None:
     params = KafkaParams(partitions=4, client=kafka_client)
-    destination = Destination(f"in_flight_{kafka_client.replace('-', '_')}")
-    SYSTEM.prepare(cluster, params, destination)
-    sender = SYSTEM.connect(cluster, params, destination)
-    receiver = SYSTEM.connect(cluster, params, destination)
-    assert isinstance(sender, KafkaAdapterBase) and sender.pipelined
-    confirmed: list[bytes] = []
-    in_flight: deque[tuple[list[bytes], Any]] = deque()
-    most = 0
-    try:
+    name = f"in_flight_{kafka_client.replace('-', '_')}"
+    with sender_and_receiver(SYSTEM, cluster, params, name) as (sender, receiver):
+        assert isinstance(sender, KafkaAdapterBase) and sender.pipelined
+        confirmed: list[bytes] = []
+        in_flight: deque[tuple[list[bytes], Any]] = deque()
+        most = 0
         for b in range(40):
             batch = [b"f%d-%d" % (b, i) for i in range(1 + b % 10)]
             in_flight.append((batch, sender.submit(batch)))
@@ -362,20 +353,14 @@ def test_batches_in_flight_are_each_received_once(cluster: Endpoints, kafka_clie
         received.update(receive_bodies(receiver, {b"none"}, timeout=2))
         assert set(received) == set(confirmed)
         assert max(received.values()) == 1
-    finally:
-        sender.close()
-        receiver.close()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kafka_client", CLIENTS)
 def test_a_batch_lands_on_one_partition(cluster: Endpoints, kafka_client: str) -> None:
     params = KafkaParams(partitions=8, client=kafka_client)
-    destination = Destination(f"sticky_{kafka_client.replace('-', '_')}")
-    SYSTEM.prepare(cluster, params, destination)
-    sender = SYSTEM.connect(cluster, params, destination)
-    receiver = SYSTEM.connect(cluster, params, destination)
-    try:
+    name = f"sticky_{kafka_client.replace('-', '_')}"
+    with sender_and_receiver(SYSTEM, cluster, params, name) as (sender, receiver):
         batches = [[b"s%d-%d" % (b, i) for i in range(10)] for b in range(20)]
         for batch in batches:
             sender.send(batch)
@@ -392,9 +377,6 @@ def test_a_batch_lands_on_one_partition(cluster: Endpoints, kafka_client: str) -
         assert all(len(p) == 1 for p in partitions.values()), partitions
         if kafka_client == "kafka-python":  # each batch picks another partition
             assert len(set().union(*partitions.values())) > 1
-    finally:
-        sender.close()
-        receiver.close()
 
 
 @pytest.mark.slow

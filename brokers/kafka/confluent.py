@@ -1,7 +1,8 @@
 """The Kafka adapter on confluent-kafka (``client = "confluent-kafka"``, the default).
 
 librdkafka does the protocol work in its own C threads, so a worker measures the broker
-rather than the client. ``submit`` produces each message with a delivery callback that
+rather than the client. ``submit`` produces a batch to one partition (the next batch to
+another, at random), each message with a delivery callback that
 counts the batch's reports (:class:`Delivery`); callbacks are served — and a batch's
 confirmation time stamped — while the adapter polls the producer. ``fetch`` takes what
 the consumer has fetched ahead in one ``consume`` call. Before partitions move, the
@@ -12,6 +13,7 @@ the consumer has fetched ahead in one ``consume`` call. Before partitions move, 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -75,6 +77,9 @@ class ConfluentAdapter(KafkaAdapterBase):
     ) -> None:
         super().__init__(endpoints, params, topic, group)
         self.latch = rdkafka.ErrorLatch(endpoints)
+        self._partitions = 0  # of the topic, known once the producer is built
+        self._partition = 0
+        self._random = random.Random()
 
     # -- clients ---------------------------------------------------------------------
 
@@ -87,6 +92,9 @@ class ConfluentAdapter(KafkaAdapterBase):
             rdkafka.await_topics(
                 producer, self.endpoints, [self.topic], self.params.request_timeout
             )
+            metadata = producer.list_topics(self.topic, timeout=self.params.request_timeout)
+            self._partitions = len(metadata.topics[self.topic].partitions)
+            self._partition = self._random.randrange(self._partitions)
             self._producer = producer
         return self._producer
 
@@ -117,13 +125,23 @@ class ConfluentAdapter(KafkaAdapterBase):
 
         producer = self.producer()
         delivery = Delivery(producer, self.endpoints, len(batch))
+        partition = self._next_partition()
         try:
             for body in batch:
-                producer.produce(self.topic, body, on_delivery=delivery)
+                producer.produce(self.topic, body, partition=partition, on_delivery=delivery)
         except KafkaException as exc:
             raise rdkafka.error(self.endpoints, exc.args[0]) from None
         producer.poll(0)  # serve the reports that are in, without waiting
         return delivery
+
+    def _next_partition(self) -> int:
+        """A batch goes to one partition, so it leaves as one request (librdkafka's sticky
+        partitioner switches on a timer and can split a batch); the next batch goes to
+        another partition, at random."""
+        if self._partitions > 1:
+            step = self._random.randrange(1, self._partitions)
+            self._partition = (self._partition + step) % self._partitions
+        return self._partition
 
     def produce(
         self, topic: str, values: Sequence[bytes], keys: Sequence[bytes], partitions: Sequence[int]
