@@ -79,6 +79,7 @@ class ConfluentAdapter(KafkaAdapterBase):
         self.latch = rdkafka.ErrorLatch(endpoints)
         self._partitions = 0  # of the topic, known once the producer is built
         self._partition = 0
+        self._since = 0.0  # when the worker moved to this partition
         self._random = random.Random()
 
     # -- clients ---------------------------------------------------------------------
@@ -135,12 +136,15 @@ class ConfluentAdapter(KafkaAdapterBase):
         return delivery
 
     def _next_partition(self) -> int:
-        """A batch goes to one partition, so it leaves as one request (librdkafka's sticky
-        partitioner switches on a timer and can split a batch); the next batch goes to
-        another partition, at random."""
-        if self._partitions > 1:
+        """The partition of the next batch: a batch goes to one partition, so it leaves as
+        one request (librdkafka's own sticky partitioner switches on a timer, in the middle
+        of a batch under load); batches of the next ``STICKY_PARTITIONING_MS`` join it, as
+        librdkafka would, then the worker moves on to another partition at random."""
+        now = time.monotonic()
+        if self._partitions > 1 and now - self._since >= rdkafka.STICKY_PARTITIONING_MS / 1000:
             step = self._random.randrange(1, self._partitions)
             self._partition = (self._partition + step) % self._partitions
+            self._since = now
         return self._partition
 
     def produce(

@@ -20,10 +20,10 @@ from brokers.kafka.params import KafkaClientParams
 
 log = logging.getLogger(__name__)
 
-#: How long keyless messages without a partition of their own (the adapter gives each send
-#: batch one) stick to one partition. A batch is produced within tens
-#: of microseconds, so it lands on one partition (and leaves as one request) unless this
-#: window ends in the middle of it; the batches of the next milliseconds join it. Unset,
+#: How long keyless messages stick to one partition: the adapter applies it at send-batch
+#: boundaries (so no batch is split), librdkafka to other keyless messages, where a batch
+#: produced within tens of microseconds lands on one partition unless the window ends in
+#: the middle of it; the batches of the next milliseconds join it. Unset,
 #: the window is twice ``linger.ms``: with LINGER_MS = 0, every message would go to a
 #: random partition.
 STICKY_PARTITIONING_MS = 10
