@@ -46,10 +46,14 @@ def broker_count(admin: Any) -> int:
 
 
 def transient(exc: BaseException) -> bool:
-    """Errors of a cluster still settling (brokers registering, leaders moving)."""
+    """Errors of a cluster still settling (brokers registering, leaders moving); too few
+    brokers for the replication factor is one while the named brokers register."""
     from kafka import errors
 
-    return isinstance(exc, errors.RetriableError | errors.UnknownBrokerIdError)
+    return isinstance(
+        exc,
+        errors.RetriableError | errors.UnknownBrokerIdError | errors.InvalidReplicationFactorError,
+    )
 
 
 def create_topics(
@@ -151,7 +155,9 @@ def prepare_topics(endpoints: Endpoints, params: KafkaParams, names: Sequence[st
     """Kafka's topics: replicated, ``min.insync.replicas``, optional ``flush.messages``."""
     admin = client.admin(endpoints)
     try:
-        rf = replication_for(params, broker_count(admin))
+        # Every broker the endpoints name counts, also one not registered (yet) or briefly
+        # missing from the metadata of a loaded cluster: replication never silently drops.
+        rf = replication_for(params, max(broker_count(admin), len(endpoints.hosts)))
     finally:
         admin.close()
     create_topics(endpoints, params, names, kafka_topic_configs(params, rf), replication=rf)
