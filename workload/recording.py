@@ -11,7 +11,6 @@ from array import array
 from dataclasses import dataclass, field
 
 from workload.histogram import Histogram
-from workload.message import Identity
 
 
 @dataclass(slots=True)
@@ -77,18 +76,6 @@ class WorkerRecorder:
         self.last_error = f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
     # receiver side
-    def received(self, now_ns: int, identity: Identity, redelivered: bool) -> None:
-        stats = self._at(now_ns)
-        stats.received += 1
-        if redelivered:
-            stats.redelivered += 1
-        stats.processing_latency.record((now_ns - identity.intended_ns) / 1000.0)
-        self.rx_node.append(identity.node)
-        self.rx_worker.append(identity.worker)
-        self.rx_seq.append(identity.seq)
-        self.rx_second.append(now_ns // 1_000_000_000)
-        self.total_received += 1
-
     def received_batch(
         self,
         now_ns: int,
