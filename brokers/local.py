@@ -6,6 +6,7 @@ helpers know nothing about any particular system. Servers listen on loopback onl
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from brokers.base import Endpoints, LocalCluster
 from brokers.errors import BrokerStartError, BrokerUnavailable
+from brokers.watchdog import WATCHDOG
 
 LOOPBACK = "127.0.0.1"
 
@@ -88,7 +90,11 @@ def run_checked(cmd: Sequence[str], what: str, timeout: float = 120, **kwargs: o
 
 @dataclass
 class ManagedProcess:
-    """One server process in its own session (Ctrl-C in the terminal does not reach it)."""
+    """One server process in its own session (Ctrl-C in the terminal does not reach it).
+
+    The session is registered with the :mod:`~brokers.watchdog` while it runs, so that the
+    process cannot outlive the one that started it, however that one ends.
+    """
 
     name: str
     cmd: list[str]
@@ -114,15 +120,20 @@ class ManagedProcess:
             raise BrokerStartError(f"{self.name}: {self.cmd[0]} not found") from None
         finally:
             log.close()
+        WATCHDOG.watch_group(self.proc.pid)
         return self
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 15) -> None:
-        if not self.alive():
+        if self.proc is None:
             return
-        assert self.proc is not None
+        if not self.alive():  # the leader died: end what is left of its group
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            WATCHDOG.release_group(self.proc.pid)
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=timeout)
@@ -131,12 +142,14 @@ class ManagedProcess:
             self.proc.wait(timeout=5)
         except ProcessLookupError:
             pass
+        WATCHDOG.release_group(self.proc.pid)
 
     def kill(self) -> None:
         if self.alive():
             assert self.proc is not None
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
+            WATCHDOG.release_group(self.proc.pid)
 
 
 def wait_until(
@@ -182,6 +195,8 @@ class ProcessCluster(LocalCluster):
     nodes of a group (and all others, last) at once, since their data is thrown away and a
     quorum stopped node by node waits for peers that are gone — then deletes the work
     directory and ``cleanup`` (unless ``keep`` is set, for debugging). Safe to call twice.
+    Should this process die first, the :mod:`~brokers.watchdog` ends the nodes and deletes
+    the directories instead.
     """
 
     #: Node-name prefixes stopped group after group.
@@ -198,8 +213,14 @@ class ProcessCluster(LocalCluster):
         self.cleanup: list[Path] = []
         self.endpoints = Endpoints(hosts=())
         self._stopped = False
+        self._watched: list[Path] = []
 
     def add(self, node: ManagedProcess) -> ManagedProcess:
+        if not self.keep:
+            for directory in [self.workdir, *self.cleanup]:
+                if directory not in self._watched:
+                    WATCHDOG.watch_dir(directory)
+                    self._watched.append(directory)
         self.nodes.append(node.start())
         return node
 
@@ -223,6 +244,8 @@ class ProcessCluster(LocalCluster):
         if not self.keep:
             for directory in [self.workdir, *self.cleanup]:
                 shutil.rmtree(directory, ignore_errors=True)
+            for directory in self._watched:
+                WATCHDOG.release_dir(directory)
 
     def _stop_node(self, node: ManagedProcess) -> None:
         try:

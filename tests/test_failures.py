@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,6 +130,29 @@ def test_a_closed_terminal_does_not_leave_the_run_or_the_broker_behind(tmp_path:
     time.sleep(1)
     alive = [pid for pid in brokers if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
     assert alive == [], "the broker outlived its run"
+
+
+def test_a_killed_coordinator_leaves_no_broker_worker_or_work_directory(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the watchdog ends the brokers and deletes their data."""
+    before = set(Path(tempfile.gettempdir()).glob("brokerbench-redis-*"))
+    proc, results = start_run(tmp_path)
+    wait_for_messages(results, proc)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+    pids = [int(pid) for pid in children.stdout.split()]
+    brokers = redis_servers_of(proc)
+    workdirs = set(Path(tempfile.gettempdir()).glob("brokerbench-redis-*")) - before
+    assert brokers and workdirs and len(pids) > len(brokers)  # brokers, nodes, the watchdog
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (_alive(pids) or any(d.exists() for d in workdirs)):
+        time.sleep(0.2)
+    assert _alive(pids) == [], "a process outlived the killed coordinator"
+    assert not [d for d in workdirs if d.exists()], "the broker's data was left behind"
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
 
 
 def _zombie(pid: int) -> bool:

@@ -1,0 +1,109 @@
+"""A guard that ends this process's local brokers if the process dies without stopping them.
+
+Brokers run in sessions of their own (a Ctrl-C in the terminal must not reach them before
+the run has stopped its senders), so nothing ties them to the process that started them:
+a coordinator killed with SIGKILL, or by the out-of-memory killer, would leave them running
+with their data. The guard closes that gap. It is a small process of its own, started with
+the first broker, that reads from a pipe only the coordinator holds open:
+
+* ``+group <pgid>`` / ``-group <pgid>`` — a broker's process group started / stopped;
+* ``+dir <path>`` / ``-dir <path>`` — a work directory created / removed.
+
+When the pipe closes while groups are still registered (the coordinator is gone: it
+exited, or was killed, whatever the signal), the guard kills those groups and deletes those
+directories, then exits. A coordinator that stops its brokers itself unregisters them first,
+so the guard then has nothing to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+
+class Watchdog:
+    """The coordinator's end of the guard: started on first use, one per process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pipe: IO[str] | None = None
+        self._owner = 0
+
+    def watch_group(self, pgid: int) -> None:
+        self._send(f"+group {pgid}")
+
+    def release_group(self, pgid: int) -> None:
+        self._send(f"-group {pgid}")
+
+    def watch_dir(self, path: Path) -> None:
+        self._send(f"+dir {path}")
+
+    def release_dir(self, path: Path) -> None:
+        self._send(f"-dir {path}")
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            pipe = self._guard()
+            if pipe is None:
+                return
+            try:
+                pipe.write(line + "\n")
+                pipe.flush()
+            except OSError:
+                self._pipe = None  # the guard is gone: brokers are still stopped normally
+
+    def _guard(self) -> IO[str] | None:
+        # A forked child (a node process) must not talk to its parent's guard.
+        if self._pipe is not None and self._owner == os.getpid():
+            return self._pipe
+        if self._owner == os.getpid():
+            return None  # starting it failed before: do not retry on every call
+        self._owner = os.getpid()
+        try:
+            guard = subprocess.Popen(
+                [sys.executable, "-m", "brokers.watchdog"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
+            )
+        except OSError:
+            return None
+        self._pipe = guard.stdin
+        return self._pipe
+
+
+#: The guard of this process's brokers.
+WATCHDOG = Watchdog()
+
+
+def guard(lines: IO[str]) -> None:
+    """Read registrations until the pipe closes, then end what is still registered."""
+    groups: set[int] = set()
+    dirs: set[str] = set()
+    for line in lines:
+        op, _, value = line.rstrip("\n").partition(" ")
+        if op in ("+group", "-group") and value.isdigit():
+            (groups.add if op[0] == "+" else groups.discard)(int(value))
+        elif op in ("+dir", "-dir") and value:
+            (dirs.add if op[0] == "+" else dirs.discard)(value)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+    for path in dirs:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)
+    guard(sys.stdin)
