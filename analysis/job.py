@@ -7,7 +7,8 @@ Spark application (``python -m analysis.job RUN_DIR``, or spark-submit on EMR). 
 Before counting anything lost it takes stock (SPEC §5): every node process a sweep point
 ran must have left its records (:class:`RunRecords`); a point missing some is
 *incomplete* and no loss is claimed for it, and a point the run stopped early is *not
-drained* (:class:`PointRecords`).
+drained* (:class:`PointRecords`). The node statuses also give each point's largest clock
+offset (:func:`clock_offsets`), which qualifies its processing latency.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import itertools
 import json
 import math
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,7 @@ SUMMARY_COLUMNS = [
     "unconfirmed_received",
     "delivery",
     "errors",
+    "negative_latencies",
     "receivers_kept_up",
     "measured_seconds",
     "processing_latency_p50_ms",
@@ -76,6 +79,8 @@ SUMMARY_COLUMNS = [
     "send_latency_max_ms",
     "send_delay_p95_ms",
     "cost_per_million_usd",
+    "clock_offset_max_ms",
+    "clock_source",
 ]
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
@@ -270,6 +275,29 @@ def point_records(context: dict[str, Any], records: RunRecords) -> list[PointRec
     return out
 
 
+def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
+    """Per sweep point, from its nodes' statuses: the largest clock offset from the
+    reference time (ms, ahead or behind) among the nodes that know theirs, and where the
+    offsets come from. A status written for a node by someone else (no clock source) says
+    nothing about its clock."""
+    offsets: dict[int, list[float]] = {}
+    sources: dict[int, set[str]] = {}
+    for status in statuses:
+        if not status.clock_source:
+            continue
+        sources.setdefault(status.point, set()).add(status.clock_source)
+        known = offsets.setdefault(status.point, [])
+        if status.clock_offset_s is not None:
+            known.append(abs(status.clock_offset_s) * 1000.0)
+    return {
+        point: {
+            "clock_offset_max_ms": max(offsets[point], default=None),
+            "clock_source": "; ".join(sorted(found)),
+        }
+        for point, found in sources.items()
+    }
+
+
 def _why_stopped(context: dict[str, Any]) -> str:
     if context.get("status") == "interrupted":
         return "the run was interrupted before receivers drained the queue"
@@ -298,6 +326,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
 
     rows = _collect(tf.throughput(counters, periods))
     _merge(rows, _collect(tf.headline(series)))
+    _merge(rows, _collect(tf.negative_latencies(hist)))
+    _merge(rows, clock_offsets(records.statuses.values()))
     states = spark.createDataFrame(
         [(context["run_id"], p.point, p.state) for p in points],
         "run_id string, point int, state string",

@@ -4,7 +4,8 @@ point, and the run context.
 
 Delivery is told in SPEC §5's words: a point whose records are incomplete shows
 "incomplete" where lost would be, a point stopped early gets a "not drained" column, and
-each says why at the end of its line.
+each says why at the end of its line. So does a point whose receivers got messages before
+they were sent, by their clocks; the run context gives each point's largest clock offset.
 """
 
 from __future__ import annotations
@@ -65,7 +66,21 @@ def notes(row: dict[str, Any]) -> list[str]:
     found = [] if kept_up(row) else ["receivers did not keep up"]
     if delivery(row) not in ("", "drained"):
         found.append(delivery(row))
+    if negative := negative_note(row):
+        found.append(negative)
     return found
+
+
+def negative_note(row: dict[str, Any]) -> str:
+    """The note on a point with negative processing latencies ("" without any)."""
+    value = row.get("negative_latencies")
+    count = int(value) if value not in (None, "") else 0
+    if not count:
+        return ""
+    return (
+        f"{count:,} messages received before they were sent by the receiver's clock: "
+        "clocks differ by more than the latency"
+    )
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -155,6 +170,25 @@ def _windows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
     return by_point
 
 
+def _clocks(rows: list[dict[str, Any]]) -> str:
+    """The run context's clock table: per point, the largest clock offset of its nodes."""
+    body = "".join(
+        f"<tr><td>{int(r['point']) + 1}</td>"
+        f'<td style="text-align:left">{html.escape(str(r.get("label")))}</td>'
+        f"<td>{html.escape(_cell(r.get('clock_offset_max_ms'), '{:,.3f} ms'))}</td>"
+        f'<td style="text-align:left">{html.escape(str(r.get("clock_source") or "–"))}</td></tr>'
+        for r in rows
+    )
+    return (
+        "<h3>Clocks</h3><table><tr><th>point</th><th>label</th><th>largest clock offset</th>"
+        f"<th>clock source</th></tr>{body}</table>"
+        "<p class=muted>Each node's clock offset from the reference time, read before the point "
+        "(chrony's tracking; 0 where every node runs on one host). A processing latency "
+        "includes the difference between its sender's and its receiver's clocks: up to twice "
+        "the largest offset.</p>"
+    )
+
+
 def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
     """Write ``analysis/report.html`` for one run and return its path."""
     broker = context["broker"]
@@ -189,6 +223,11 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
             f"<div class=row><div><h4>Throughput per window</h4>{_svg_lines(rate, 'msgs/s')}</div>"
             f"<div><h4>Latency p95 per window</h4>{_svg_lines(lat, 'ms')}</div></div>"
         )
+    clock_notes = "".join(
+        f"<li>Point {int(r['point']) + 1}: {html.escape(note)}</li>"
+        for r in rows
+        if (note := negative_note(r))
+    )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
     stand_in = broker.get("stand_in")
     page = f"""<!doctype html><html><head><meta charset="utf-8">
@@ -202,9 +241,10 @@ Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}
 <table><tr>{head}</tr>{body}</table>
+{f"<ul class=warn>{clock_notes}</ul>" if clock_notes else ""}
 <p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per second of the measurement period.</p>
 {"".join(sections)}
-<h2>Run context</h2><details><summary>scenario, sweep points, broker settings read back, clients and host</summary>
+<h2>Run context</h2>{_clocks(rows)}<details><summary>scenario, sweep points, broker settings read back, clients and host</summary>
 <pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre></details>
 </body></html>"""
     path = run_dir / "analysis" / "report.html"

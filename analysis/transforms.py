@@ -13,7 +13,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from workload.histogram import GAMMA
+from workload.histogram import GAMMA, NEGATIVE
 
 KEY = ["run_id", "point"]
 METRICS = ("send_latency", "processing_latency", "send_delay")
@@ -24,8 +24,10 @@ KEEP_UP_RATIO = 0.95
 
 
 def bucket_ms(bucket: Column) -> Column:
-    """Representative latency of a histogram bucket, in milliseconds."""
-    return F.lit(2.0 / (GAMMA + 1.0) / 1000.0) * F.pow(F.lit(GAMMA), bucket.cast("double"))
+    """Representative latency of a histogram bucket, in milliseconds (0 for the bucket of
+    negative latencies, as :func:`workload.histogram.bucket_value`)."""
+    value = F.lit(2.0 / (GAMMA + 1.0) / 1000.0) * F.pow(F.lit(GAMMA), bucket.cast("double"))
+    return F.when(bucket == NEGATIVE, F.lit(0.0)).otherwise(value)
 
 
 def counters_per_second(seconds: DataFrame) -> DataFrame:
@@ -144,6 +146,16 @@ def headline(series: DataFrame) -> DataFrame:
         F.max("processing_latency_p95").alias("processing_latency_p95_ms"),
         F.max("send_latency_p95").alias("send_latency_p95_ms"),
         F.max("send_delay_p95").alias("send_delay_p95_ms"),
+    )
+
+
+def negative_latencies(hist: DataFrame) -> DataFrame:
+    """Per point: how many processing latencies were negative over the whole run —
+    messages received before they were sent, by the receiver's clock, because the sender's
+    and the receiver's clocks differ by more than the latency."""
+    negative = (F.col("metric") == "processing_latency") & (F.col("bucket") == NEGATIVE)
+    return hist.groupBy(*KEY).agg(
+        F.sum(F.when(negative, F.col("count")).otherwise(F.lit(0))).alias("negative_latencies")
     )
 
 

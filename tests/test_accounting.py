@@ -1,23 +1,28 @@
 """Delivery accounting on bad days (SPEC §5): a node whose records are missing makes its
 sweep point *incomplete* (no loss claimed), a run stopped early leaves messages *not
 drained* (not lost); results that cannot be written are one line naming the file; the
-preflight refuses a results directory that cannot hold the run before anything starts."""
+preflight refuses a results directory that cannot hold the run before anything starts;
+clocks that differ by more than the latency are counted and said."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import html
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from analysis import transforms as tf
-from analysis.job import PointRecords, RunRecords, local_records, point_records
-from analysis.report import text_table
+from analysis.job import PointRecords, RunRecords, clock_offsets, local_records, point_records
+from analysis.report import text_table, write_html
+from brokers.base import Received
+from workload import message
 from workload.errors import UserError
 from workload.preflight import (
     RECEIVED_ROW_BYTES,
@@ -37,6 +42,7 @@ from workload.results import (
 )
 from workload.scenario import LoadSection
 from workload.sweep import SweepPoint
+from workload.worker import ReceiverLoop, WorkerSettings
 
 RUN = "acc"
 SECOND_NS = 1_000_000_000
@@ -103,7 +109,7 @@ def recorders(role: str, node: int, seqs: range, second: int = 100) -> list[Work
     now = second * SECOND_NS
     if role == "sender":
         if seqs:
-            rec.batch_sent(now, now - 1_000_000, now - 1_000_000, seqs[0], seqs[-1])
+            rec.batch_sent(now, 1_000_000, 0, seqs[0], seqs[-1])
     else:
         n = len(seqs)
         rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 2_000_000] * n, 0)
@@ -383,3 +389,85 @@ def test_the_job_claims_no_loss_without_records_and_none_for_an_early_stop(
     assert (drained["lost"], drained["not_drained"]) == (0, 0)
     assert (stopped["lost"], stopped["not_drained"]) == (0, 1)
     assert stopped["delivery"].startswith("not drained: the run was interrupted")
+
+
+# -- clocks ----------------------------------------------------------------------------------
+
+AMAZON = "chrony: 169.254.169.123 (stratum 4)"
+AHEAD = "messages received before they were sent by the receiver's clock: clocks differ by more than the latency"
+
+
+def test_each_point_gets_the_largest_clock_offset_of_its_nodes() -> None:
+    statuses = [
+        NodeStatus(0, "sender", 0, True, clock_offset_s=0.000021503, clock_source=AMAZON),
+        NodeStatus(0, "receiver", 0, True, clock_offset_s=-0.0004, clock_source=AMAZON),
+        NodeStatus(0, "receiver", 1, True, clock_source="unknown: chronyc not found"),
+        # Written for a node that left no status: nothing said about its clock.
+        NodeStatus(0, "receiver", 2, False, error="exited with code -9 without results"),
+        NodeStatus(1, "sender", 0, True, clock_source="unknown: chronyc not found"),
+    ]
+    assert clock_offsets(statuses) == {
+        0: {
+            "clock_offset_max_ms": pytest.approx(0.4),
+            "clock_source": f"{AMAZON}; unknown: chronyc not found",
+        },
+        1: {"clock_offset_max_ms": None, "clock_source": "unknown: chronyc not found"},
+    }
+
+
+def test_the_table_notes_messages_received_before_they_were_sent() -> None:
+    rows = [row(0, negative_latencies="0"), row(1, negative_latencies="1234"), row(2)]
+    lines = text_table("Redis", rows).splitlines()
+    assert "←" not in lines[3] and "←" not in lines[5]
+    assert lines[4].endswith(f"← 1,234 {AHEAD}")
+
+
+def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> None:
+    rows = [
+        row(0, label="threads=1", clock_offset_max_ms="0.400", clock_source=AMAZON),
+        row(1, label="threads=2", negative_latencies="3", clock_source="unknown: no chronyc"),
+    ]
+    ctx = context(scenario={"name": "s", "measurement": {"window": 5}}, broker={"title": "Redis"})
+    page = write_html(tmp_path, ctx, rows).read_text()
+    assert f"<li>Point 2: 3 {html.escape(AHEAD)}</li>" in page
+    clocks = page[page.index("<h2>Run context</h2>") :]
+    assert "<td>0.400 ms</td>" in clocks and AMAZON in clocks
+    assert "<td>–</td>" in clocks and "unknown: no chronyc" in clocks
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_job_counts_messages_received_before_they_were_sent(spark, tmp_path: Path) -> None:
+    from analysis.job import analyse, read_summary
+
+    ctx = context(scenario={"measurement": {"warmup": 0, "window": 5, "step": 1}})
+    ctx["broker"] = {"system": "redis", "title": "Redis"}
+    tmp_path.joinpath("context.json").write_text(json.dumps(ctx))
+    # Message 0's sender clock is 1 s ahead of the receiver's; 1 and 2 took 2 ms.
+    now = time.time_ns()
+    stamper = message.Stamper("acc.0", 0, 0)
+    pool = message.message_pool(3, 100, seed=0)
+    bodies = [
+        *stamper.stamp_batch(pool[:1], 0, now + SECOND_NS, now + SECOND_NS),
+        *stamper.stamp_batch(pool[1:], 1, now - 2_000_000, now - 2_000_000),
+    ]
+    settings = WorkerSettings("acc.0", 0, 0, LoadSection(), pool, lambda: False)
+    receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    receiver.acked(receiver.handle([Received(body, i) for i, body in enumerate(bodies)]))
+    second = now // SECOND_NS
+    write_node(tmp_path, RUN, 0, "sender", 0, recorders("sender", 0, range(3), second))
+    write_node(tmp_path, RUN, 0, "receiver", 0, [receiver.recorder])
+    write_node(tmp_path, RUN, 0, "receiver", 1, [])
+    for role, node, offset in (("sender", 0, 0.6), ("receiver", 0, -0.4), ("receiver", 1, 0.0)):
+        write_status(
+            tmp_path, NodeStatus(0, role, node, True, clock_offset_s=offset, clock_source=AMAZON)
+        )
+
+    (got,) = analyse(spark, tmp_path)
+    assert (got["sent"], got["received"], got["lost"]) == (3, 3, 0)
+    assert got["negative_latencies"] == 1
+    assert got["clock_offset_max_ms"] == pytest.approx(600.0)
+    assert got["processing_latency_max_ms"] == pytest.approx(2.0, rel=0.5)
+    (written,) = read_summary(tmp_path)
+    assert (written["negative_latencies"], written["clock_offset_max_ms"]) == ("1", "600.000")
+    assert text_table("Redis", [written]).endswith(f"← 1 {AHEAD}")

@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workload.histogram import ALPHA, MAX_US, Histogram, bucket_of, bucket_value
+from workload.histogram import ALPHA, MAX_US, NEGATIVE, Histogram, bucket_of, bucket_value
 
 latencies = st.floats(min_value=1.0, max_value=MAX_US, allow_nan=False)
 
@@ -53,3 +53,17 @@ def test_clamped_extremes() -> None:
     assert bucket_of(0.2) == 0
     assert bucket_of(MAX_US * 100) == bucket_of(MAX_US)
     assert Histogram().percentile(0.5) is None
+
+
+def test_negative_latencies_are_counted_apart_and_read_as_zero() -> None:
+    one, many = Histogram(), Histogram()
+    values = [-250_000.0, -0.5, 0.0, 0.5, 1_000.0, 2_000.0]
+    for us in values:
+        one.record(us)
+    many.record_many(values)
+    assert one.counts == many.counts
+    assert one.counts[NEGATIVE] == 2 and one.counts[0] == 2
+    assert bucket_of(-0.5) == NEGATIVE and bucket_value(NEGATIVE) == 0.0
+    # The lowest bucket: the other samples keep their ranks.
+    assert one.percentile(2 / 6) == 0.0
+    assert math.isclose(one.percentile(5 / 6) or 0, 1_000, rel_tol=ALPHA)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workload import message
+from workload.histogram import NEGATIVE
 from workload.recording import WorkerRecorder
 
 
@@ -24,9 +25,9 @@ def test_foreign_payloads_are_not_parsed() -> None:
 def test_recorder_merges_contiguous_ranges_and_keeps_gaps() -> None:
     rec = WorkerRecorder("sender", 0, 0)
     t = 5_000_000_000
-    rec.batch_sent(t + 1_000, t, t, 0, 9)
-    rec.batch_sent(t + 2_000, t, t, 10, 14)
-    rec.batch_sent(t + 3_000, t, t, 20, 29)  # 15..19 failed
+    rec.batch_sent(t + 1_000, 1_000, 0, 0, 9)
+    rec.batch_sent(t + 2_000, 2_000, 0, 10, 14)
+    rec.batch_sent(t + 3_000, 3_000, 0, 20, 29)  # 15..19 failed
     assert rec.sent_ranges == [[0, 14], [20, 29]]
     assert rec.total_sent == 25
     assert rec.seconds[5].send_latency.total == 3
@@ -69,3 +70,14 @@ def test_recorder_records_a_received_batch() -> None:
     assert 990 <= (stats.processing_latency.percentile(0.5) or 0) <= 1010  # 1 ms in µs
     assert list(rec.rx_seq) == [5, 6, 9] and list(rec.rx_second) == [7, 7, 7]
     assert rec.total_received == 3
+
+
+def test_a_message_received_before_it_was_sent_is_counted_not_read_as_one_microsecond() -> None:
+    rec = WorkerRecorder("receiver", 1, 0)
+    now = 7_000_000_000
+    # The sender's clock is 5 ms ahead of the receiver's: the first message's latency
+    # (2 ms) reads -3 ms.
+    rec.received_batch(now, [0, 0], [0, 0], [1, 2], [now + 3_000_000, now - 1_000_000], 0)
+    latency = rec.seconds[7].processing_latency
+    assert latency.counts[NEGATIVE] == 1 and 0 not in latency.counts
+    assert latency.percentile(0.5) == 0.0

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import transforms as tf
 from analysis.job import spark_schema
-from workload.histogram import bucket_of, bucket_value
+from workload.histogram import NEGATIVE, bucket_of, bucket_value
 from workload.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -92,6 +92,26 @@ def test_headline_is_the_max_windowed_p95(seconds):
     head = {r["point"]: r for r in tf.headline(series).collect()}
     assert math.isclose(head[0]["processing_latency_p95_ms"], 100, rel_tol=0.01)
     assert math.isclose(head[0]["send_latency_p95_ms"], 1, rel_tol=0.01)
+
+
+def test_negative_latencies_are_counted_and_read_as_zero(spark, seconds):
+    # Point 2: 3 of 4 messages "received before they were sent" (receiver clock behind);
+    # a negative send latency is not a processing latency and is not counted.
+    ahead = {NEGATIVE: 3, B1MS: 1}
+    rows = [
+        second_row(2, 0, 300, sent=4, send={NEGATIVE: 1}),
+        second_row(2, 0, 300, acked=4, role="receiver", proc=ahead),
+    ]
+    more = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    hist = tf.histogram_per_second(seconds.unionByName(more))
+    got = {r["point"]: r["negative_latencies"] for r in tf.negative_latencies(hist).collect()}
+    assert got == {0: 0, 2: 3}  # point 1 recorded no latencies at all
+    periods = tf.measurement_periods(tf.counters_per_second(more), warmup_s=0)
+    proc = {r["metric"]: r for r in tf.whole_run(tf.histogram_per_second(more), periods).collect()}[
+        "processing_latency"
+    ]
+    assert proc["samples"] == 4 and proc["p50_ms"] == 0.0 and proc["p95_ms"] == proc["max_ms"]
+    assert math.isclose(proc["max_ms"], bucket_value(B1MS) / 1000)
 
 
 def test_lost_duplicated_and_unconfirmed(spark):

@@ -1,18 +1,34 @@
-"""Worker loops against in-memory adapters: batches in flight, failures, accounting."""
+"""Worker loops against in-memory adapters: batches in flight, failures, accounting,
+durations that a step of the wall clock does not distort; a node's clock in its status."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 import pytest
 
-from brokers.base import Adapter, AsyncAdapter, Confirmation, Endpoints, Received
+from brokers import registry
+from brokers.base import (
+    Adapter,
+    AsyncAdapter,
+    BrokerParams,
+    BrokerSystem,
+    Confirmation,
+    Confirmed,
+    Endpoints,
+    Received,
+    Topology,
+)
 from workload import message
-from workload.node import NodeSpec, split
+from workload.clock import ClockState
+from workload.histogram import ALPHA, NEGATIVE, Histogram
+from workload.node import NodeSpec, run_node_processes, split
 from workload.recording import WorkerRecorder
+from workload.results import read_statuses
 from workload.scenario import LoadSection
 from workload.worker import (
     CannotPipeline,
@@ -165,3 +181,103 @@ def test_a_node_spreads_its_workers_over_processes(
     parts = split(spec, cpus=cpus)
     assert [p.worker_ids for p in parts] == shares
     assert [p.part for p in parts] == list(range(len(shares)))
+
+
+class Memory(Adapter):
+    """Stores what it is sent; each send (or submit, confirmed at once) takes ``SEND_S``."""
+
+    pipelined = True
+    SEND_S = 0.002
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.stored: list[bytes] = []
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        self.calls += 1
+        time.sleep(self.SEND_S)
+        self.stored.extend(batch)
+
+    def submit(self, batch: Sequence[bytes]) -> Confirmation:
+        self.send(batch)
+        return Confirmed(time.time_ns())
+
+    def receive(self, max_n: int) -> list[Received]:
+        return []
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        pass
+
+
+class SteppingClock(Memory):
+    """During the third send, the wall clock (``time.time_ns``) is stepped by ``step_s``."""
+
+    def __init__(self, step_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__()
+        self.step_ns = int(step_s * 1e9)
+        self.stepped = 0
+        real = time.time_ns
+        monkeypatch.setattr(time, "time_ns", lambda: real() + self.stepped)
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        if self.calls == 2:
+            time.sleep(self.SEND_S / 2)
+            self.stepped = self.step_ns
+            time.sleep(self.SEND_S / 2)
+            self.calls += 1
+            self.stored.extend(batch)
+            return
+        super().send(batch)
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_send_latency_survives_a_step_of_the_wall_clock(
+    monkeypatch: pytest.MonkeyPatch, step_s: float, in_flight: int
+) -> None:
+    adapter = SteppingClock(step_s, monkeypatch)
+    loop = _loop(max_in_flight=in_flight, messages=60)
+    run_sender(adapter, loop)
+    assert adapter.calls >= 6 and adapter.stepped
+    latency = Histogram()
+    for stats in loop.recorder.seconds.values():
+        latency.merge(stats.send_latency)
+    assert latency.total == adapter.calls and NEGATIVE not in latency.counts
+    # Every send took SEND_S (and a little more): none reads -1 h, 0 or +1 h.
+    assert (latency.percentile(0.0) or 0) >= Memory.SEND_S * 1e6 * (1 - ALPHA)
+    assert (latency.percentile(1.0) or 0) < 1e6
+
+
+def test_a_node_on_a_machine_of_its_own_records_its_clock_in_its_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = Memory()
+    system = BrokerSystem(
+        name="memory",
+        title="Memory",
+        params_model=BrokerParams,
+        connect=lambda endpoints, params, destination: memory,
+        prepare=lambda endpoints, params, destination: None,
+        describe=lambda endpoints, params: {},
+        reference_topology=Topology({"broker": 1}),
+    )
+    monkeypatch.setattr(registry, "get", lambda name: system)
+    clock = ClockState(-0.000021503, "chrony: 169.254.169.123 (stratum 4)")
+    monkeypatch.setattr("workload.node.read_clock", lambda: clock)
+    spec = NodeSpec(
+        run_dir=tmp_path,
+        run_id="r",
+        tag="t0000000.0",
+        point=0,
+        role="sender",
+        node=0,
+        system="memory",
+        endpoints=Endpoints(("127.0.0.1:1",)),
+        params={},
+        destination="d",
+        load=LoadSection(threads=1, messages=20, duration=60),
+    )
+    (status,) = run_node_processes(spec, threading.Event())
+    assert status.ok and status.sent == 20
+    assert (status.clock_offset_s, status.clock_source) == (clock.offset_s, clock.source)
+    assert read_statuses(tmp_path) == [status]

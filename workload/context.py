@@ -2,7 +2,8 @@
 
 It holds the resolved scenario and sweep points, the broker's name, version, topology and
 settings as read back from the servers, client library versions, the host, the times and
-the clock-sync situation.
+the clock-sync situation: one host's clock state (``workload.clock``); every node records
+its own before each sweep point in its status.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem
+from workload.clock import SINGLE_HOST, ClockState
 from workload.node import processes_for
 from workload.scenario import Scenario
 from workload.sweep import SweepPoint
@@ -50,6 +52,25 @@ def host_info() -> dict[str, Any]:
     }
 
 
+def recorded_scenario(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as the context records it: a password given as a connection option is
+    replaced by a note (results are shared; credentials are not)."""
+    data = scenario.model_dump(mode="json")
+    options = data["broker"]["options"]
+    if "password" in options:
+        options["password"] = "(given; not recorded)"
+    return data
+
+
+def clock_entry(clock: ClockState, host: str) -> dict[str, Any]:
+    """The context's ``clock``: the clock state of ``host``, and where every node's is."""
+    return {
+        **clock.as_dict(),
+        "host": host,
+        "nodes": "each node's before every sweep point, in its status (nodes/*.json)",
+    }
+
+
 def build_context(
     run_id: str,
     scenario: Scenario,
@@ -61,7 +82,7 @@ def build_context(
     return {
         "run_id": run_id,
         "scenario_file": scenario_path,
-        "scenario": scenario.model_dump(mode="json"),
+        "scenario": recorded_scenario(scenario),
         "points": [
             {
                 "point": p.index,
@@ -94,7 +115,7 @@ def build_context(
             if name
         },
         "host": host_info(),
-        "clock": {"sync": "single host: one clock", "offset_ms": 0.0},
+        "clock": clock_entry(SINGLE_HOST, "this host: every node of the run runs here"),
         "started": now_iso(),
         "finished": None,
         "status": "running",

@@ -2,9 +2,13 @@
 
 Bucket ``i`` holds values in ``(γ^(i-1), γ^i]`` microseconds with ``γ = (1+α)/(1-α)`` and
 ``α = 1 %``; it is represented by ``2γ^i/(γ+1)``, which is within α of every value in it.
-Bucket 0 holds everything up to 1 µs, the last bucket everything from 10 minutes up.
-Histograms are sparse ``{bucket: count}`` maps and merge by adding counts, so percentiles
-of merged histograms are exact to the bucket width — never averages of percentiles.
+Bucket 0 holds everything from 0 up to 1 µs, the last bucket everything from 10 minutes up.
+A negative latency (a message received before it was sent, by the receiver's clock: two
+nodes' clocks differ by more than the latency) goes to a bucket of its own, :data:`NEGATIVE`,
+so that it is counted rather than read as 1 µs; it reads as 0 and, as the lowest bucket,
+leaves the ranks of the other samples as they are. Histograms are sparse ``{bucket: count}``
+maps and merge by adding counts, so percentiles of merged histograms are exact to the bucket
+width — never averages of percentiles.
 The analysis job uses the same constants to read the buckets back.
 """
 
@@ -18,19 +22,21 @@ GAMMA = (1 + ALPHA) / (1 - ALPHA)
 _INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
 MAX_US = 600e6  # 10 minutes
 MAX_BUCKET = math.ceil(math.log(MAX_US) * _INV_LOG_GAMMA)
+#: The bucket of negative latencies.
+NEGATIVE = -1
 
 
 def bucket_of(us: float) -> int:
     """The bucket of a latency in microseconds."""
     if us <= 1.0:
-        return 0
+        return 0 if us >= 0.0 else NEGATIVE
     i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
     return i if i < MAX_BUCKET else MAX_BUCKET
 
 
 def bucket_value(i: int) -> float:
-    """The representative latency (µs) of bucket ``i``."""
-    return 2.0 * GAMMA**i / (GAMMA + 1.0)
+    """The representative latency (µs) of bucket ``i`` (0 for :data:`NEGATIVE`)."""
+    return 2.0 * GAMMA**i / (GAMMA + 1.0) if i != NEGATIVE else 0.0
 
 
 class Histogram:
@@ -43,7 +49,7 @@ class Histogram:
 
     def record(self, us: float) -> None:
         if us <= 1.0:
-            i = 0
+            i = 0 if us >= 0.0 else NEGATIVE
         else:
             i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
             if i > MAX_BUCKET:
@@ -59,7 +65,7 @@ class Histogram:
         ceil = math.ceil
         for us in values_us:
             if us <= 1.0:
-                i = 0
+                i = 0 if us >= 0.0 else NEGATIVE
             else:
                 i = ceil(log(us) * _INV_LOG_GAMMA)
                 if i > MAX_BUCKET:

@@ -6,7 +6,7 @@ worker) so that the client is not held to one core by Python's interpreter lock;
 process runs its share of the workers as threads (or asyncio tasks) and writes its own
 part of the node's results. A part always writes what it recorded — also when a worker
 gave up, the broker died or the run was interrupted — and a status file saying how it
-ended.
+ended and how far its host's clock was from the reference time (``workload.clock``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
+from workload.clock import SINGLE_HOST, ClockState, read_clock
 from workload.recording import WorkerRecorder
 from workload.results import (
     NodeStatus,
@@ -72,6 +73,8 @@ class NodeSpec:
     #: Which process of the node this is, and the workers it runs (all of them when None).
     part: int = 0
     workers: range | None = None
+    #: The host's clock state before the point. The local runner's nodes share one host.
+    clock: ClockState = SINGLE_HOST
 
     @property
     def worker_ids(self) -> range:
@@ -176,6 +179,8 @@ def run_node(
             sent=sum(r.total_sent for r in recorders),
             received=sum(r.total_received for r in recorders),
             errors=sum(r.total_errors for r in recorders),
+            clock_offset_s=spec.clock.offset_s,
+            clock_source=spec.clock.source,
         )
         try:
             write_status(spec.run_dir, status)
@@ -277,12 +282,14 @@ def node_process(
 
 
 def run_node_processes(spec: NodeSpec, stop: StopFlag) -> list[NodeStatus]:
-    """Run a whole node here, its workers spread over processes; the statuses of its parts.
+    """Run a whole node on a machine of its own (``brokerbench node``), its workers spread
+    over processes; the statuses of its parts.
 
+    The machine's clock state is read first (chrony) and recorded in every part's status.
     ``stop`` (e.g. set by SIGTERM) is passed on to every process. A process that ends
     without writing its status is reported as a failed part.
     """
-    parts = split(spec)
+    parts = split(replace(spec, clock=read_clock()))
     if len(parts) == 1:
         return [run_node(parts[0], stop)]
     ctx = mp.get_context("spawn")

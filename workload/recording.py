@@ -54,15 +54,17 @@ class WorkerRecorder:
 
     # sender side
     def batch_sent(
-        self, done_ns: int, started_ns: int, intended_ns: int, seq_lo: int, seq_hi: int
+        self, done_ns: int, latency_ns: int, delay_ns: int, seq_lo: int, seq_hi: int
     ) -> None:
-        """A send call for sequence numbers ``seq_lo..seq_hi`` returned successfully."""
+        """A send call for sequence numbers ``seq_lo..seq_hi`` was confirmed at wall-clock
+        time ``done_ns``, ``latency_ns`` after it started and ``delay_ns`` after its intended
+        start (both durations on the monotonic clock)."""
         stats = self._at(done_ns)
         count = seq_hi - seq_lo + 1
         stats.sent += count
-        stats.send_latency.record((done_ns - started_ns) / 1000.0)
-        if started_ns > intended_ns:
-            stats.send_delay.record((started_ns - intended_ns) / 1000.0)
+        stats.send_latency.record(latency_ns / 1000.0)
+        if delay_ns > 0:
+            stats.send_delay.record(delay_ns / 1000.0)
         self.total_sent += count
         ranges = self.sent_ranges
         if ranges and ranges[-1][1] + 1 == seq_lo:
@@ -85,7 +87,8 @@ class WorkerRecorder:
         intended: list[int],
         redelivered: int,
     ) -> None:
-        """Messages received together at ``now_ns`` (identities as :class:`message.Reader` reads them)."""
+        """Messages received together at wall-clock time ``now_ns`` (identities as
+        :class:`message.Reader` reads them, ``intended`` the sender's wall-clock times)."""
         n = len(seqs)
         if not n:
             return

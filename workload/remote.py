@@ -16,7 +16,8 @@ import threading
 from pathlib import Path
 
 from brokers import registry
-from workload.context import build_context, now_iso, write_context
+from workload.clock import read_clock
+from workload.context import build_context, clock_entry, now_iso, write_context
 from workload.errors import UserError
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, run_node_processes
@@ -53,7 +54,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         context = build_context(
             args.run_id, scenario, str(args.scenario), system, expand(scenario), broker
         )
-        context["clock"] = {"sync": "chrony (Amazon Time Sync)", "offset_ms": None}
+        context["clock"] = clock_entry(read_clock(), "the client machine that prepared point 0")
         fleet = os.environ.get("BROKERBENCH_FLEET")
         if fleet:
             context["cost"] = {

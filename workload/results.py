@@ -124,6 +124,9 @@ class PartKey:
 
 @dataclass(frozen=True)
 class NodeStatus:
+    """How one node part ended, and its host's clock state before the point
+    (``workload.clock``; no source when someone else wrote the status for it)."""
+
     point: int
     role: str
     node: int
@@ -133,6 +136,8 @@ class NodeStatus:
     sent: int = 0
     received: int = 0
     errors: int = 0
+    clock_offset_s: float | None = None
+    clock_source: str = ""
 
     @property
     def key(self) -> PartKey:

@@ -5,6 +5,13 @@ failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the
 functions only call the adapter in between, blocking or awaited. With ``max_in_flight`` > 1
 a sender keeps that many batches awaiting confirmation (``Adapter.submit`` for blocking
 adapters, concurrent ``send`` calls for asyncio ones); a batch counts only once confirmed.
+
+Durations within a worker — send latency, send delay, open-loop pacing, idle and failure
+timeouts, the run's duration — are taken from the monotonic clock, which a step of the wall
+clock does not move (a confirmation time an adapter took from the wall clock is checked
+against it). Wall-clock time places records in seconds and is what a message carries to its
+receiver: processing latency is the one duration measured between two clocks
+(``workload.clock``).
 """
 
 from __future__ import annotations
@@ -69,13 +76,16 @@ class _Failures:
 
 @dataclass(slots=True)
 class Batch:
-    """One send call's messages, their sequence numbers ``lo..hi`` and its times."""
+    """One send call's messages, their sequence numbers ``lo..hi`` and its times: the
+    start on the wall clock and on the monotonic clock, and how long after its intended
+    start it started (monotonic; 0 in closed loop)."""
 
     messages: list[bytes]
     lo: int
     hi: int
-    intended_ns: int
     started_ns: int
+    started_mono_ns: int
+    delay_ns: int
 
 
 class SenderLoop:
@@ -87,9 +97,9 @@ class SenderLoop:
         self.rng = random.Random(settings.seed)
         self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
         self.seq = 0
-        self.start = time.monotonic()
-        self.start_ns = time.time_ns()
-        self.deadline = self.start + settings.load.duration
+        #: The open-loop schedule's origin (monotonic).
+        self.start_ns = time.monotonic_ns()
+        self.deadline = self.start_ns / 1e9 + settings.load.duration
         self.failures = _Failures(
             settings.load.failure_timeout, f"sender {settings.node}/{settings.worker}"
         )
@@ -102,12 +112,15 @@ class SenderLoop:
             or self.s.stop_requested()
         )
 
+    def due_ns(self, rate: float) -> int:
+        """When the next batch is due on the open-loop schedule (monotonic)."""
+        return self.start_ns + int(self.seq / rate * 1e9)
+
     def pause(self) -> float:
         """Seconds to wait before the next batch (open loop only)."""
         if self.s.load.rate is None:
             return 0.0
-        intended = self.start_ns + int(self.seq / self.s.load.rate * 1e9)
-        return max(0.0, (intended - time.time_ns()) / 1e9)
+        return max(0.0, (self.due_ns(self.s.load.rate) - time.monotonic_ns()) / 1e9)
 
     def next_batch(self) -> Batch:
         """The next batch to send, stamped; its sequence numbers are taken."""
@@ -115,19 +128,30 @@ class SenderLoop:
         size = self.rng.randint(1, load.max_send_batch)
         if load.messages is not None:
             size = min(size, load.messages - self.seq)
-        now = time.time_ns()
-        # Closed loop: the intended time is the start (no send delay to speak of).
-        intended = self.start_ns + int(self.seq / load.rate * 1e9) if load.rate else now
+        wall = time.time_ns()
+        now = time.monotonic_ns()
+        # How late the batch starts on the open-loop schedule; closed loop has none.
+        delay = max(0, now - self.due_ns(load.rate)) if load.rate else 0
         lo = self.seq
         payloads = self.rng.choices(self.s.pool, k=size)
         self.seq = lo + size
-        return Batch(
-            self.stamper.stamp_batch(payloads, lo, now, intended), lo, lo + size - 1, intended, now
-        )
+        # The message carries the intended time on the wall clock, for the receiver.
+        messages = self.stamper.stamp_batch(payloads, lo, wall, wall - delay)
+        return Batch(messages, lo, lo + size - 1, wall, now, delay)
 
-    def sent(self, batch: Batch, done_ns: int) -> None:
-        """The broker confirmed ``batch`` at ``done_ns``."""
-        self.recorder.batch_sent(done_ns, batch.started_ns, batch.intended_ns, batch.lo, batch.hi)
+    def sent(self, batch: Batch, confirmed_ns: int | None = None) -> None:
+        """The broker confirmed ``batch``: just now, or at wall-clock time ``confirmed_ns``
+        (a confirmation the adapter timed, ``Confirmation.wait``)."""
+        now = time.monotonic_ns()
+        latency = now - batch.started_mono_ns
+        if confirmed_ns is not None:
+            # Exact, and within the monotonic time since the start, unless the wall clock
+            # was stepped meanwhile (:func:`_stepped`).
+            timed = confirmed_ns - batch.started_ns
+            latency = timed if 0 <= timed <= latency else _stepped(batch, timed, now)
+        self.recorder.batch_sent(
+            batch.started_ns + latency, latency, batch.delay_ns, batch.lo, batch.hi
+        )
         self.failures.ok()
 
     def failed(self, batch: Batch, error: BaseException) -> float:
@@ -135,6 +159,15 @@ class SenderLoop:
         they count neither as sent nor as lost should they arrive anyway). Returns the
         back-off to sleep."""
         return self.failures.failed(self.recorder, error)
+
+
+def _stepped(batch: Batch, timed_ns: int, now_mono_ns: int) -> int:
+    """The latency of a batch whose confirmation the adapter timed on the wall clock
+    ``timed_ns`` after the batch's start by that clock, when that does not fit the
+    monotonic time since the start: the wall clock was stepped between the start and the
+    confirmation, and the step is taken off. Never more than the monotonic time."""
+    step = (time.time_ns() - now_mono_ns) - (batch.started_ns - batch.started_mono_ns)
+    return min(max(timed_ns - step, 0), now_mono_ns - batch.started_mono_ns)
 
 
 class ReceiverLoop:
@@ -216,7 +249,7 @@ def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
         except Exception as exc:
             time.sleep(loop.failed(batch, exc))
         else:
-            loop.sent(batch, time.time_ns())
+            loop.sent(batch)
 
 
 def _run_sender_pipelined(adapter: Adapter, loop: SenderLoop) -> None:
@@ -277,7 +310,7 @@ async def run_sender_async(adapter: AsyncAdapter, loop: SenderLoop) -> None:
         except Exception as exc:
             await asyncio.sleep(loop.failed(batch, exc))
         else:
-            loop.sent(batch, time.time_ns())
+            loop.sent(batch)
 
 
 async def _run_sender_async_pipelined(adapter: AsyncAdapter, loop: SenderLoop) -> None:
@@ -292,7 +325,7 @@ async def _run_sender_async_pipelined(adapter: AsyncAdapter, loop: SenderLoop) -
         except Exception as exc:
             await asyncio.sleep(loop.failed(batch, exc))  # the slot stays taken meanwhile
         else:
-            loop.sent(batch, time.time_ns())
+            loop.sent(batch)
 
     def harvest() -> None:
         while finished:
