@@ -1,8 +1,11 @@
 """Cost per million messages from on-demand instance prices.
 
-Prices are a versioned table in the repository (``analysis/prices/<version>.json``, USD per
-instance-hour by region and instance type); a run is priced only when its context says which
-instances ran for how long. The newest table is used unless a version is named.
+Prices are a versioned table shipped with the package (``analysis/prices/<version>.json``,
+USD per instance-hour by region and instance type), read through :mod:`importlib.resources`
+so that it is found wherever the package is imported from: a source tree, an installed
+wheel, or the wheel itself on ``sys.path`` (Spark's ``--py-files`` on EMR). A run is priced
+only when its context says which instances ran for how long. The newest table is used
+unless a version is named.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
-TABLES = Path(__file__).with_name("prices")
+#: The folder of price tables inside the package (a directory or a folder in a zip).
+TABLES = files("analysis") / "prices"
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,9 @@ class PriceTable:
 
 def load_prices(version: str | None = None) -> PriceTable:
     """The named price table, or the newest one (versions sort by date)."""
-    paths = sorted(TABLES.glob("*.json"))
+    paths = sorted((p for p in TABLES.iterdir() if p.name.endswith(".json")), key=lambda p: p.name)
     if version is not None:
-        paths = [p for p in paths if p.stem == version]
+        paths = [p for p in paths if p.name == f"{version}.json"]
     if not paths:
         raise FileNotFoundError(f"no price table {version or ''} in {TABLES}")
     data = json.loads(paths[-1].read_text())

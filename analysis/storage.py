@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
 
 #: pyspark's bundled Hadoop; hadoop-aws must match it exactly.
 HADOOP_VERSION = "3.3.4"
-POM = Path(__file__).with_name("s3") / "pom.xml"
+#: The pom listing hadoop-aws (package data: a file, or a member of a zip on sys.path).
+POM = files("analysis") / "s3" / "pom.xml"
 
 
 def hadoop_aws_jars(log: Any = print) -> list[Path]:
     """The S3A jars for local mode (fetched once into the artifact cache)."""
     from brokers.local import cache_dir, maven_fetch
 
-    directory = maven_fetch(POM, cache_dir(f"hadoop-aws-{HADOOP_VERSION}"), log)
+    with as_file(POM) as pom:  # Maven reads a file: a zip member is copied out for it
+        directory = maven_fetch(pom, cache_dir(f"hadoop-aws-{HADOOP_VERSION}"), log)
     return sorted(directory.glob("*.jar"))
 
 

@@ -2,6 +2,10 @@
 
 It starts on job submission (``brokerbench cloud analyze``) and stops when idle, so it
 costs nothing between runs. The job's execution role comes from :mod:`infra.access`.
+
+The job needs Python ≥ 3.11 with pyarrow, pydantic and boto3, which EMR's own images do not
+promise: it runs only on a custom image (``brokerbench:emrImage``, built as README.md, "On
+AWS", shows), and ``brokerbench cloud analyze`` refuses an application without one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ class AnalysisAppArgs:
     max_vcpu: int
     tags: dict[str, str]
     idle_minutes: int = 15
-    #: A custom image (ECR URI) providing Python ≥ 3.11 for the job; None = EMR's own.
+    #: The custom image (ECR URI) the job runs on; None = EMR's own, which cannot run it.
     image_uri: str | None = None
 
 
