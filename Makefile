@@ -28,12 +28,12 @@ $(BIN)/python:
 
 $(VENV)/.core: pyproject.toml | $(BIN)/python
 	@echo "==> installing brokerbench and its core dependencies (PySpark, pyarrow, clients)"
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[analysis]'
 	@touch $@
 
 $(VENV)/.full: pyproject.toml | $(BIN)/python
 	@echo "==> installing brokerbench with every broker client, Pulumi and the test tools"
-	$(BIN)/pip install -q -e '.[brokers,aws,dev]'
+	$(BIN)/pip install -q -e '.[analysis,brokers,aws,dev]'
 	@touch $(VENV)/.core $@
 
 java-check:

@@ -87,6 +87,11 @@ class RunLayout:
         return f"{self.artifacts_prefix}{self.wheel_name}"
 
     @property
+    def constraints_key(self) -> str:
+        """The pip constraints client machines install the wheel with (:mod:`infra.constraints`)."""
+        return f"{self.artifacts_prefix}constraints.txt"
+
+    @property
     def py_files_key(self) -> str:
         """The same wheel under a ``.zip`` name, for Spark's ``--py-files``."""
         return f"{self.artifacts_prefix}brokerbench.zip"

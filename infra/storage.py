@@ -3,8 +3,9 @@
 The bucket is private (ACLs disabled, every public-access block on), encrypted by default
 (SSE-S3 with bucket keys), versioned, reachable over TLS only, and kept when the stack is
 destroyed so that results outlive the fleet. The artifacts are what client machines and the
-analysis job read: the brokerbench wheel, the scenario, the run manifest and the EMR entry
-script, all under ``artifacts/<run-id>/``.
+analysis job read: the brokerbench wheel, the pip constraints that pin what client machines
+install with it, the scenario, the run manifest and the EMR entry script, all under
+``artifacts/<run-id>/``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.constraints import Constraints
 from infra.plan import RunLayout
 
 
@@ -115,6 +117,8 @@ class RunArtifactsArgs:
     scenario_toml: pulumi.Input[str]
     manifest: pulumi.Input[str]
     analysis_entry: str
+    #: The versions client machines install with the wheel (:mod:`infra.constraints`).
+    constraints: Constraints
 
 
 class RunArtifacts(pulumi.ComponentResource):
@@ -130,6 +134,11 @@ class RunArtifacts(pulumi.ComponentResource):
         objects: dict[str, dict[str, Any]] = {
             "wheel": dict(key=layout.wheel_key, source=wheel),
             "py-files": dict(key=layout.py_files_key, source=wheel),
+            "constraints": dict(
+                key=layout.constraints_key,
+                content=args.constraints.text(),
+                content_type="text/plain",
+            ),
             "scenario": dict(
                 key=layout.scenario_key, content=args.scenario_toml, content_type="text/plain"
             ),
@@ -140,6 +149,12 @@ class RunArtifacts(pulumi.ComponentResource):
                 key=layout.entry_key, content=args.analysis_entry, content_type="text/x-python"
             ),
         }
+        if args.constraints.unpinned:
+            pulumi.log.warn(
+                "client machines install these unpinned (the newest their requirements allow): "
+                + "; ".join(f"{n}: {why}" for n, why in sorted(args.constraints.unpinned.items())),
+                self,
+            )
         self.keys = {label: str(spec["key"]) for label, spec in objects.items()}
         for label, spec in objects.items():
             aws.s3.BucketObjectv2(f"{name}-{label}", bucket=args.bucket, opts=child, **spec)

@@ -8,6 +8,7 @@ SIGTERM, 129 SIGHUP). User errors are one line each, never a stack trace.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import signal
 import sys
@@ -29,10 +30,23 @@ def _err(message: str) -> None:
     print(f"brokerbench: {message}", file=sys.stderr, flush=True)
 
 
+def _require_spark(alternative: str = "") -> None:
+    """Stop with one line naming the extra to install when PySpark is not installed."""
+    try:
+        importlib.import_module("pyspark")
+    except ImportError:
+        raise UserError(
+            "the analysis needs PySpark, which is not installed: "
+            f"pip install 'brokerbench[analysis]'{alternative}"
+        ) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from workload.runner import run_scenario
     from workload.signals import exit_code, stop_on_termination
 
+    if not args.no_analysis:
+        _require_spark(" (or record only: --no-analysis)")
     stop_on_termination()
     outcome = run_scenario(args.scenario, args.results, console=_say)
     code = 0
@@ -74,6 +88,7 @@ def _report(run_dir: Path) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    _require_spark()
     run_dirs = (
         [args.results]
         if (args.results / "context.json").exists()
