@@ -44,6 +44,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("send_latency_p95_ms", "send latency p95", "ms", Better.LOWER),
     Metric("send_latency_p99_ms", "send latency p99", "ms", Better.LOWER),
     Metric("lost", "lost messages", "msgs", Better.LOWER),
+    Metric("not_drained", "not drained (run stopped early)", "msgs", Better.LOWER),
     Metric("duplicated", "duplicated messages", "msgs", Better.LOWER),
     Metric("redelivered", "redelivered messages", "msgs", Better.LOWER),
     Metric("errors", "errors", "", Better.LOWER),

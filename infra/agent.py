@@ -1,16 +1,25 @@
 """What a client machine runs on AWS (``brokerbench cloud client``), from boot to results in S3.
 
-1. Wait until every broker endpoint of the scenario accepts TCP connections.
+0. Read the stack's broker password from the parameter store (its name comes in
+   ``$BROKERBENCH_PASSWORD_PARAMETER``; the value never is in user-data or in S3).
+1. Post ``control/<role>-<node>.started``, then wait until every broker endpoint of the
+   scenario accepts TCP connections.
 2. For every sweep point, in order: sender 0 (the coordinator) waits until every node of
    the previous point is done, prepares the point (``brokerbench prepare``) and posts
    ``control/p<K>.ready``; every other node waits for that marker. Nodes that take part in
    the point run their role (``brokerbench node``), upload what they recorded and post
-   ``control/p<K>-<role>-<node>.done`` (ok or the error).
+   ``control/p<K>-<role>-<node>.done`` (ok or the error). A node that has not posted its
+   started marker ``start_grace`` seconds into the run (its machine did not come up or its
+   installation failed) is not waited for: the coordinator closes each of its points by
+   posting its done marker and node statuses saying so, which ``brokerbench cloud status``
+   and the analysis report; if the node starts after all, it skips the closed points.
 3. Uploads are retried; a file that still cannot be uploaded stays on the machine and the
    done marker and the log say so.
 
 Everything lives under ``s3://<bucket>/runs/<run-id>/`` — the only prefix a client may
-write — laid out as a local ``RESULTS_DIR/<run-id>/``.
+write — laid out as a local ``RESULTS_DIR/<run-id>/``. Whether a marker exists is asked by
+listing it, never by reading it (see :class:`RunStore`), and a request S3 refuses ends the
+agent with one line naming the permission and the object.
 """
 
 from __future__ import annotations
@@ -23,12 +32,42 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from workload.context import read_context
+from workload.errors import UserError
+from workload.preflight import preflight
+from workload.results import NodeStatus, write_status
 from workload.scenario import load_scenario
 from workload.sweep import SweepPoint, expand
 
 Log = Callable[[str], None]
+T = TypeVar("T")
+#: Names the parameter that holds the stack's broker password (set in the node's env file).
+PASSWORD_PARAMETER_ENV = "BROKERBENCH_PASSWORD_PARAMETER"
+
+
+class ParameterStore(Protocol):
+    """The one SSM operation the agent needs (a boto3 SSM client provides it)."""
+
+    def get_parameter(self, **kwargs: Any) -> Any: ...
+
+
+def read_parameter(
+    ssm: ParameterStore, name: str, log: Log, attempts: int = 30, pause: float = 10.0
+) -> str | None:
+    """A SecureString's value, retried while the machine's role settles; None (logged) if never."""
+    error = ""
+    for attempt in range(attempts):
+        try:
+            value = ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+            return str(value)
+        except Exception as exc:  # credentials not yet there, throttling, denied …
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if attempt + 1 < attempts:
+            time.sleep(pause)
+    log(f"cannot read {name} from the parameter store: {error}")
+    return None
 
 
 def now() -> str:
@@ -44,9 +83,22 @@ class ObjectStore(Protocol):
     def list_objects_v2(self, **kwargs: Any) -> Any: ...
 
 
+class StoreDenied(Exception):
+    """S3 refused a request of this machine's role: one line naming the permission and the
+    object (or the listed prefix)."""
+
+
 @dataclass
 class RunStore:
-    """One run's prefix in the results bucket."""
+    """One run's prefix in the results bucket.
+
+    Whether a key exists is asked with a listing of exactly that key (``s3:ListBucket``,
+    which the stack grants for prefixes under the run), never by reading it: S3 answers a
+    GetObject of a missing key 404 only to a caller that may list the bucket *for that
+    request*, and the stack grants ListBucket only under an ``s3:prefix`` condition, which
+    a GetObject does not carry — so S3 answers it 403, as for an object one may not read.
+    A request S3 refuses raises :class:`StoreDenied`.
+    """
 
     s3: ObjectStore
     bucket: str
@@ -60,18 +112,36 @@ class RunStore:
         return f"s3://{self.bucket}/{self.prefix}{key}"
 
     def put_json(self, key: str, value: dict[str, Any]) -> None:
-        self.s3.put_object(
-            Bucket=self.bucket, Key=self.prefix + key, Body=json.dumps(value).encode()
+        body = json.dumps(value).encode()
+        self._request(
+            "s3:PutObject",
+            self.uri(key),
+            lambda: self.s3.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body),
         )
 
+    def exists(self, key: str) -> bool:
+        """Whether the run holds ``key`` (a listing: the key sorts first under itself)."""
+        full = self.prefix + key
+        page = self._list(full, MaxKeys=1)
+        return any(item["Key"] == full for item in page.get("Contents", []))
+
     def get_json(self, key: str) -> dict[str, Any] | None:
+        """A JSON object of the run; None while there is none."""
+        return self.read_json(key) if self.exists(key) else None
+
+    def read_json(self, key: str) -> dict[str, Any] | None:
+        """A JSON object known to exist (listed); None if it has gone since."""
         try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"].read()
+            response = self._request(
+                "s3:GetObject",
+                self.uri(key),
+                lambda: self.s3.get_object(Bucket=self.bucket, Key=self.prefix + key),
+            )
         except Exception as exc:
             if _is_missing(exc):
                 return None
             raise
-        value: dict[str, Any] = json.loads(body)
+        value: dict[str, Any] = json.loads(response["Body"].read())
         return value
 
     def keys(self, under: str) -> set[str]:
@@ -80,19 +150,60 @@ class RunStore:
         token: str | None = None
         while True:
             extra = {"ContinuationToken": token} if token else {}
-            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix + under, **extra)
+            page = self._list(self.prefix + under, **extra)
             found.update(item["Key"][len(self.prefix) :] for item in page.get("Contents", []))
             token = page.get("NextContinuationToken")
             if not token:
                 return found
 
     def upload(self, path: Path, key: str) -> None:
-        self.s3.upload_file(str(path), self.bucket, self.prefix + key)
+        self._request(
+            "s3:PutObject",
+            self.uri(key),
+            lambda: self.s3.upload_file(str(path), self.bucket, self.prefix + key),
+        )
+
+    def _list(self, prefix: str, **extra: Any) -> Any:
+        return self._request(
+            "s3:ListBucket",
+            f"s3://{self.bucket} (prefix {prefix})",
+            lambda: self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix, **extra),
+        )
+
+    def _request(self, permission: str, target: str, request: Callable[[], T]) -> T:
+        try:
+            return request()
+        except Exception as exc:
+            if _is_denied(exc):
+                code, _ = _error_of(exc)
+                raise StoreDenied(
+                    f"S3 refused {permission} on {target} ({code}): "
+                    "this machine's role lacks that permission there"
+                ) from exc
+            raise
+
+
+def _error_of(exc: BaseException) -> tuple[str, int]:
+    """S3's error code and HTTP status in an exception, or in the client error it wraps
+    (boto3's upload_file raises its own error in place of the client error)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error", {})
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            return str(error.get("Code", "")), int(status or 0)
+        seen = seen.__cause__ or seen.__context__
+    return "", 0
 
 
 def _is_missing(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-    return code in ("NoSuchKey", "404", "NotFound")
+    return _error_of(exc)[0] in ("NoSuchKey", "404", "NotFound")
+
+
+def _is_denied(exc: Exception) -> bool:
+    code, status = _error_of(exc)
+    return code == "AccessDenied" or (status == 403 and code in ("403", "Forbidden"))
 
 
 def ready_key(point: int) -> str:
@@ -101,6 +212,10 @@ def ready_key(point: int) -> str:
 
 def done_key(point: int, role: str, node: int) -> str:
     return f"control/p{point}-{role}-{node}.done"
+
+
+def started_key(role: str, node: int) -> str:
+    return f"control/{role}-{node}.started"
 
 
 def participants(point: SweepPoint) -> list[tuple[str, int]]:
@@ -226,11 +341,15 @@ class Uploader:
         return failed
 
     def upload(self, path: Path, key: str) -> bool:
+        """Upload one file, retried unless S3 refuses it; whether it was uploaded."""
         error: Exception | None = None
         for attempt in range(1, self.attempts + 1):
             try:
                 self.store.upload(path, key)
                 return True
+            except StoreDenied as exc:  # asking again gets the same answer
+                self.log(f"upload of {key} failed: {exc}; the local copy stays at {path}")
+                return False
             except Exception as exc:
                 error = exc
                 if attempt < self.attempts:
@@ -255,34 +374,60 @@ class ClientAgent:
     poll: float = 2.0
     #: Slack per sweep point on top of its duration and idle timeout (start-up, uploads).
     point_slack: float = 900.0
+    #: How long into the run a node may take to post its started marker (booting and
+    #: installing); the coordinator waits no longer for a node that has not.
+    start_grace: float = 900.0
     uploader: Uploader | None = None
+    _began: float = field(default=0.0, init=False)
+    _posted: set[int] = field(default_factory=set, init=False)
 
     @property
     def coordinator(self) -> bool:
         return self.role == "sender" and self.node == 0
 
+    @property
+    def run_dir(self) -> Path:
+        return self.results / self.store.run_id
+
     def run(self) -> int:
-        """Run every sweep point this node takes part in; 0 when all went well."""
+        """Run every sweep point this node takes part in; 0 when all went well.
+
+        A request S3 refuses ends the run: its one line is logged and, as far as S3 allows,
+        posted as the done marker of every point of this node not yet done.
+        """
+        self._began = time.monotonic()
         scenario = load_scenario(self.scenario_path)
         points = expand(scenario)
-        uploader = self.uploader or Uploader(self.store, self.results / self.store.run_id, self.log)
+        mine = [p.index for p in points if (self.role, self.node) in participants(p)]
+        try:
+            return self._run(list(scenario.broker.endpoints), points, mine)
+        except StoreDenied as exc:
+            self.log(str(exc))
+            self._fail([index for index in mine if index not in self._posted], str(exc))
+            return 1
+
+    def _run(self, endpoints: list[str], points: list[SweepPoint], mine: list[int]) -> int:
+        uploader = self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
         self.log(
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
             f"results to {self.store.uri('')}"
         )
-        unreachable = wait_for_endpoints(
-            list(scenario.broker.endpoints), self.broker_wait, self.log
-        )
+        self.store.put_json(started_key(self.role, self.node), {"at": now()})
+        try:  # room and memory for this node's points, before waiting for anything
+            preflight(self.results, [p for p in points if p.index in mine])
+        except UserError as exc:
+            self.log(str(exc))
+            self._fail(mine, str(exc))
+            return 1
+        unreachable = wait_for_endpoints(endpoints, self.broker_wait, self.log)
         if unreachable:
             error = (
                 f"brokers not reachable after {self.broker_wait:.0f} s: {', '.join(unreachable)}"
             )
             self.log(error)
-            for point in points:
-                if (self.role, self.node) in participants(point):
-                    self._done(point.index, False, error, [])
+            self._fail(mine, error)
             return 1
-        if self.coordinator and self.store.keys("control/"):
+        if self.coordinator and self.store.keys("control/p"):
             self.log(
                 f"run {self.store.run_id} already has results in {self.store.uri('control/')}: "
                 "give every run its own run id (pulumi config set brokerbench:runId …)"
@@ -291,19 +436,23 @@ class ClientAgent:
         ok = True
         start = time.monotonic()
         for position, point in enumerate(points):
-            budget = point.load.duration + point.load.idle_timeout + self.point_slack
             if self.coordinator:
                 if position > 0:
-                    self._await_previous(points[position - 1], budget)
+                    self._await_previous(points[position - 1])
                 prepared, message = self.commands.prepare(point.index)
                 uploader.upload_new()
                 self.store.put_json(
                     ready_key(point.index),
                     {"ok": prepared, "error": "" if prepared else message, "at": now()},
                 )
-            deadline = start + self.broker_wait + budget * (position + 1) * 2
+            deadline = start + self.broker_wait + self._budget(point) * (position + 1) * 2
             ready = self._await_ready(point.index, deadline)
-            if (self.role, self.node) not in participants(point):
+            if point.index not in mine:
+                continue
+            closed = self.store.get_json(done_key(point.index, self.role, self.node))
+            if closed is not None:  # closed without this node, or done before a restart
+                self.log(f"point {point.index}: skipped, already closed ({closed.get('error')})")
+                ok = ok and bool(closed.get("ok"))
                 continue
             if ready is None or not ready.get("ok"):
                 reason = (
@@ -317,10 +466,16 @@ class ClientAgent:
             failed = uploader.upload_new()
             ok = ok and succeeded and not failed
             self._done(point.index, succeeded, "" if succeeded else message, failed)
+        if self.coordinator and points:  # close the last point too (nodes that never started)
+            self._await_previous(points[-1])
         self.log(f"{self.role} node {self.node}: {'finished' if ok else 'finished with errors'}")
         return 0 if ok else 1
 
-    def _done(self, point: int, ok: bool, error: str, failed_uploads: list[str]) -> None:
+    def _budget(self, point: SweepPoint) -> float:
+        return point.load.duration + point.load.idle_timeout + self.point_slack
+
+    def _done(self, point: int, ok: bool, error: str, failed_uploads: list[str]) -> bool:
+        """Post this node's done marker of ``point``; whether it could be posted."""
         value = {
             "ok": ok and not failed_uploads,
             "error": error,
@@ -330,12 +485,22 @@ class ClientAgent:
         if failed_uploads:
             value["error"] = (error + "; " if error else "") + (
                 f"{len(failed_uploads)} file(s) not uploaded, kept on {self.role}-{self.node} "
-                f"under {self.results / self.store.run_id}"
+                f"under {self.run_dir}"
             )
         try:
             self.store.put_json(done_key(point, self.role, self.node), value)
         except Exception as exc:
             self.log(f"could not post the done marker of point {point}: {exc}")
+            return False
+        self._posted.add(point)
+        return True
+
+    def _fail(self, points: list[int], error: str) -> None:
+        """Post ``error`` as the done marker of each of ``points``, up to the first that
+        cannot be posted (the next ones could not either)."""
+        for point in points:
+            if not self._done(point, False, error, []):
+                return
 
     def _await_ready(self, point: int, deadline: float) -> dict[str, Any] | None:
         while True:
@@ -344,15 +509,54 @@ class ClientAgent:
                 return ready
             time.sleep(self.poll)
 
-    def _await_previous(self, point: SweepPoint, budget: float) -> None:
-        expected = {done_key(point.index, r, n) for r, n in participants(point)}
-        deadline = time.monotonic() + budget
+    def _await_previous(self, point: SweepPoint) -> None:
+        """Wait until every node of ``point`` has posted its done marker, for at most the
+        point's budget — and, ``start_grace`` into the run, not for nodes that have not even
+        posted their started marker: the point is closed for those (:meth:`_close_for`)."""
+        expected = {done_key(point.index, r, n): (r, n) for r, n in participants(point)}
+        deadline = time.monotonic() + self._budget(point)
         while True:
-            missing = expected - self.store.keys(f"control/p{point.index}-")
-            if not missing or time.monotonic() >= deadline:
+            present = self.store.keys("control/")
+            missing = [who for key, who in expected.items() if key not in present]
+            absent = [who for who in missing if started_key(*who) not in present]
+            clock = time.monotonic()
+            if not missing or clock >= deadline:
+                break
+            if len(absent) == len(missing) and clock >= self._began + self.start_grace:
                 break
             time.sleep(self.poll)
-        if missing:
-            self.log(
-                f"point {point.index}: no result from {len(missing)} node(s) in time; going on"
-            )
+        for role, node in absent:
+            self._close_for(point.index, role, node)
+        late = len(missing) - len(absent)
+        if late:
+            self.log(f"point {point.index}: no result from {late} node(s) in time; going on")
+
+    def _close_for(self, point: int, role: str, node: int) -> None:
+        """Post, for a node that never started, its statuses of ``point`` (the analysis names
+        the node in the point's *incomplete*) and its done marker (``cloud wait`` ends)."""
+        error = (
+            f"never started: no {started_key(role, node)} marker "
+            f"{time.monotonic() - self._began:.0f} s into the run"
+        )
+        for part in range(self._parts(point)):
+            write_status(self.run_dir, NodeStatus(point, role, node, False, error, part))
+        failed = self.uploader.upload_new() if self.uploader else []
+        self.store.put_json(
+            done_key(point, role, node),
+            {
+                "ok": False,
+                "error": error,
+                "failed_uploads": failed,
+                "at": now(),
+                "posted_by": f"{self.role}-{self.node}",
+            },
+        )
+        self.log(f"point {point}: {role} {node} {error}; closed without it")
+
+    def _parts(self, point: int) -> int:
+        """Processes per node at ``point`` as the context this coordinator prepared says:
+        the analysis expects records or a status of each."""
+        try:
+            return int(read_context(self.run_dir)["points"][point]["processes_per_node"] or 1)
+        except (OSError, ValueError, LookupError, TypeError):
+            return 1

@@ -7,16 +7,20 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from infra.agent import ClientAgent, RunStore, Uploader, done_key, ready_key
+from analysis.job import RunRecords, expected_parts, point_records
+from infra.agent import ClientAgent, RunStore, Uploader, done_key, ready_key, started_key
 from workload import cloud
+from workload.results import PartKey, parse_status
 
 REGION = "eu-west-1"
 BUCKET = "results-bucket"
@@ -63,6 +67,7 @@ class FakeCommands:
     events: list[tuple[str, ...]]
     lock: threading.Lock
     fail_point: int | None = None
+    context: dict[str, Any] = field(default_factory=lambda: {"run_id": RUN})
 
     def _write(self, relative: str, text: str) -> None:
         path = self.results / RUN / relative
@@ -72,7 +77,7 @@ class FakeCommands:
     def prepare(self, point: int) -> tuple[bool, str]:
         with self.lock:
             self.events.append(("prepare", str(point)))
-        self._write("context.json", json.dumps({"run_id": RUN}))
+        self._write("context.json", json.dumps(self.context))
         return True, "prepared"
 
     def run_node(self, point: int) -> tuple[bool, str]:
@@ -95,21 +100,33 @@ class Fleet:
     root: Path
     events: list[tuple[str, ...]] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
+    #: What the coordinator's prepare writes as the run context.
+    context: dict[str, Any] = field(default_factory=lambda: {"run_id": RUN})
+    #: The S3 client of each node (default: the fleet's).
+    clients: dict[tuple[str, int], object] = field(default_factory=dict)
 
     def agent(
-        self, role: str, node: int, fail_point: int | None = None, wait: float = 30
+        self, role: str, node: int, fail_point: int | None = None, wait: float = 30, **options: Any
     ) -> ClientAgent:
         results = self.root / f"{role}-{node}"
-        commands = FakeCommands(role, node, results, self.events, threading.Lock(), fail_point)
+        commands = FakeCommands(
+            role, node, results, self.events, threading.Lock(), fail_point, self.context
+        )
+        store = RunStore(self.clients.get((role, node), self.s3), BUCKET, RUN)  # type: ignore[arg-type]
+        options.setdefault("point_slack", 30)
         return ClientAgent(
-            role, node, RunStore(self.s3, BUCKET, RUN), self.scenario, results, commands,
-            log=self.logs.append, broker_wait=wait, poll=0.02, point_slack=30,
+            role, node, store, self.scenario, results, commands,
+            log=self.logs.append, broker_wait=wait, poll=0.02, **options,
         )  # fmt: skip
 
-    def run(self, agents: list[ClientAgent]) -> list[int]:
+    def run(self, agents: list[ClientAgent], coordinator_delay: float = 0.0) -> list[int]:
+        """Run the agents side by side (the coordinator ``coordinator_delay`` s after the
+        others); their exit codes."""
         codes = [-1] * len(agents)
 
         def work(i: int) -> None:
+            if agents[i].coordinator:
+                time.sleep(coordinator_delay)
             codes[i] = agents[i].run()
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(len(agents))]
@@ -177,6 +194,68 @@ def test_unreachable_brokers_fail_every_point_of_the_node(s3: object, tmp_path: 
         and "127.0.0.1:9" in marker["error"]
     )
     assert done_key(0, "receiver", 3) not in keys(s3)  # receiver 3 is not part of point 0
+
+
+def test_a_node_without_room_for_results_fails_its_points_before_waiting(
+    s3: object, tmp_path: Path
+) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, "127.0.0.1:9"), tmp_path)
+    (tmp_path / "receiver-3").write_text("a file where the results directory should be")
+    assert fleet.agent("receiver", 3, wait=60).run() == 1  # fails at once: no broker wait
+    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "receiver", 3))  # type: ignore[arg-type]
+    assert marker is not None and "cannot create the results directory" in marker["error"]
+
+
+def test_a_node_that_never_starts_is_waited_for_once_and_named(
+    s3: object, broker: str, tmp_path: Path
+) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, broker), tmp_path)
+    loads = [{"sender_nodes": 1, "receiver_nodes": 2}, {"sender_nodes": 2, "receiver_nodes": 4}]
+    points = [{"point": i, "processes_per_node": 2, "load": load} for i, load in enumerate(loads)]
+    fleet.context = {"run_id": RUN, "points": points}
+    roles = [("sender", 0), ("sender", 1), ("receiver", 0), ("receiver", 2), ("receiver", 3)]
+    began = time.monotonic()  # receiver 1, in both points, never starts
+    codes = fleet.run([fleet.agent(r, n, start_grace=0.5) for r, n in roles])
+    assert codes == [0] * 5, fleet.logs
+    assert time.monotonic() - began < 10  # a point's budget is 32 s
+    store = RunStore(s3, BUCKET, RUN)  # type: ignore[arg-type]
+    statuses = {}
+    for point in (0, 1):
+        marker = store.get_json(done_key(point, "receiver", 1))
+        assert marker is not None and marker["ok"] is False and marker["posted_by"] == "sender-0"
+        assert marker["error"].startswith("never started: no control/receiver-1.started marker")
+        for part in (0, 1):
+            status = parse_status(
+                "", json.dumps(store.get_json(f"nodes/p{point}-receiver-1.{part}.json"))
+            )
+            assert status is not None and status.error == marker["error"]
+            statuses[status.key] = status
+    manifest(s3)
+    progress = cloud.run_progress(s3, cloud.CloudRun(BUCKET, RUN))
+    assert progress.complete and progress.done == 9 and len(progress.failed) == 2
+    assert "point 1 receiver 1: never started" in progress.failed[1]
+
+    # the analysis names the node: every other node part left its records
+    present = {
+        (table, key)
+        for point in points
+        for key in expected_parts(point)
+        if key.node != 1 or key.role != "receiver"
+        for table in key.tables
+    }
+    records = point_records({"points": points}, RunRecords(statuses, present))
+    assert [r.state for r in records] == ["incomplete", "incomplete"]
+    assert records[1].delivery == (
+        "incomplete: receiver node 1 process 0 wrote no results "
+        f"({statuses[PartKey(1, 'receiver', 1)].error}); 1 more node process(es) likewise"
+    )
+
+    # started after all, it skips the points closed without it
+    late = fleet.agent("receiver", 1)
+    assert late.run() == 1
+    assert not [e for e in fleet.events if e[2:] == ("receiver", "1")]
+    assert sum("skipped, already closed (never started" in line for line in fleet.logs) == 2
+    assert store.get_json(started_key("receiver", 1)) is not None
 
 
 def test_a_used_run_id_is_refused(s3: object, broker: str, tmp_path: Path) -> None:
@@ -251,6 +330,7 @@ def test_status_and_wait_follow_the_done_markers(
     out = capsys.readouterr().out
     assert "2/9 node results" in out and "point 0 receiver 0: receiver crashed" in out
     assert "waiting for: point 1 sender 1" in out
+    assert "not started: receiver 3 (no control/receiver-3.started marker)" in out
     assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "0.2", "--poll", "0.05"]) == 1
     assert "gave up waiting" in capsys.readouterr().err
 
@@ -259,7 +339,8 @@ def test_status_and_wait_follow_the_done_markers(
             store.put_json(done_key(point, role, node), {"ok": True})
     store.put_json(done_key(0, "sender", 0), {"ok": True})
     assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "5", "--poll", "0.05"]) == 0
-    assert "9/9 node results" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "9/9 node results" in out and "not started" not in out
 
 
 def test_analyze_submits_the_job_with_the_run_and_the_wheel(
@@ -288,8 +369,9 @@ def test_analyze_submits_the_job_with_the_run_and_the_wheel(
         "--poll",
         "0.05",
     ]
-    assert cloud.main(["cloud", "analyze", *TARGET, *args]) == 0
-    assert "SUCCESS" in capsys.readouterr().out
+    # An application without a custom image cannot run the job: nothing is submitted.
+    assert cloud.main(["cloud", "analyze", *TARGET, *args]) == 2
+    assert "has no custom image" in capsys.readouterr().err
     assert cloud.main(["cloud", "analyze", *TARGET]) == 2  # no application named
 
 
@@ -301,14 +383,23 @@ def test_fetch_downloads_the_analysis_and_prints_the_table(
     put(s3, f"runs/{RUN}/raw/seconds/p0-sender-0.parquet", "big")
     summary = (
         "broker,threads,sender_nodes,receiver_nodes,send_msgs_per_s,receive_msgs_per_s,"
-        "processing_latency_p95_ms,send_latency_p95_ms,lost,duplicated\n"
-        "postgresql,1,1,2,1500.0,1499.5,12.5,3.1,0,0\n"
+        "processing_latency_p95_ms,send_latency_p95_ms,lost,duplicated,not_drained,delivery\n"
+        "postgresql,1,1,2,1500.0,1499.5,12.5,3.1,0,0,12,not drained: the run was interrupted\n"
+        "postgresql,2,1,2,2500.0,2400.0,13.5,3.2,,0,,incomplete: no records of receiver 1\n"
     )
     put(s3, f"runs/{RUN}/analysis/summary.csv", summary)
     put(s3, f"runs/{RUN}/analysis/report.html", "<html></html>")
     assert cloud.main(["cloud", "fetch", *TARGET, "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1500.0" in out and "report: " in out
+    assert "1,500" in out and "report: " in out
+    table = out.splitlines()
+    assert "not drained" in next(
+        line for line in table if "lost" in line
+    )  # the column, since a point was stopped early
+    interrupted = next(line for line in table if "1,500" in line)
+    assert interrupted.endswith("← not drained: the run was interrupted")
+    missing = next(line for line in table if "2,500" in line)
+    assert " incomplete " in missing  # never a loss figure for a point with missing records
     run_dir = tmp_path / RUN
     assert (run_dir / "analysis" / "summary.csv").read_text() == summary
     assert (run_dir / "context.json").exists() and (run_dir / "cloud-manifest.json").exists()

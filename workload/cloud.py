@@ -17,15 +17,16 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workload.errors import UserError
-from workload.scenario import parse_duration
+from workload.scenario import PASSWORD_ENV, parse_duration
 
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
 #: The Pulumi project (``Pulumi.yaml``) the ``--stack`` option refers to.
@@ -108,6 +109,9 @@ class Progress:
     done: int
     failed: list[str]
     missing: list[str]
+    #: Nodes still awaited that have not posted their started marker (not booted or not
+    #: installed yet, or never will: the coordinator then closes their points).
+    not_started: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -127,27 +131,35 @@ def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
 
 
 def run_progress(s3: Any, run: CloudRun) -> Progress:
-    """Which nodes of which sweep points have posted their done marker (from the manifest)."""
-    from infra.agent import RunStore
+    """Which nodes of which sweep points have posted their done marker (from the manifest),
+    and which nodes still awaited have not started."""
+    from infra.agent import RunStore, done_key, started_key
 
     manifest = read_manifest(s3, run)
     store = RunStore(s3, run.bucket, run.run_id)
     present = store.keys("control/")
     failed, missing, done = [], [], 0
+    awaited: set[tuple[str, int]] = set()
     for point in manifest["points"]:
         for role, count in (("sender", point["senders"]), ("receiver", point["receivers"])):
             for node in range(count):
-                key = f"control/p{point['index']}-{role}-{node}.done"
+                key = done_key(point["index"], role, node)
                 if key not in present:
                     missing.append(f"point {point['index']} {role} {node}")
+                    awaited.add((role, node))
                     continue
                 done += 1
-                marker = store.get_json(key) or {}
+                marker = store.read_json(key) or {}
                 if not marker.get("ok"):
                     failed.append(
                         f"point {point['index']} {role} {node}: {marker.get('error') or 'failed'}"
                     )
-    return Progress(done + len(missing), done, failed, missing)
+    not_started = [
+        f"{role} {node} (no {started_key(role, node)} marker)"
+        for role, node in sorted(awaited)
+        if started_key(role, node) not in present
+    ]
+    return Progress(done + len(missing), done, failed, missing, not_started)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -181,6 +193,8 @@ def _print_progress(run: CloudRun, progress: Progress) -> None:
     print(f"run {run.run_id} ({run.run_uri}): {progress.done}/{progress.expected} node results")
     for line in progress.failed:
         print(f"  failed: {line}")
+    for line in progress.not_started:
+        print(f"  not started: {line}")
     for line in progress.missing[:20]:
         print(f"  waiting for: {line}")
     if len(progress.missing) > 20:
@@ -190,31 +204,72 @@ def _print_progress(run: CloudRun, progress: Progress) -> None:
 # -- analyze -----------------------------------------------------------------------------
 
 
-def submit_analysis(emr: Any, run: CloudRun, python: str = "") -> str:
-    """Start the analysis job run on EMR Serverless; its job run id.
+#: What the analysis job imports beyond PySpark; EMR's own images are not documented to
+#: provide them (nor Python ≥ 3.11), so the job runs only on a custom image that does.
+ANALYSIS_NEEDS = "Python ≥ 3.11 with pyarrow, pydantic and boto3"
 
-    ``python`` is the job's interpreter (the stack's ``emrPython``, from the manifest).
+
+def analysis_job_driver(run: CloudRun, python: str = "") -> dict[str, Any]:
+    """The ``sparkSubmit`` job driver of a run's analysis, as EMR Serverless takes it.
+
+    The entry script and the code (the wheel, named ``.zip`` for ``--py-files``) are the
+    ones the stack uploaded; the argument is the run's S3 prefix; ``python`` (the image's
+    interpreter, the stack's ``emrPython``) runs driver and executors. ``cloud analyze``
+    submits exactly this, and the local test of the job runs spark-submit with it.
     """
-    if not run.emr_application_id or not run.emr_execution_role_arn:
-        raise UserError("no EMR application/role: use --stack, or --emr-application and --emr-role")
-    artifacts = f"s3://{run.bucket}/artifacts/{run.run_id}/"
-    parameters = [f"--py-files {artifacts}brokerbench.zip"]
+    from infra.plan import RunLayout
+
+    layout = RunLayout(run.run_id, wheel_name="")  # only the fixed artifact names are read
+    parameters = [f"--py-files s3://{run.bucket}/{layout.py_files_key}"]
     if python:
         parameters += [
             f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={python}",
             f"--conf spark.executorEnv.PYSPARK_PYTHON={python}",
         ]
+    return {
+        "entryPoint": f"s3://{run.bucket}/{layout.entry_key}",
+        "entryPointArguments": [run.run_uri],
+        "sparkSubmitParameters": " ".join(parameters),
+    }
+
+
+def _require_application(run: CloudRun) -> None:
+    if not run.emr_application_id or not run.emr_execution_role_arn:
+        raise UserError("no EMR application/role: use --stack, or --emr-application and --emr-role")
+
+
+def analysis_image(emr: Any, run: CloudRun) -> str:
+    """The custom image of the run's EMR Serverless application; a :class:`UserError`
+    saying what to do when it has none (the job cannot run on EMR's own image)."""
+    _require_application(run)
+    try:
+        application = emr.get_application(applicationId=run.emr_application_id)["application"]
+    except Exception as exc:
+        raise UserError(
+            f"EMR Serverless application {run.emr_application_id}: cannot read it ({exc})"
+        ) from None
+    image = str((application.get("imageConfiguration") or {}).get("imageUri") or "")
+    if not image:
+        raise UserError(
+            f"EMR Serverless application {run.emr_application_id} has no custom image, and "
+            f"the analysis job needs {ANALYSIS_NEEDS}: build the image README.md describes "
+            "(On AWS, the analysis image), set brokerbench:emrImage to its URI and run "
+            "pulumi up, then analyze again"
+        )
+    return image
+
+
+def submit_analysis(emr: Any, run: CloudRun, python: str = "") -> str:
+    """Start the analysis job run on EMR Serverless; its job run id.
+
+    ``python`` is the job's interpreter (the stack's ``emrPython``, from the manifest).
+    """
+    _require_application(run)
     response = emr.start_job_run(
         applicationId=run.emr_application_id,
         executionRoleArn=run.emr_execution_role_arn,
         name=f"brokerbench-{run.run_id}",
-        jobDriver={
-            "sparkSubmit": {
-                "entryPoint": f"{artifacts}analysis_entry.py",
-                "entryPointArguments": [run.run_uri],
-                "sparkSubmitParameters": " ".join(parameters),
-            }
-        },
+        jobDriver={"sparkSubmit": analysis_job_driver(run, python)},
         configurationOverrides={
             "monitoringConfiguration": {
                 "s3MonitoringConfiguration": {"logUri": f"{run.run_uri}analysis/logs/"}
@@ -243,9 +298,13 @@ def follow_job(emr: Any, run: CloudRun, job_run_id: str, poll: float, timeout: f
 def cmd_analyze(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     emr = _client("emr-serverless", run.region)
+    image = analysis_image(emr, run)  # refuse before submitting a job that cannot run
     manifest = read_manifest(_client("s3", run.region), run)
     job_run_id = submit_analysis(emr, run, str(manifest.get("emr_python", "")))
-    print(f"submitted the analysis of {run.run_id} to EMR Serverless: job run {job_run_id}")
+    print(
+        f"submitted the analysis of {run.run_id} to EMR Serverless (image {image}): "
+        f"job run {job_run_id}"
+    )
     if args.no_wait:
         return 0
     state = follow_job(emr, run, job_run_id, args.poll, args.timeout)
@@ -285,31 +344,17 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
 
 
 def print_summary(run_dir: Path) -> bool:
+    """The fetched run's table, as a local run prints it (incomplete and not-drained points
+    say so); False when the run has no analysis yet."""
+    from analysis.report import text_table
+
     summary = run_dir / "analysis" / "summary.csv"
     if not summary.exists():
         return False
     with summary.open() as f:
         rows = list(csv.DictReader(f))
-    columns = [
-        c
-        for c in (
-            "broker",
-            "threads",
-            "sender_nodes",
-            "receiver_nodes",
-            "send_msgs_per_s",
-            "receive_msgs_per_s",
-            "processing_latency_p95_ms",
-            "send_latency_p95_ms",
-            "lost",
-            "duplicated",
-        )
-        if rows and c in rows[0]
-    ]
-    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
-    print("  ".join(c.rjust(widths[c]) for c in columns))
-    for row in rows:
-        print("  ".join(row[c].rjust(widths[c]) for c in columns))
+    broker = rows[0].get("broker", run_dir.name) if rows else run_dir.name
+    print(text_table(broker, rows))
     return True
 
 
@@ -334,11 +379,23 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_client(args: argparse.Namespace) -> int:
-    from infra.agent import CliCommands, ClientAgent, RunStore
+    from infra.agent import (
+        PASSWORD_PARAMETER_ENV,
+        CliCommands,
+        ClientAgent,
+        RunStore,
+        read_parameter,
+    )
 
     def log(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
 
+    parameter = os.environ.get(PASSWORD_PARAMETER_ENV, "")
+    if parameter:  # the stack's broker password, for the prepare and node subprocesses
+        password = read_parameter(_client("ssm", args.region), parameter, log)
+        if password is None:
+            return 1
+        os.environ[PASSWORD_ENV] = password
     store = RunStore(_client("s3", args.region), args.bucket, args.run_id)
     commands = CliCommands(args.role, args.node, args.run_id, args.scenario, args.results, log)
     agent = ClientAgent(
