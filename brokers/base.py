@@ -23,6 +23,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from brokers.errors import BrokerError
+
 
 class BrokerParams(BaseModel):
     """Base of every system's ``[broker.params]`` model: strict, frozen, no unknown keys."""
@@ -167,8 +169,45 @@ class Topology:
         return sum(self.roles.values())
 
 
+#: What a scenario's fault does to a node (``isolate`` is not available for local runs yet).
+FAULT_ACTIONS = ("kill", "stop", "pause", "isolate")
+#: The node selectors a fault may name besides a node index.
+FAULT_ROLES = ("leader", "follower")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSupport:
+    """What faults one local topology of a system can take; checked before anything starts.
+
+    ``nodes`` are the broker nodes a fault may act on (``node = 0`` … ``nodes - 1``);
+    ``leader`` and ``follower`` say, for the scenario's reader, what those selectors mean.
+    """
+
+    nodes: int
+    leader: str
+    follower: str
+    #: The system elects a new leader by itself: data of a node that stays down is still
+    #: reachable through the others (else it is unavailable until that node returns).
+    fails_over: bool
+    #: A killed or stopped node starts again from its data directory (``until`` with kill/stop).
+    restarts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FaultTarget:
+    """The node a fault's selector named when the fault began."""
+
+    name: str
+    #: It was the leader (of what, the system's :class:`FaultSupport` says) at that moment.
+    leader: bool
+
+
 class LocalCluster(abc.ABC):
-    """Broker processes started on this machine; stopped (and data removed) by ``stop``."""
+    """Broker processes started on this machine; stopped (and data removed) by ``stop``.
+
+    Systems whose topologies take faults (:meth:`LocalDeployment.fault_support`) implement
+    :meth:`fault_target`, :meth:`fault` and :meth:`recover`.
+    """
 
     endpoints: Endpoints
     topology: str
@@ -179,6 +218,20 @@ class LocalCluster(abc.ABC):
     @abc.abstractmethod
     def dead_nodes(self) -> list[str]:
         """Names of nodes whose process has exited (empty while all run)."""
+
+    def fault_target(self, selector: str | int, destination: Destination) -> FaultTarget:
+        """The node ``"leader"``, ``"follower"`` or a node index names now, asked of the
+        running cluster (``destination`` is the sweep point's queue/topic/stream)."""
+        raise BrokerError(f"faults are not supported by this {self.topology} cluster")
+
+    def fault(self, name: str, action: str) -> None:
+        """Kill, stop or pause the node ``name`` (one of :data:`FAULT_ACTIONS`)."""
+        raise BrokerError(f"faults are not supported by this {self.topology} cluster")
+
+    def recover(self, name: str, action: str, wait: float = 0.0) -> None:
+        """Undo ``action`` on ``name``: resume a paused node, restart a killed or stopped one
+        from its data directory; wait up to ``wait`` seconds for it to be ready."""
+        raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -208,16 +261,55 @@ class LocalDeployment(abc.ABC):
     def start(self, topology: str, params: Any, workdir: Path) -> LocalCluster:
         """Start the topology under ``workdir`` and wait until it is ready."""
 
+    def fault_support(self, topology: str) -> FaultSupport | None:
+        """The faults ``topology`` can take here; None when the system takes none yet."""
+        return None
+
+
+@dataclass(frozen=True)
+class CloudSecret:
+    """One secret of an AWS stack as a recipe refers to it; its value never enters user-data.
+
+    Each stack generates its secrets and keeps them in the parameter store. At boot a
+    broker node reads them, replaces ``placeholder`` in the recipe's files (a file holding
+    one is installed 0600, owned by the recipe's ``service_user``) and exports them to the
+    recipe's commands as ``$<variable>``. Values are 32 letters and digits: they need no
+    quoting in any configuration syntax.
+    """
+
+    name: str
+    variable: str
+
+    @property
+    def placeholder(self) -> str:
+        return f"@@{self.variable}@@"
+
+    @property
+    def shell(self) -> str:
+        """The value in a recipe command, quoted for the shell."""
+        return f'"${self.variable}"'
+
+
+#: What clients authenticate with (also read by client machines).
+BROKER_PASSWORD = CloudSecret("password", "BROKERBENCH_PASSWORD")
+#: What only the broker nodes share (Erlang cookie, cluster and replication passwords).
+CLUSTER_SECRET = CloudSecret("cluster", "BROKERBENCH_CLUSTER_SECRET")
+CLOUD_SECRETS = (BROKER_PASSWORD, CLUSTER_SECRET)
+
 
 class CloudRecipe(abc.ABC):
     """How a broker node on AWS is installed and configured (rendered into cloud-init).
 
     Configuration files come from the same templates the local deployment renders; only
-    addresses, paths and sizes differ.
+    addresses, paths and sizes differ. Credentials appear only as :class:`CloudSecret`
+    placeholders and shell variables; the client's user name goes into ``endpoints``,
+    its password reaches client machines from the parameter store.
     """
 
     #: Where the node's data volume is mounted before the install commands run.
     data_dir: str = "/data"
+    #: Owner of the files that hold a secret (installed 0600); must exist once installed.
+    service_user: str = "root"
 
     @abc.abstractmethod
     def install_commands(self) -> list[str]:

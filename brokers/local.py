@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brokers.base import Endpoints, LocalCluster
-from brokers.errors import BrokerStartError, BrokerUnavailable
+from brokers.base import Destination, Endpoints, FaultTarget, LocalCluster
+from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.watchdog import WATCHDOG
 
 LOOPBACK = "127.0.0.1"
@@ -93,7 +93,9 @@ class ManagedProcess:
     """One server process in its own session (Ctrl-C in the terminal does not reach it).
 
     The session is registered with the :mod:`~brokers.watchdog` while it runs, so that the
-    process cannot outlive the one that started it, however that one ends.
+    process cannot outlive the one that started it, however that one ends. A node that was
+    killed or stopped can be started again (:meth:`restart`) with the same command,
+    environment and working directory — so from the same configuration and data.
     """
 
     name: str
@@ -101,6 +103,8 @@ class ManagedProcess:
     log_path: Path
     env: dict[str, str] | None = None
     cwd: Path | None = None
+    #: Whether the server answers (e.g. its port is open): awaited after a restart.
+    ready: Callable[[], bool] | None = field(default=None, repr=False)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> ManagedProcess:
@@ -136,6 +140,7 @@ class ManagedProcess:
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGCONT)  # a paused node must run to stop
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -145,11 +150,37 @@ class ManagedProcess:
         WATCHDOG.release_group(self.proc.pid)
 
     def kill(self) -> None:
-        if self.alive():
-            assert self.proc is not None
+        """SIGKILL the whole process group (also what is left of it after the leader died)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-            WATCHDOG.release_group(self.proc.pid)
+        self.proc.wait(timeout=5)
+        WATCHDOG.release_group(self.proc.pid)
+
+    def pause(self) -> None:
+        """SIGSTOP the process group: the server stays up but answers nothing."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the process group after :meth:`pause`."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        if not self.alive():
+            raise BrokerError(f"{self.name} is not running")
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signum)
+
+    def restart(self, wait: float = 0.0) -> None:
+        """Start the node again after it was killed or stopped; with ``wait`` > 0, wait that
+        long for :attr:`ready`."""
+        if self.alive():
+            raise BrokerError(f"{self.name} is still running")
+        self.kill()  # what may be left of the old group; it is released from the watchdog
+        self.start()
+        if wait > 0 and self.ready is not None:
+            wait_until(self.ready, f"{self.name} restarting", wait, self.log_path, self)
 
 
 def wait_until(
@@ -229,6 +260,50 @@ class ProcessCluster(LocalCluster):
 
     def node(self, name: str) -> ManagedProcess:
         return next(n for n in self.nodes if n.name == name)
+
+    def fault_nodes(self) -> list[str]:
+        """The broker nodes faults act on, in the order ``node = <index>`` counts them;
+        by default every node (a system leaves out helpers such as epmd)."""
+        return [n.name for n in self.nodes]
+
+    def leader(self, destination: Destination) -> str:
+        """The name of the node leading now (what it leads is the system's to say)."""
+        raise BrokerError(f"faults are not supported by this {self.topology} cluster")
+
+    def fault_target(self, selector: str | int, destination: Destination) -> FaultTarget:
+        """The leader, the first follower that runs, or the node at an index."""
+        names = self.fault_nodes()
+        leader = self.leader(destination)
+        if selector == "leader":
+            name = leader
+        elif selector == "follower":
+            running = [n for n in names if n != leader and self.node(n).alive()]
+            if not running:
+                raise BrokerError(f"no follower of {leader} is running")
+            name = running[0]
+        elif isinstance(selector, int) and 0 <= selector < len(names):
+            name = names[selector]
+        else:
+            raise BrokerError(f"no node {selector!r} among {', '.join(names)}")
+        return FaultTarget(name, name == leader)
+
+    def fault(self, name: str, action: str) -> None:
+        node = self.node(name)
+        if action == "kill":
+            node.kill()
+        elif action == "stop":
+            node.stop(timeout=self.stop_timeout)
+        elif action == "pause":
+            node.pause()
+        else:
+            raise BrokerError(f"{action} is not available for nodes started here")
+
+    def recover(self, name: str, action: str, wait: float = 0.0) -> None:
+        node = self.node(name)
+        if action == "pause":
+            node.resume()
+        else:
+            node.restart(wait)
 
     def stop(self) -> None:
         if self._stopped:

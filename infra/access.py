@@ -3,19 +3,22 @@
 * Client machines (instance profile): read ``artifacts/<run-id>/*``; read and write
   ``runs/<run-id>/*`` (results and the point barriers); list only those two prefixes; and,
   with a managed queue, use the run's SQS queues (names starting with the queue's name).
+  They read the broker password of the stack (its parameter only, see :mod:`infra.secrets`).
+* Broker machines (instance profile): read the stack's secrets, nothing else.
 * The analysis job (EMR Serverless execution role): read the run's results and artifacts,
   write only ``runs/<run-id>/analysis/*``.
-* Broker machines get no identity at all: they need nothing from AWS.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
+from brokers.base import BROKER_PASSWORD
 from infra.plan import RunLayout
 
 CLIENT_SQS_ACTIONS = [
@@ -39,10 +42,13 @@ class RunAccessArgs:
     tags: dict[str, str]
     #: ARN of the managed queue; clients may use queues whose ARN starts with it.
     queue_arn: pulumi.Input[str] | None = None
+    #: Secret name → ARN of its parameter (:class:`infra.secrets.StackSecrets`).
+    secret_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 class RunAccess(pulumi.ComponentResource):
     client_profile: pulumi.Output[str]
+    broker_profile: pulumi.Output[str]
     client_role_arn: pulumi.Output[str]
     analysis_role_arn: pulumi.Output[str]
 
@@ -75,8 +81,36 @@ class RunAccess(pulumi.ComponentResource):
                 policy=pulumi.Output.from_input(args.queue_arn).apply(client_sqs_policy),
                 opts=child,
             )
+        client_secrets = [
+            arn for secret, arn in args.secret_arns.items() if secret == BROKER_PASSWORD.name
+        ]
+        if client_secrets:
+            aws.iam.RolePolicy(
+                f"{name}-client-secrets",
+                role=client_role.id,
+                policy=pulumi.Output.all(*client_secrets).apply(read_parameters_policy),
+                opts=child,
+            )
         profile = aws.iam.InstanceProfile(
             f"{name}-client", role=client_role.name, tags=args.tags, opts=child
+        )
+
+        broker_role = aws.iam.Role(
+            f"{name}-broker",
+            assume_role_policy=_trust("ec2.amazonaws.com"),
+            description=f"brokerbench broker machines of run {layout.run_id}",
+            tags=args.tags,
+            opts=child,
+        )
+        if args.secret_arns:
+            aws.iam.RolePolicy(
+                f"{name}-broker-secrets",
+                role=broker_role.id,
+                policy=pulumi.Output.all(*args.secret_arns.values()).apply(read_parameters_policy),
+                opts=child,
+            )
+        broker_profile = aws.iam.InstanceProfile(
+            f"{name}-broker", role=broker_role.name, tags=args.tags, opts=child
         )
 
         analysis_role = aws.iam.Role(
@@ -96,11 +130,13 @@ class RunAccess(pulumi.ComponentResource):
         )
 
         self.client_profile = profile.name
+        self.broker_profile = broker_profile.name
         self.client_role_arn = client_role.arn
         self.analysis_role_arn = analysis_role.arn
         self.register_outputs(
             {
                 "client_profile": self.client_profile,
+                "broker_profile": self.broker_profile,
                 "client_role_arn": self.client_role_arn,
                 "analysis_role_arn": self.analysis_role_arn,
             }
@@ -180,6 +216,23 @@ def analysis_s3_policy(bucket: str, layout: RunLayout) -> str:
                     "Resource": f"{objects}{layout.analysis_prefix}*",
                 },
                 _list_statement(bucket, layout),
+            ],
+        }
+    )
+
+
+def read_parameters_policy(arns: Sequence[str]) -> str:
+    """Read (and decrypt) exactly these parameters."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadStackSecrets",
+                    "Effect": "Allow",
+                    "Action": "ssm:GetParameter",
+                    "Resource": sorted(arns),
+                }
             ],
         }
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,9 @@ S3_WRITE = {
     "s3:DeleteObjectVersion",
 }
 S3_READ = {"s3:GetObject", "s3:GetObjectVersion"}
+#: gp3: IOPS included when none are given, and the most throughput (MiB/s) per IOPS.
+GP3_BASELINE_IOPS = 3000
+GP3_MIBPS_PER_IOPS = 0.25
 #: Top-level cloud-config keys the templates use (others are suspicious typos).
 CLOUD_CONFIG_KEYS = {"package_update", "packages", "ntp", "write_files", "runcmd", "bootcmd"}
 
@@ -134,6 +138,48 @@ def availability_zone_problems(resources: Iterable[Declared]) -> list[str]:
     return problems
 
 
+def public_ip_problems(resources: Iterable[Declared], admin_cidr: str | None = None) -> list[str]:
+    """No machine has a public address unless ``admin_cidr`` is given (the operator's SSH
+    needs one): no instance or launch template asks for one, no subnet that hosts instances
+    assigns them on launch, no Elastic IP is attached to a machine."""
+    if admin_cidr is not None:
+        return []
+    resources = list(resources)
+    machines = of_type(resources, "ec2/instance:Instance")
+    problems = [
+        f"{r.name}: asks for a public IP (associatePublicIpAddress)"
+        for r in machines
+        if _is_true(r.inputs.get("associatePublicIpAddress"))
+    ]
+    for r in of_type(resources, "ec2/launchTemplate:LaunchTemplate"):
+        for i, interface in enumerate(r.inputs.get("networkInterfaces") or []):
+            if _is_true(interface.get("associatePublicIpAddress")):
+                problems.append(f"{r.name}.networkInterfaces[{i}]: asks for a public IP")
+    for subnet in of_type(resources, "ec2/subnet:Subnet"):
+        if not _is_true(subnet.inputs.get("mapPublicIpOnLaunch")):
+            continue
+        hosted = sorted(
+            m.name for m in machines if m.inputs.get("subnetId") in (subnet.id, subnet.name)
+        )
+        if hosted:
+            problems.append(
+                f"{subnet.name}: assigns public IPs on launch (mapPublicIpOnLaunch) and hosts "
+                f"{len(hosted)} machine(s): {', '.join(hosted)}"
+            )
+    for r in of_type(resources, "ec2/eip:Eip", "ec2/eipAssociation:EipAssociation"):
+        if any(
+            r.inputs.get(k)
+            for k in ("instance", "instanceId", "networkInterface", "networkInterfaceId")
+        ):
+            problems.append(f"{r.name}: attaches an Elastic IP to a machine")
+    return problems
+
+
+def _is_true(value: Any) -> bool:
+    """A flag as the engine shows it: a bool, or a string in launch templates."""
+    return value is True or str(value).lower() == "true"
+
+
 # -- instances ---------------------------------------------------------------------------
 
 
@@ -154,16 +200,39 @@ def metadata_problems(resources: Iterable[Declared]) -> list[str]:
 
 
 def volume_problems(resources: Iterable[Declared]) -> list[str]:
-    """Root and data volumes encrypted."""
+    """Root and data volumes encrypted; a gp3 data volume (an instance's ``ebsBlockDevices``
+    or an ``aws.ebs.Volume``) declares its throughput — else it is held to the 125 MiB/s
+    baseline — and no more than AWS allows for its IOPS (0.25 MiB/s per IOPS)."""
     problems = []
     for r in of_type(resources, "ec2/instance:Instance"):
         root = r.inputs.get("rootBlockDevice") or {}
         if not root.get("encrypted"):
             problems.append(f"{r.name}: root volume not encrypted")
         for device in r.inputs.get("ebsBlockDevices") or []:
+            label = f"{r.name}: volume {device.get('deviceName')}"
             if not device.get("encrypted"):
-                problems.append(f"{r.name}: volume {device.get('deviceName')} not encrypted")
+                problems.append(f"{label} not encrypted")
+            problems += _gp3_problems(label, device.get("volumeType"), device)
+    for r in of_type(resources, "ebs/volume:Volume"):
+        if not r.inputs.get("encrypted"):
+            problems.append(f"{r.name}: volume not encrypted")
+        problems += _gp3_problems(r.name, r.inputs.get("type"), r.inputs)
     return problems
+
+
+def _gp3_problems(label: str, volume_type: Any, spec: dict[str, Any]) -> list[str]:
+    if volume_type != "gp3":
+        return []
+    throughput = spec.get("throughput")
+    if not throughput:
+        return [f"{label}: gp3 without a throughput (held to the 125 MiB/s baseline)"]
+    iops = int(spec.get("iops") or GP3_BASELINE_IOPS)
+    if int(throughput) > iops * GP3_MIBPS_PER_IOPS:
+        return [
+            f"{label}: gp3 throughput {throughput} MiB/s is more than {iops} IOPS allow "
+            f"({GP3_MIBPS_PER_IOPS} MiB/s per IOPS)"
+        ]
+    return []
 
 
 # -- storage -----------------------------------------------------------------------------
@@ -294,6 +363,60 @@ def _as_list(value: Any) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+# -- secrets -----------------------------------------------------------------------------
+
+#: A credential written in a file or command: ``password = x``, ``--password x``, ``requirepass x``.
+_CREDENTIAL = re.compile(
+    r"(?i)\b(?:pass(?:word)?|requirepass|masterauth|default_pass|cluster-password)"
+    r"[\"']?[ \t]*(?:[=:>]|[ \t])[ \t]*[\"']?([^\s\"'<>,;]+)"
+)
+#: What a credential may be in user-data: a placeholder filled in at boot, a shell variable
+#: (or a secret read into one), a ``printf`` format fed from one.
+_DEFERRED = re.compile(r"^(?:@@[A-Z_]+@@|\$\{?[A-Z_]+\}?|\$\(read_secret|%s)$")
+
+
+def secret_problems(resources: Iterable[Declared]) -> list[str]:
+    """Generated secrets are stored only as SecureString parameters: no other resource (no
+    user-data, no uploaded object, no policy, no tag) carries a generated value."""
+    resources = list(resources)
+    secrets = {
+        str(r.outputs.get("result"))
+        for r in of_type(resources, "randomPassword:RandomPassword")
+        if r.outputs.get("result")
+    }
+    problems = []
+    for r in resources:
+        if r.type.endswith("randomPassword:RandomPassword"):
+            continue
+        for key, value in r.inputs.items():
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            if not any(secret in text for secret in secrets):
+                continue
+            stored = r.type.endswith("ssm/parameter:Parameter") and key == "value"
+            if not stored:
+                problems.append(f"{r.name}: a generated secret in {key}")
+            elif r.inputs.get("type") != "SecureString":
+                problems.append(f"{r.name}: holds a generated secret as {r.inputs.get('type')}")
+    return problems
+
+
+def user_data_credential_problems(text: str) -> list[str]:
+    """Credentials in user-data (readable through the instance metadata service and
+    ``DescribeInstanceAttribute``): every one must be a placeholder or a shell variable."""
+    document = yaml.safe_load(text) or {}
+    files = document.pop("write_files", None) or []
+    places = [(f["path"], str(f.get("content", ""))) for f in files]
+    places.append(("user-data", yaml.safe_dump(document)))  # runcmd and the rest
+    return [
+        f"{path}: a literal credential: {match.group(0)[:60]!r}"
+        for path, content in places
+        for line in content.splitlines()
+        if not line.lstrip().startswith("#")  # comments
+        for match in _CREDENTIAL.finditer(line)
+        if not _DEFERRED.match(match.group(1))
+    ]
 
 
 # -- user-data ---------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 :func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
 answer like AWS would in the ways the program relies on (bucket names, ARNs, queue URLs,
-the availability zones, the Debian image) and returns the :class:`~infra.checks.Declared`
-resources with their resolved inputs, ready for the validators in :mod:`infra.checks`.
+Elastic IP allocation ids, the availability zones, the Debian image) and returns the
+:class:`~infra.checks.Declared` resources with their resolved inputs, ready for the
+validators in :mod:`infra.checks`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +43,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
                 url=f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{name}",
             )
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            digest = hashlib.sha256(args.name.encode()).hexdigest()
+            state["result"] = ("MockSecret" + digest)[: int(state.get("length") or 32)]
+        elif args.typ == "aws:ec2/eip:Eip":
+            state.update(allocationId=f"eipalloc-{args.name}", publicIp="198.51.100.7")
+        elif args.typ == "aws:ec2/natGateway:NatGateway":
+            state["publicIp"] = "198.51.100.7"
+        elif args.typ == "aws:ec2/vpcEndpoint:VpcEndpoint":
+            state.setdefault("prefixListId", "pl-63a5400a")
         elif args.typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
             state.setdefault("name", f"{args.name}-9a8b7c6")
             state["arn"] = f"arn:aws:iam::{ACCOUNT}:{kind.lower()}/{state['name']}"

@@ -1,9 +1,10 @@
 """The machines: the broker cluster (nodes by role, with data volumes) and the client
 fleet (sender and receiver machines).
 
-Every machine sits in the benchmark subnet at its planned private address, requires
-IMDSv2 session tokens, has encrypted volumes, and is replaced when its user-data changes
-(a new run gets fresh machines).
+Every machine sits in the benchmark subnet at its planned private address, has a public
+address only when the network says so (an admin CIDR is configured), requires IMDSv2
+session tokens, has encrypted volumes, and is replaced when its user-data changes (a new
+run gets fresh machines).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class DataVolume:
     size_gib: int
     type: str = "gp3"
     iops: int = 3000
+    #: MiB/s, gp3 only; None leaves AWS's default (gp3: the 125 MiB/s baseline).
+    throughput: int | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class MachineDefaults:
     root_volume_gib: int
     tags: dict[str, str]
     key_name: str | None = None
+    #: A public address for every machine: only when an admin CIDR must reach them.
+    public_ip: bool = False
 
 
 def _machine(
@@ -57,6 +62,7 @@ def _machine(
                 volume_size=data_volume.size_gib,
                 volume_type=data_volume.type,
                 iops=data_volume.iops,
+                throughput=data_volume.throughput,
                 encrypted=True,
                 delete_on_termination=True,
             )
@@ -68,6 +74,7 @@ def _machine(
         subnet_id=defaults.subnet_id,
         vpc_security_group_ids=[defaults.security_group_id],
         private_ip=address,
+        associate_public_ip_address=defaults.public_ip,
         key_name=defaults.key_name,
         iam_instance_profile=profile,
         user_data=user_data,
@@ -95,6 +102,8 @@ class BrokerClusterArgs:
     instance_type: str
     data_volume: DataVolume
     defaults: MachineDefaults
+    #: Instance profile of the broker machines (it reads the stack's secrets).
+    profile: pulumi.Input[str] | None = None
 
 
 class BrokerCluster(pulumi.ComponentResource):
@@ -116,6 +125,7 @@ class BrokerCluster(pulumi.ComponentResource):
                 args.defaults,
                 self,
                 data_volume=args.data_volume,
+                profile=args.profile,
             )
             for node in args.nodes
         }

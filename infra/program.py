@@ -22,6 +22,7 @@ from brokers import registry
 from brokers.base import BrokerSystem, CloudRecipe, Endpoints
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
+from infra.constraints import client_constraints
 from infra.network import Network, NetworkArgs
 from infra.nodes import (
     BrokerCluster,
@@ -40,6 +41,7 @@ from infra.plan import (
     plan_fleet,
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
+from infra.secrets import StackSecrets, StackSecretsArgs
 from infra.settings import NAMESPACE, ROOT, StackConfigError, StackSettings, settings_from_config
 from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
 from infra.userdata import (
@@ -133,15 +135,24 @@ def build(
     zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
     network = Network(
         "net",
-        NetworkArgs(settings.vpc_cidr, settings.subnet_cidr, zone, settings.admin_cidr, tags),
+        NetworkArgs(
+            settings.vpc_cidr, settings.subnet_cidr, zone, region, settings.admin_cidr, tags
+        ),
     )
     bucket = ResultsBucket("results", ResultsBucketArgs(tags))
     queue = (
         ManagedQueue("queue", ManagedQueueArgs(region, tags)) if settings.managed_queue else None
     )
+    secrets = StackSecrets("secrets", StackSecretsArgs(run_id, tags)) if plan.brokers else None
     access = RunAccess(
         "access",
-        RunAccessArgs(bucket.name, layout, tags, queue.arn if queue is not None else None),
+        RunAccessArgs(
+            bucket.name,
+            layout,
+            tags,
+            queue.arn if queue is not None else None,
+            secret_arns=secrets.arns if secrets is not None else {},
+        ),
     )
     analysis = AnalysisApp(
         "analysis",
@@ -168,6 +179,7 @@ def build(
         broker_instance_type=settings.broker_instance_type,
         placeholder=missing_recipe_message(system.name) if placeholder else "",
         fleet=fleet_composition(plan, settings.broker_instance_type, settings.client_instance_type),
+        secret_parameters=secrets.names if secrets is not None else {},
     )
     defaults = MachineDefaults(
         ami=settings.ami or _debian_ami(),
@@ -176,6 +188,7 @@ def build(
         root_volume_gib=settings.root_volume_gib,
         tags=tags,
         key_name=settings.key_name,
+        public_ip=network.public_nodes,
     )
     brokers = BrokerCluster(
         "brokers",
@@ -184,9 +197,13 @@ def build(
             user_data=_broker_user_data(context, system, recipe, plan, scenario),
             instance_type=settings.broker_instance_type,
             data_volume=DataVolume(
-                settings.data_volume_gib, settings.data_volume_type, settings.data_volume_iops
+                settings.data_volume_gib,
+                settings.data_volume_type,
+                settings.data_volume_iops,
+                settings.data_volume_throughput,
             ),
             defaults=defaults,
+            profile=access.broker_profile,
         ),
     )
     manifest = pulumi.Output.all(bucket.name, endpoints).apply(
@@ -201,6 +218,7 @@ def build(
             scenario_toml,
             manifest,
             analysis_entry(run_id, settings.analysis_module),
+            client_constraints(),
         ),
     )
     ClientFleet(

@@ -1,8 +1,10 @@
 """The stack configuration (``stacks/Pulumi.<stack>.yaml``, namespace ``brokerbench``), typed.
 
 Every key of the ``brokerbench:`` namespace is parsed once into :class:`StackSettings`;
-unknown or misspelt keys are rejected with the list of known ones. Everything past
-:func:`settings_from_config` works on the model, never on raw config strings.
+unknown or misspelt keys are rejected with the list of known ones, and keys that are
+valid alone but not together (:func:`combination_problems`) with a line naming the key.
+Everything past :func:`settings_from_config` works on the model, never on raw config
+strings.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from pydantic.alias_generators import to_camel
 NAMESPACE = "brokerbench"
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+MIN_IOPS = 3000
+#: gp3 throughput in MiB/s: 125 included, up to 1000 provisioned (the default here).
+GP3_MIN_THROUGHPUT = 125
+GP3_MAX_THROUGHPUT = 1000
+GP3_DEFAULT_THROUGHPUT = GP3_MAX_THROUGHPUT
+#: AWS allows gp3 at most 0.25 MiB/s of throughput per provisioned IOPS.
+GP3_IOPS_PER_MIBPS = 4
+#: The public subnet of the NAT gateway: the smallest subnet AWS allows.
+NAT_SUBNET_PREFIX = 28
 
 
 class StackConfigError(ValueError):
@@ -49,7 +60,22 @@ class StackSettings(BaseModel):
     client_instance_type: str = "c5.2xlarge"
     data_volume_gib: int = Field(200, ge=8, le=16384)
     data_volume_type: Literal["gp3", "io2"] = "gp3"
-    data_volume_iops: int = Field(3000, ge=3000, le=64000)
+    data_volume_throughput: int | None = Field(
+        default_factory=lambda data: (
+            GP3_DEFAULT_THROUGHPUT if data.get("data_volume_type") == "gp3" else None
+        ),
+        ge=GP3_MIN_THROUGHPUT,
+        le=GP3_MAX_THROUGHPUT,
+        description="Data volume throughput in MiB/s, gp3 only; default 1000 (none for io2).",
+    )
+    data_volume_iops: int = Field(
+        default_factory=lambda data: max(
+            MIN_IOPS, GP3_IOPS_PER_MIBPS * (data.get("data_volume_throughput") or 0)
+        ),
+        ge=MIN_IOPS,
+        le=64000,
+        description="Data volume IOPS; default 3000, for gp3 4 per MiB/s of throughput if more.",
+    )
     root_volume_gib: int = Field(30, ge=8, le=1024)
     admin_cidr: str | None = Field(
         None, description="CIDR allowed to reach the nodes (SSH); none by default."
@@ -140,7 +166,7 @@ def settings_from_config(values: Mapping[str, Any], source: str = "stack config"
             ]
         )
     try:
-        return StackSettings.model_validate(data)
+        settings = StackSettings.model_validate(data)
     except ValidationError as exc:
         raise StackConfigError(
             [
@@ -149,6 +175,75 @@ def settings_from_config(values: Mapping[str, Any], source: str = "stack config"
                 for e in exc.errors()
             ]
         ) from None
+    problems = combination_problems(settings)
+    if problems:
+        raise StackConfigError([f"{source}: {line}" for line in problems])
+    return settings
+
+
+def combination_problems(settings: StackSettings) -> list[str]:
+    """Keys that are valid one by one but not together, one line per problem naming the key:
+    the data volume's throughput against its type and IOPS, the subnet against the VPC and,
+    with private nodes (no admin CIDR), room in the VPC for the NAT gateway's subnet."""
+    prefix = f"{NAMESPACE}:"
+    problems = []
+    throughput, iops = settings.data_volume_throughput, settings.data_volume_iops
+    if throughput is not None and settings.data_volume_type != "gp3":
+        problems.append(
+            f"{prefix}dataVolumeThroughput: only gp3 volumes take a throughput; "
+            f"{prefix}dataVolumeType is {settings.data_volume_type}"
+        )
+    elif throughput is not None and throughput * GP3_IOPS_PER_MIBPS > iops:
+        default = "" if "data_volume_throughput" in settings.model_fields_set else " (the default)"
+        problems.append(
+            f"{prefix}dataVolumeThroughput: {throughput} MiB/s{default} needs "
+            f"{prefix}dataVolumeIops ≥ {throughput * GP3_IOPS_PER_MIBPS} (gp3 allows at most "
+            f"0.25 MiB/s per IOPS), but it is {iops}: raise {prefix}dataVolumeIops or set "
+            f"{prefix}dataVolumeThroughput to at most {iops // GP3_IOPS_PER_MIBPS}"
+        )
+    try:
+        if settings.admin_cidr is None:
+            nat_subnet_cidr(settings.vpc_cidr, settings.subnet_cidr)
+        else:
+            _subnet_in_vpc(settings.vpc_cidr, settings.subnet_cidr)
+    except StackConfigError as exc:
+        problems += exc.lines
+    return problems
+
+
+def nat_subnet_cidr(vpc_cidr: str, subnet_cidr: str) -> str:
+    """The small public subnet that holds the NAT gateway: the last /28 of the VPC, or its
+    first when the nodes' subnet covers the last one (a subnet covering both ends of the VPC
+    is the whole VPC, and then there is no room)."""
+    vpc, nodes = _subnet_in_vpc(vpc_cidr, subnet_cidr)
+    if vpc.prefixlen <= NAT_SUBNET_PREFIX:
+        size = 2 ** (vpc.max_prefixlen - NAT_SUBNET_PREFIX)
+        last = ipaddress.IPv4Network(f"{vpc.broadcast_address - (size - 1)}/{NAT_SUBNET_PREFIX}")
+        first = next(vpc.subnets(new_prefix=NAT_SUBNET_PREFIX))
+        for candidate in (last, first):
+            if not candidate.overlaps(nodes):
+                return str(candidate)
+    raise StackConfigError(
+        [
+            f"{NAMESPACE}:vpcCidr: {vpc} has no room for the NAT gateway's "
+            f"/{NAT_SUBNET_PREFIX} subnet beside {NAMESPACE}:subnetCidr {nodes}; "
+            f"give a larger vpcCidr (e.g. a /16) or a smaller subnetCidr"
+        ]
+    )
+
+
+def _subnet_in_vpc(
+    vpc_cidr: str, subnet_cidr: str
+) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
+    """Both CIDRs as IPv4 networks, the nodes' subnet inside the VPC (else a config error)."""
+    vpc, nodes = ipaddress.ip_network(vpc_cidr), ipaddress.ip_network(subnet_cidr)
+    if not isinstance(vpc, ipaddress.IPv4Network):
+        raise StackConfigError([f"{NAMESPACE}:vpcCidr: {vpc} is not an IPv4 CIDR"])
+    if not isinstance(nodes, ipaddress.IPv4Network) or not nodes.subnet_of(vpc):
+        raise StackConfigError(
+            [f"{NAMESPACE}:subnetCidr: {nodes} is not inside {NAMESPACE}:vpcCidr {vpc}"]
+        )
+    return vpc, nodes
 
 
 def _decode(value: Any) -> Any:

@@ -3,9 +3,10 @@
 Broker nodes mount their data volume, install the pinned broker and write the
 configuration files of the system's :class:`~brokers.base.CloudRecipe` (rendered from the
 same templates the local clusters use), then start it. Client nodes install brokerbench
-from the wheel the stack uploaded, write the scenario TOML and start the client agent
-(``brokerbench cloud client``), which waits for the brokers, runs the node's role for every
-sweep point and uploads the results. Every node keeps its clock in sync with chrony.
+from the wheel the stack uploaded, with the versions of the constraints file uploaded next
+to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
+which waits for the brokers, runs the node's role for every sweep point and uploads the
+results. Every node keeps its clock in sync with chrony.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 import jinja2
 
-from brokers.base import CloudRecipe
-from infra.plan import BrokerNode, ClientNode
+from brokers.base import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
+from infra.plan import BrokerNode, ClientNode, RunLayout
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Amazon Time Sync Service, reachable from every instance.
@@ -110,11 +111,18 @@ class RunContext:
     fleet: dict[str, int] = field(default_factory=dict)
     #: Set when the system has no cloud recipe: nodes fail at boot with this message.
     placeholder: str = ""
+    #: Secret name → its parameter-store name (:mod:`infra.secrets`); values never come here.
+    secret_parameters: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def wheel_name(self) -> str:
         return self.wheel_key.rsplit("/", 1)[-1]
+
+    @property
+    def constraints_key(self) -> str:
+        """The pip constraints the stack uploads next to the wheel (:class:`RunLayout`)."""
+        return RunLayout(self.run_id, self.wheel_name).constraints_key
 
 
 def data_dir(recipe: CloudRecipe | None) -> str:
@@ -150,6 +158,18 @@ def broker_user_data(
     for path in files:
         if not path.startswith("/"):
             raise ValueError(f"{context.system} recipe: {path!r} is not an absolute path")
+    secrets = [
+        {"variable": s.variable, "placeholder": s.placeholder, "parameter": parameter}
+        for s in CLOUD_SECRETS
+        if (parameter := context.secret_parameters.get(s.name))
+    ]
+    secret_files = [
+        path
+        for path, content in files.items()
+        if any(s.placeholder in content for s in CLOUD_SECRETS)
+    ]
+    if secret_files and len(secrets) < len(CLOUD_SECRETS):
+        raise ValueError(f"{context.system} recipe: {secret_files[0]} needs the stack's secrets")
     values: dict[str, Any] = {
         "title": context.title,
         "run_id": context.run_id,
@@ -162,6 +182,10 @@ def broker_user_data(
         "start_commands": start,
         "placeholder": placeholder,
         "time_server": TIME_SERVER,
+        "region": context.region,
+        "secrets": secrets,
+        "secret_files": secret_files,
+        "service_user": recipe.service_user if recipe is not None else "root",
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -219,6 +243,8 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
         "region": context.region,
         "wheel_uri": f"s3://{context.bucket}/{context.wheel_key}",
         "wheel_name": context.wheel_name,
+        "constraints_uri": f"s3://{context.bucket}/{context.constraints_key}",
+        "constraints_name": context.constraints_key.rsplit("/", 1)[-1],
         "extras": context.client_extras,
         "placeholder": context.placeholder,
         "time_server": TIME_SERVER,
@@ -235,6 +261,7 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
         BROKERBENCH_BROKER_MACHINE_TYPE=context.broker_instance_type,
         BROKERBENCH_FLEET=json.dumps(context.fleet, sort_keys=True),
         AWS_DEFAULT_REGION=context.region,
+        BROKERBENCH_PASSWORD_PARAMETER=context.secret_parameters.get(BROKER_PASSWORD.name, ""),
     )
     return render(
         "client-node.yaml.j2",

@@ -1,5 +1,5 @@
 """Helpers the broker test modules share: draining an adapter, reading properties files,
-and the addresses a local cluster listens on."""
+the addresses a local cluster listens on and the files that hold its password."""
 
 from __future__ import annotations
 
@@ -96,4 +96,19 @@ def listening_addresses(cluster: ProcessCluster) -> set[str]:
     for line in out.splitlines():
         if any(f"pid={pid}," in line for pid in pids):
             found.add(line.split()[3].rsplit(":", 1)[0])
+    return found
+
+
+def files_holding(cluster: ProcessCluster, secret: str) -> dict[str, int]:
+    """Files of a local cluster (its work directory and further directories) whose content
+    holds ``secret``: path → permission bits."""
+    needle = secret.encode()
+    found = {}
+    for directory in [cluster.workdir, *cluster.cleanup]:
+        for path in directory.rglob("*"):
+            try:
+                if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                    found[str(path)] = path.stat().st_mode & 0o777
+            except OSError:  # a file the server removed meanwhile
+                continue
     return found

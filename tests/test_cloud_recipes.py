@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from brokers.base import BROKER_PASSWORD
 from brokers.postgresql import local as pg_local
 from brokers.postgresql.cloud import PostgresCloud, render_node_config
 from brokers.redis import RedisParams
@@ -55,16 +56,29 @@ def test_postgres_standby_config_names_its_primary_and_itself() -> None:
         "listen_addresses", "port", "unix_socket_directories", "shared_buffers", "primary_conninfo",
     }  # fmt: skip
     assert cloud_s["primary_conninfo"] == (
-        "'host=10.42.1.10 port=5432 user=postgres application_name=s2'"
+        "'host=10.42.1.10 port=5432 user=postgres application_name=s2"
+        " passfile=/var/lib/postgresql/.pgpass'"
     )
-    unaddressed = re.sub(r"host=\S+ port=\d+", "", local_s["primary_conninfo"])
-    assert unaddressed == re.sub(r"host=\S+ port=\d+", "", cloud_s["primary_conninfo"])
+
+    def unaddressed(conninfo: str) -> str:  # the password file is where the password is on AWS
+        return re.sub(r"host=\S+ port=\d+| passfile=[^' ]+", "", conninfo)
+
+    assert unaddressed(local_s["primary_conninfo"]) == unaddressed(cloud_s["primary_conninfo"])
 
 
-def test_postgres_nodes_trust_only_the_benchmark_subnet() -> None:
+def test_postgres_nodes_admit_only_the_benchmark_subnet_with_the_stack_password() -> None:
     files = PostgresCloud().node_files("primary", 0, PG, params=None)
     hba = files["/etc/postgresql/15/main/pg_hba.conf"]
     assert "10.42.1.0/24" in hba and "0.0.0.0" not in hba
+    rules = [line.split() for line in hba.splitlines() if line and not line.startswith("#")]
+    assert rules and {rule[-1] for rule in rules} == {"scram-sha-256"}
+    assert files["/var/lib/postgresql/.pgpass"].endswith(
+        f":postgres:{BROKER_PASSWORD.placeholder}\n"
+    )
+    commands = PostgresCloud().start_commands("primary", 0, PG)
+    (set_password,) = [c for c in commands if "ALTER ROLE postgres PASSWORD" in c]
+    assert BROKER_PASSWORD.shell in set_password and "--single" in set_password
+    assert commands.index(set_password) < commands.index("systemctl start postgresql@15-main")
 
 
 def test_postgres_standby_clones_the_primary_after_it_is_up() -> None:
@@ -82,13 +96,28 @@ def test_postgres_standby_clones_the_primary_after_it_is_up() -> None:
 
 def test_redis_config_differs_only_in_addresses_and_paths() -> None:
     params = RedisParams(appendfsync="always")
-    local = redis_local.render_config("master", "127.0.0.1", 6390, "/tmp/bb/master", "always")
+    local = redis_local.render_config(
+        "master", "127.0.0.1", 6390, "/tmp/bb/master", "always", password="run-password"
+    )
     cloud = RedisCloud().node_files("master", 0, REDIS, params)["/etc/redis/redis.conf"]
-    assert differing(settings(local, " "), settings(cloud, " ")) == {"bind", "port", "dir"}
+    assert differing(settings(local, " "), settings(cloud, " ")) == {
+        "bind",
+        "port",
+        "dir",
+        "requirepass",  # the run's password here, the stack's (filled in at boot) on AWS
+        "masterauth",
+    }
+    assert f"requirepass {BROKER_PASSWORD.placeholder}" in cloud
     assert "appendfsync always" in cloud and "appendonly yes" in cloud
 
     replica_local = redis_local.render_config(
-        "replica2", "127.0.0.1", 6392, "/tmp/bb/replica2", "everysec", "127.0.0.1 6390"
+        "replica2",
+        "127.0.0.1",
+        6392,
+        "/tmp/bb/replica2",
+        "everysec",
+        "127.0.0.1 6390",
+        password=BROKER_PASSWORD.placeholder,
     )
     replica = redis_node_config("replica", 1, REDIS, "everysec")
     assert differing(settings(replica_local, " "), settings(replica, " ")) == {

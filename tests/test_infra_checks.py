@@ -240,3 +240,96 @@ def test_cloud_config_structure_problems() -> None:
     assert checks.cloud_config_problems("#cloud-config\nruncmd: [x]\n") == [
         "time sync (ntp) not enabled"
     ]
+
+
+def test_a_generated_secret_outside_its_secure_parameter_is_found() -> None:
+    secret = "MockSecretabcdef0123456789abcdef"
+    generated = Declared(
+        "random:index/randomPassword:RandomPassword", "pw", {}, "pw", {"result": secret}
+    )
+    stored = Declared("aws:ssm/parameter:Parameter", "p", {"type": "SecureString", "value": secret})
+    assert checks.secret_problems([generated, stored]) == []
+    plain = Declared("aws:ssm/parameter:Parameter", "plain", {"type": "String", "value": secret})
+    machine = Declared(
+        "aws:ec2/instance:Instance", "m", {"userData": f"#cloud-config\nruncmd: [echo {secret}]"}
+    )
+    tagged = Declared("aws:s3/bucket:Bucket", "b", {"tags": {"note": secret}})
+    assert checks.secret_problems([generated, plain, machine, tagged]) == [
+        "plain: holds a generated secret as String",
+        "m: a generated secret in userData",
+        "b: a generated secret in tags",
+    ]
+
+
+def test_literal_credentials_in_user_data_are_found_and_deferred_ones_pass() -> None:
+    def user_data(content: str) -> str:
+        return (
+            "#cloud-config\nwrite_files:\n  - path: /etc/x.conf\n    content: "
+            + json.dumps(content)
+            + "\n"
+        )
+
+    for literal in (
+        "default_pass = guest",
+        "requirepass hunter2",
+        "artemis create --password brokerbench",
+        'password: "abc"',
+        "<cluster-password>brokerbench-cluster</cluster-password>",
+    ):
+        (problem,) = checks.user_data_credential_problems(user_data(literal))
+        assert problem.startswith("/etc/x.conf: a literal credential"), literal
+    for deferred in (
+        "default_pass = @@BROKERBENCH_PASSWORD@@",
+        'artemis create --password "$BROKERBENCH_PASSWORD"',
+        "<cluster-password>@@BROKERBENCH_CLUSTER_SECRET@@</cluster-password>",
+        "BROKERBENCH_PASSWORD=$(read_secret /brokerbench/run/password)",
+    ):
+        assert checks.user_data_credential_problems(user_data(deferred)) == [], deferred
+
+
+# -- public addresses, gp3 throughput ----------------------------------------------------
+
+SUBNET = "aws:ec2/subnet:Subnet"
+
+
+def test_public_addresses_on_machines_are_found_unless_an_admin_cidr_needs_them() -> None:
+    private = r(SUBNET, "nodes", mapPublicIpOnLaunch=False)
+    public = r(SUBNET, "nat", mapPublicIpOnLaunch=True)  # hosts no machine: fine
+    good = r(INSTANCE, "good", subnetId="nodes-id", associatePublicIpAddress=False)
+    assert checks.public_ip_problems([private, public, good]) == []
+
+    asks = r(INSTANCE, "asks", subnetId="nodes-id", associatePublicIpAddress=True)
+    mapping = r(SUBNET, "mapping", mapPublicIpOnLaunch=True)
+    hosted = r(INSTANCE, "hosted", subnetId="mapping-id")
+    template = r("aws:ec2/launchTemplate:LaunchTemplate", "lt",
+                 networkInterfaces=[{"associatePublicIpAddress": "true"}])  # fmt: skip
+    eip = r("aws:ec2/eip:Eip", "eip", domain="vpc", instance="good-id")
+    bad = [private, good, asks, mapping, hosted, template, eip]
+    assert checks.public_ip_problems(bad) == [
+        "asks: asks for a public IP (associatePublicIpAddress)",
+        "lt.networkInterfaces[0]: asks for a public IP",
+        "mapping: assigns public IPs on launch (mapPublicIpOnLaunch) and hosts 1 machine(s): hosted",
+        "eip: attaches an Elastic IP to a machine",
+    ]
+    assert checks.public_ip_problems(bad, admin_cidr="203.0.113.0/24") == []
+
+
+def test_gp3_data_volumes_must_declare_a_throughput_their_iops_allow() -> None:
+    def machine(**device: Any) -> Declared:
+        return r(INSTANCE, "m", rootBlockDevice={"encrypted": True, "volumeType": "gp3"},
+                 ebsBlockDevices=[{"deviceName": "/dev/sdf", "encrypted": True, **device}])  # fmt: skip
+
+    assert checks.volume_problems([machine(volumeType="gp3", iops=4000, throughput=1000)]) == []
+    assert checks.volume_problems([machine(volumeType="io2", iops=4000)]) == []
+    assert checks.volume_problems([machine(volumeType="gp3", iops=3000)]) == [
+        "m: volume /dev/sdf: gp3 without a throughput (held to the 125 MiB/s baseline)"
+    ]
+    assert checks.volume_problems([machine(volumeType="gp3", throughput=1000)]) == [
+        "m: volume /dev/sdf: gp3 throughput 1000 MiB/s is more than 3000 IOPS allow "
+        "(0.25 MiB/s per IOPS)"
+    ]
+    volume = r("aws:ebs/volume:Volume", "data", type="gp3", iops=3000, encrypted=False)
+    assert checks.volume_problems([volume]) == [
+        "data: volume not encrypted",
+        "data: gp3 without a throughput (held to the 125 MiB/s baseline)",
+    ]

@@ -3,6 +3,7 @@ the security validators find nothing. Also the program entry point and the stack
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import runpy
 import tomllib
@@ -11,18 +12,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
 from brokers import registry
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET
 from infra import checks
 from infra.checks import Declared
+from infra.constraints import client_constraints
 from infra.mocking import ZONES, deploy
-from infra.program import Deployment, build
+from infra.network import Network, NetworkArgs
+from infra.plan import plan_fleet
+from infra.program import Deployment, build, fleet_composition
 from infra.settings import (
     ROOT,
     StackConfigError,
     StackSettings,
     load_stack_file,
+    nat_subnet_cidr,
     settings_from_config,
 )
 from workload.scenario import load_scenario, parse_scenario
@@ -146,6 +153,7 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.ingress_problems(resources) == []
     assert checks.metadata_problems(resources) == []
     assert checks.volume_problems(resources) == []
+    assert checks.public_ip_problems(resources, settings.admin_cidr) == []
     assert checks.bucket_problems(resources) == []
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
     assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
@@ -211,6 +219,29 @@ def test_reference_systems_get_their_recipes_and_endpoints(
     broker = tomllib.loads(scenario_toml)["broker"]
     assert broker["endpoints"] == ["10.42.1.10:5432", "10.42.1.11:5432", "10.42.1.12:5432"]
     assert broker["options"] == {"dbname": "postgres", "user": "postgres"}
+
+
+def test_stack_uploads_the_client_constraints_the_clients_install_with(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    settings = deployable("redis")
+    deployment, resources = deploy_stack("redis", settings, wheel)
+    objects = {
+        o.inputs["key"]: o.inputs
+        for o in checks.of_type(resources, "s3/bucketObjectv2:BucketObjectv2")
+    }
+    key = deployment.layout.constraints_key
+    assert key == f"artifacts/{deployment.run_id}/constraints.txt"
+    text = objects[key]["content"]
+    assert text == client_constraints().text()
+    assert "\nredis==" in text and "\npyspark" not in text and "\npulumi" not in text
+    (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
+    for machine in instances(resources):
+        if role_of(machine) in ("sender", "receiver"):
+            script = checks.written_files(machine.inputs["userData"])["/opt/brokerbench/client.sh"]
+            assert f"fetch s3://{bucket.id}/{key}\n" in script, machine.name
+            assert "pip install --quiet -c /opt/brokerbench/constraints.txt " in script
 
 
 def test_a_system_without_recipe_gets_failing_placeholders(
@@ -323,3 +354,237 @@ def test_emr_custom_image_and_sizes_reach_the_resources(
     brokers = [m for m in instances(resources) if m.name.startswith("brokers-")]
     assert {m.inputs["instanceType"] for m in brokers} == {"r5.large"}
     assert {m.inputs["ebsBlockDevices"][0]["volumeSize"] for m in brokers} == {50}
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_stack_secrets_are_generated_and_never_in_user_data(
+    name: str, wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    settings = deployable(name)
+    deployment, resources = deploy_stack(name, settings, wheel)
+    assert checks.secret_problems(resources) == []
+    machines = instances(resources)
+    for machine in machines:
+        assert checks.user_data_credential_problems(machine.inputs["userData"]) == [], machine.name
+    brokers = [m for m in machines if role_of(m) not in ("sender", "receiver")]
+    parameters = checks.of_type(resources, "ssm/parameter:Parameter")
+    if not brokers:
+        assert parameters == []
+        return
+    assert {p.inputs["type"] for p in parameters} == {"SecureString"}
+    assert sorted(p.inputs["name"] for p in parameters) == [
+        f"/brokerbench/{deployment.run_id}/{secret.name}"
+        for secret in (CLUSTER_SECRET, BROKER_PASSWORD)
+    ]
+    arns = {p.inputs["name"].rsplit("/", 1)[1]: p.outputs["arn"] for p in parameters}
+    grants = {
+        policy.name: set(checks._as_list(statement["Resource"]))
+        for policy in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
+        for statement in checks._statements(policy.inputs["policy"])
+        if "ssm:GetParameter" in checks._as_list(statement["Action"])
+    }
+    assert grants == {
+        "access-client-secrets": {arns[BROKER_PASSWORD.name]},  # clients: the password only
+        "access-broker-secrets": set(arns.values()),
+    }
+    (broker_profile,) = [
+        p
+        for p in checks.of_type(resources, "iam/instanceProfile:InstanceProfile")
+        if p.name == "access-broker"
+    ]
+    assert {m.inputs.get("iamInstanceProfile") for m in brokers} == {broker_profile.outputs["name"]}
+    for machine in brokers:
+        script = checks.written_files(machine.inputs["userData"])["/opt/brokerbench/node.sh"]
+        for secret in (BROKER_PASSWORD, CLUSTER_SECRET):
+            assert f"read_secret /brokerbench/{deployment.run_id}/{secret.name}" in script
+
+
+# -- network: private nodes, NAT gateway, S3 endpoint; data volume throughput ----------------
+
+
+def routes_by_subnet(resources: list[Declared]) -> dict[str, list[dict[str, Any]]]:
+    """Subnet id → the routes of its route table."""
+    tables = {t.id: t for t in checks.of_type(resources, "ec2/routeTable:RouteTable")}
+    return {
+        a.inputs["subnetId"]: tables[a.inputs["routeTableId"]].inputs["routes"]
+        for a in checks.of_type(resources, "ec2/routeTableAssociation:RouteTableAssociation")
+    }
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_stack_nodes_are_private_behind_a_nat_gateway(
+    name: str, wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    settings = deployable(name)
+    _, resources = deploy_stack(name, settings, wheel)
+    machines = instances(resources)
+    assert checks.public_ip_problems(resources) == []
+    assert {m.inputs["associatePublicIpAddress"] for m in machines} == {False}
+
+    # The nodes' subnet: the configured CIDR (the planned addresses), no public IPs, its
+    # default route through the NAT gateway.
+    subnets = {s.id: s.inputs for s in checks.of_type(resources, "ec2/subnet:Subnet")}
+    (nodes,) = {m.inputs["subnetId"] for m in machines}
+    assert subnets[nodes]["cidrBlock"] == settings.subnet_cidr
+    assert subnets[nodes]["mapPublicIpOnLaunch"] is False
+    routes = routes_by_subnet(resources)
+    (nat,) = checks.of_type(resources, "ec2/natGateway:NatGateway")
+    assert routes[nodes] == [{"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.id}]
+
+    # The NAT gateway: an Elastic IP, in a small public subnet of the VPC beside the nodes'.
+    (address,) = checks.of_type(resources, "ec2/eip:Eip")
+    assert address.inputs["domain"] == "vpc"
+    assert nat.inputs["allocationId"] == address.outputs["allocationId"]
+    (gateway,) = checks.of_type(resources, "ec2/internetGateway:InternetGateway")
+    public = nat.inputs["subnetId"]
+    assert routes[public] == [{"cidrBlock": "0.0.0.0/0", "gatewayId": gateway.id}]
+    cidr = ipaddress.ip_network(subnets[public]["cidrBlock"])
+    assert cidr.subnet_of(ipaddress.ip_network(settings.vpc_cidr))  # type: ignore[arg-type]
+    assert not cidr.overlaps(ipaddress.ip_network(settings.subnet_cidr))
+    assert subnets[public]["availabilityZone"] == subnets[nodes]["availabilityZone"]
+
+    # S3 through a gateway endpoint on the nodes' route table.
+    (endpoint,) = checks.of_type(resources, "ec2/vpcEndpoint:VpcEndpoint")
+    assert endpoint.inputs["vpcEndpointType"] == "Gateway"
+    assert endpoint.inputs["serviceName"] == f"com.amazonaws.{REGION}.s3"
+    (association,) = [
+        a
+        for a in checks.of_type(resources, "ec2/routeTableAssociation:RouteTableAssociation")
+        if a.inputs["subnetId"] == nodes
+    ]
+    assert endpoint.inputs["routeTableIds"] == [association.inputs["routeTableId"]]
+
+    # Broker disks: the provisioned gp3 throughput, not the 125 MiB/s baseline.
+    for machine in machines:
+        for device in machine.inputs.get("ebsBlockDevices") or []:
+            assert device["volumeType"] == settings.data_volume_type == "gp3"
+            assert device["throughput"] == settings.data_volume_throughput == 1000
+            assert device["iops"] == settings.data_volume_iops == 4000
+
+
+def test_with_an_admin_cidr_nodes_get_public_ips_and_no_nat_gateway(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    settings = deployable("redis").model_copy(update={"admin_cidr": "203.0.113.0/24"})
+    _, resources = deploy_stack("redis", settings, wheel)
+    machines = instances(resources)
+    assert {m.inputs["associatePublicIpAddress"] for m in machines} == {True}
+    assert checks.public_ip_problems(resources, admin_cidr="203.0.113.0/24") == []
+    assert checks.public_ip_problems(resources) != []  # without an admin CIDR it would be a leak
+    (subnet,) = checks.of_type(resources, "ec2/subnet:Subnet")
+    assert subnet.inputs["mapPublicIpOnLaunch"] is True
+    (gateway,) = checks.of_type(resources, "ec2/internetGateway:InternetGateway")
+    assert routes_by_subnet(resources)[subnet.id] == [
+        {"cidrBlock": "0.0.0.0/0", "gatewayId": gateway.id}
+    ]
+    assert checks.of_type(resources, "ec2/natGateway:NatGateway", "ec2/eip:Eip") == []
+    assert len(checks.of_type(resources, "ec2/vpcEndpoint:VpcEndpoint")) == 1
+
+
+def test_machines_wait_for_the_nat_route_and_the_s3_endpoint() -> None:
+    """Instances take ``network.subnet_id``: it carries the route table association (whose
+    routes name the NAT gateway) and the S3 endpoint, so no machine boots without them."""
+    found: list[str] = []
+
+    class Program:
+        def __init__(self) -> None:
+            network = Network("net", NetworkArgs("10.42.0.0/16", "10.42.1.0/24", ZONES[0], REGION))
+            self.subnet_id = network.subnet_id
+
+        async def dependencies(self) -> None:
+            for resource in await self.subnet_id.resources():
+                found.append(str(await resource.urn.future()).rsplit("::", 1)[-1])
+
+        def exports(self) -> dict[str, Any]:
+            return {"dependencies": pulumi.Output.from_input(self.dependencies())}
+
+    _, resources = deploy(Program)
+    assert sorted(found) == ["net-routes-subnet", "net-s3", "net-subnet"]
+    (association,) = [r for r in resources if r.name == "net-routes-subnet"]
+    (table,) = [r for r in resources if r.id == association.inputs["routeTableId"]]
+    (nat,) = checks.of_type(resources, "ec2/natGateway:NatGateway")
+    assert table.inputs["routes"] == [{"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.id}]
+
+
+def parse(source: str = "stack config", **keys: str) -> StackSettings:
+    base = {"brokerbench:system": "redis", "brokerbench:scenario": "x.toml"}
+    return settings_from_config(
+        {**base, **{f"brokerbench:{key}": value for key, value in keys.items()}}, source
+    )
+
+
+def test_data_volume_throughput_defaults_and_the_aws_rules() -> None:
+    volume = parse()
+    assert (volume.data_volume_type, volume.data_volume_throughput, volume.data_volume_iops) == (
+        "gp3", 1000, 4000,
+    )  # fmt: skip
+    assert parse(dataVolumeThroughput="500").data_volume_iops == 3000
+    assert parse(dataVolumeThroughput="600", dataVolumeIops="6000").data_volume_iops == 6000
+    io2 = parse(dataVolumeType="io2")
+    assert (io2.data_volume_throughput, io2.data_volume_iops) == (None, 3000)
+    with pytest.raises(
+        StackConfigError,
+        match=r"^stacks/Pulumi\.x\.yaml: brokerbench:dataVolumeThroughput: 1000 MiB/s \(the "
+        r"default\) needs brokerbench:dataVolumeIops ≥ 4000 .* it is 3000: .* at most 750$",
+    ):
+        parse("stacks/Pulumi.x.yaml", dataVolumeIops="3000")
+    with pytest.raises(StackConfigError, match=r"dataVolumeThroughput: 800 MiB/s needs"):
+        parse(dataVolumeThroughput="800", dataVolumeIops="3000")
+    with pytest.raises(StackConfigError, match="only gp3 volumes take a throughput"):
+        parse(dataVolumeType="io2", dataVolumeThroughput="500")
+    for value in ("124", "1001"):
+        with pytest.raises(StackConfigError, match="brokerbench:dataVolumeThroughput: "):
+            parse(dataVolumeThroughput=value)
+
+
+def test_the_nat_subnet_fits_beside_the_nodes_or_the_config_is_rejected() -> None:
+    assert nat_subnet_cidr("10.42.0.0/16", "10.42.1.0/24") == "10.42.255.240/28"
+    assert nat_subnet_cidr("10.42.0.0/16", "10.42.128.0/17") == "10.42.0.0/28"
+    with pytest.raises(
+        StackConfigError,
+        match=r"brokerbench:vpcCidr: 10\.9\.0\.0/24 has no room for the NAT gateway's /28 subnet",
+    ):
+        parse(vpcCidr="10.9.0.0/24", subnetCidr="10.9.0.0/24")
+    # public nodes (an admin CIDR) need no NAT gateway, hence no room for one
+    assert parse(vpcCidr="10.9.0.0/24", subnetCidr="10.9.0.0/24", adminCidr="203.0.113.7/32")
+    with pytest.raises(
+        StackConfigError,
+        match=r"brokerbench:subnetCidr: 10\.8\.1\.0/24 is not inside brokerbench:vpcCidr",
+    ):
+        parse(vpcCidr="10.9.0.0/16", subnetCidr="10.8.1.0/24")
+
+
+# -- the EC2 vCPU quota each stack needs -------------------------------------------------
+
+#: vCPUs of the instance types the stacks use (EC2 instance type specifications).
+VCPUS = {"r5.2xlarge": 8, "c5.2xlarge": 8}
+
+
+def quota_rows() -> list[str]:
+    """The README's table of vCPUs per stack, computed from each stack's planned fleet."""
+    groups: dict[tuple[int, str], list[str]] = {}
+    for name in STACKS:
+        settings = deployable(name)
+        system = registry.systems()[settings.system]
+        roles = settings.roles if settings.roles is not None else system.reference_topology.roles
+        points = expand(load_scenario(settings.scenario_path()))
+        plan = plan_fleet(roles, points, settings.subnet_cidr)
+        fleet = fleet_composition(
+            plan, settings.broker_instance_type, settings.client_instance_type
+        )
+        vcpus = sum(VCPUS[instance_type] * count for instance_type, count in fleet.items())
+        machines = " + ".join(f"{count} × {kind}" for kind, count in fleet.items())
+        groups.setdefault((vcpus, machines), []).append(f"`{name}`")
+    return [
+        f"| {vcpus} | {machines} | {', '.join(sorted(names))} |"
+        for (vcpus, machines), names in sorted(groups.items())
+    ]
+
+
+def test_readme_states_the_vcpu_quota_of_every_stack() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [row for row in quota_rows() if row not in readme]
+    assert missing == [], "README.md's vCPU table is out of date; rows:\n" + "\n".join(quota_rows())

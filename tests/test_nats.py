@@ -4,18 +4,20 @@ from the Debian package, the settings read back from it, a whole run, and the AW
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
 import pytest
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import BROKER_PASSWORD, Destination, Endpoints
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.nats import local as nats_local
 from brokers.nats.cloud import NatsCloud
 from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.support import files_holding
 
 pytestmark = [pytest.mark.nats]
 
@@ -50,6 +52,61 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     with SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir) as running:
         yield running
     assert not workdir.exists(), "stop() leaves no data behind"
+
+
+async def refused(host: str, **login: str) -> str:
+    """Why the server refuses a client with this login (fails when it accepts it)."""
+    import nats
+
+    async def quiet(_exc: Exception) -> None:
+        pass
+
+    with pytest.raises(nats.errors.Error) as refusal:
+        await nats.connect(
+            f"nats://{host}", allow_reconnect=False, connect_timeout=5, error_cb=quiet, **login
+        )
+    return str(refusal.value)
+
+
+@pytest.mark.slow
+def test_every_server_requires_the_runs_password(cluster) -> None:
+    endpoints = cluster.endpoints
+    user, password = endpoints.get("user"), endpoints.get("password")
+    assert user.startswith("brokerbench") and len(password) == 32
+
+    async def run() -> None:
+        for host in endpoints.hosts:
+            assert "Authorization Violation" in await refused(host)
+            assert "Authorization Violation" in await refused(host, user=user, password="wrong")
+            adapter = await SYSTEM.connect(
+                Endpoints((host,), endpoints.extra), SYSTEM.params_model(), Destination("x")
+            )
+            await adapter.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_routes_require_the_runs_password(cluster) -> None:
+    import socket
+    import urllib.request
+
+    for monitor in cluster.endpoints.get("monitor").split(","):
+        with urllib.request.urlopen(f"http://{monitor}/varz", timeout=5) as reply:
+            route = json.load(reply)["cluster"]
+        with socket.create_connection((route["addr"], route["cluster_port"]), timeout=5) as peer:
+            assert b'"auth_required":true' in peer.recv(4096)
+            peer.sendall(b'CONNECT {"verbose":false,"name":"intruder"}\r\n')
+            assert b"Authorization Violation" in peer.recv(4096)
+
+
+@pytest.mark.slow
+def test_the_password_is_in_private_files_only_and_not_described(cluster) -> None:
+    password = cluster.endpoints.get("password")
+    configs = [str(cluster.workdir / f"n{i}" / "nats-server.conf") for i in (1, 2, 3)]
+    assert files_holding(cluster, password) == dict.fromkeys(configs, 0o600)
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["auth"] == "password" and password not in json.dumps(info)
 
 
 @pytest.mark.slow
@@ -206,12 +263,24 @@ def test_publishing_goes_on_when_a_server_dies(cluster) -> None:
 
 def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
     local = nats_local.render_config(
-        "n2", "127.0.0.1", 4999, 6999, 8999, "/tmp/js", ["127.0.0.1:6998", "127.0.0.1:6997"]
+        "n2",
+        "127.0.0.1",
+        4999,
+        6999,
+        8999,
+        "/tmp/js",
+        ["127.0.0.1:6998", "127.0.0.1:6997"],
+        user="run-user",
+        password="run-password",
     )
     cloud = NatsCloud().node_files("server", 1, AWS, params=None)["/etc/nats-server.conf"]
     assert "server_name: nats-2" in cloud and "listen: 0.0.0.0:4222" in cloud
-    assert "nats-route://10.42.1.10:6222" in cloud and "nats-route://10.42.1.12:6222" in cloud
-    assert "nats-route://10.42.1.11" not in cloud
+    login = f"brokerbench:{BROKER_PASSWORD.placeholder}@"  # the stack's password, filled in at boot
+    assert f"nats-route://{login}10.42.1.10:6222" in cloud
+    assert f"nats-route://{login}10.42.1.12:6222" in cloud
+    assert "10.42.1.11:6222" not in cloud
+    assert f'password: "{BROKER_PASSWORD.placeholder}"' in cloud
+    assert NatsCloud().endpoints(AWS).extra == (("user", "brokerbench"),)
     assert 'store_dir: "/var/lib/nats/jetstream"' in cloud
 
     def keys(text: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
@@ -9,7 +10,7 @@ import pytest
 
 from brokers import registry
 from brokers.base import Destination, Endpoints
-from tests.support import local_cluster, prepared
+from tests.support import files_holding, local_cluster, prepared
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -22,12 +23,70 @@ def cluster():
     yield from local_cluster(SYSTEM, "cluster", SYSTEM.params_model())
 
 
+def login(endpoints: Endpoints) -> dict[str, str]:
+    return {"user": endpoints.get("user"), "password": endpoints.get("password")}
+
+
+def server_dir(cluster) -> Path:
+    """Where the servers keep their sockets and pgpass: the work directory, or as root a
+    directory of the server user's own."""
+    return (cluster.cleanup or [cluster.workdir])[0]
+
+
 def test_describe_reads_back_synchronous_replication(cluster) -> None:
     info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
     assert info["settings"]["synchronous_commit"] == "remote_write"
     assert info["settings"]["synchronous_standby_names"] == "ANY 1 (s1, s2)"
     assert sorted(s["name"] for s in info["standbys"]) == ["s1", "s2"]
     assert {s["sync_state"] for s in info["standbys"]} <= {"quorum", "sync", "async"}
+
+
+def test_every_server_requires_the_runs_password(cluster) -> None:
+    endpoints = cluster.endpoints
+    user, password = endpoints.get("user"), endpoints.get("password")
+    assert user.startswith("brokerbench") and len(password) == 32
+    for host, port in endpoints.addresses():
+        for where in (host, str(server_dir(cluster))):  # TCP, then the Unix socket
+            for refused in (
+                {"user": user},
+                {"user": user, "password": "wrong"},
+                {"user": "postgres"},
+            ):
+                with pytest.raises(psycopg.OperationalError, match="password"):
+                    psycopg.connect(host=where, port=port, dbname="postgres", **refused)
+            with psycopg.connect(host=where, port=port, dbname="postgres", **login(endpoints)):
+                pass
+
+
+def test_the_password_is_in_private_files_only_and_not_described(cluster) -> None:
+    password = cluster.endpoints.get("password")
+    assert files_holding(cluster, password) == {str(server_dir(cluster) / "pgpass"): 0o600}
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["auth"] == "password" and password not in json.dumps(info)
+
+
+def test_a_broker_the_user_runs_is_reached_with_the_scenarios_credentials(
+    cluster, tmp_path: Path
+) -> None:
+    from tests.conftest import brokerbench
+
+    def run(password: str):
+        scenario = tmp_path / "byo.toml"
+        scenario.write_text(
+            'name = "byo"\n[broker]\nsystem = "postgresql"\ndeployment = "endpoints"\n'
+            f'endpoints = ["{cluster.endpoints.hosts[0]}"]\n'
+            f'options = {{ user = "{cluster.endpoints.get("user")}", password = "{password}" }}\n'
+            '[load]\nthreads = 1\nduration = "2s"\nidle_timeout = "2s"\n'
+            '[measurement]\nwindow = "2s"\nstep = "1s"\n'
+        )
+        return brokerbench(
+            "run", str(scenario), "--results", str(tmp_path / password), "--no-analysis"
+        )
+
+    done = run(cluster.endpoints.get("password"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused = run("wrong")
+    assert refused.returncode == 1 and "password authentication failed" in refused.stderr
 
 
 def test_a_confirmed_message_is_on_a_standby(cluster) -> None:
@@ -42,7 +101,7 @@ def test_a_confirmed_message_is_on_a_standby(cluster) -> None:
         standby = Endpoints(hosts=(host,), extra=cluster.endpoints.extra)
         h, p = standby.first
         # remote_write: the WAL is written on a standby; replay follows within moments.
-        with psycopg.connect(host=h, port=p, user="postgres", dbname="postgres") as conn:
+        with psycopg.connect(host=h, port=p, dbname="postgres", **login(cluster.endpoints)) as conn:
             for _ in range(50):
                 rows = conn.execute(
                     "SELECT count(*) FROM bb_standby_check WHERE content IN (%s, %s)",

@@ -3,21 +3,23 @@ the settings read back from it, a whole run, and the AWS recipe's rendering."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, Destination, Endpoints
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.rabbitmq import local as rabbitmq_local
+from brokers.rabbitmq.adapter import open_connection
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.confirms import ConfirmTracker, PublishedBatch, PublishFrames
 from brokers.rabbitmq.ctl import Ctl
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import drain, receive_count
+from tests.support import drain, files_holding, receive_count
 
 pytestmark = [pytest.mark.rabbitmq]
 
@@ -53,6 +55,32 @@ def ctl(cluster) -> Ctl:
     found = Ctl.from_endpoints(cluster.endpoints)
     assert found is not None
     return found
+
+
+@pytest.mark.slow
+def test_only_the_runs_user_may_log_in(cluster, ctl: Ctl) -> None:
+    endpoints = cluster.endpoints
+    user, password = endpoints.get("user"), endpoints.get("password")
+    assert user.startswith("brokerbench") and len(password) == 32
+    for node in ctl.nodes:  # guest was never created; a joined node has the cluster's users
+        assert ctl.json(node, "list_users") == [{"user": user, "tags": ["administrator"]}]
+    params = SYSTEM.params_model()
+    for address in endpoints.addresses():
+        for login in (("guest", "guest"), (user, "wrong")):
+            given = dict(endpoints.extra) | dict(zip(("user", "password"), login, strict=True))
+            with pytest.raises(BrokerConnectionError, match="ACCESS_REFUSED"):
+                open_connection([address], Endpoints((), tuple(given.items())), params)
+        connection, _ = open_connection([address], endpoints, params)
+        connection.close()
+
+
+@pytest.mark.slow
+def test_the_password_is_in_private_files_only_and_not_described(cluster) -> None:
+    password = cluster.endpoints.get("password")
+    configs = [str(cluster.workdir / f"bb{i}" / "rabbitmq.conf") for i in (1, 2, 3)]
+    assert files_holding(cluster, password) == dict.fromkeys(configs, 0o600)
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["auth"] == "password" and password not in json.dumps(info)
 
 
 @pytest.mark.slow
@@ -266,7 +294,9 @@ def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
         RabbitMQCloud().node_files("broker", i, AWS, None)["/var/lib/rabbitmq/.erlang.cookie"]
         for i in range(3)
     }
-    assert len(cookies) == 1
+    assert cookies == {CLUSTER_SECRET.placeholder}  # the stack's secret, filled in at boot
+    assert f"default_pass = {BROKER_PASSWORD.placeholder}" in cloud
+    assert "password" not in dict(RabbitMQCloud().endpoints(AWS).extra)
 
 
 def test_cloud_nodes_join_the_first_one_after_it_is_up() -> None:

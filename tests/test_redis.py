@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 
 from brokers import registry
-from brokers.base import Destination
+from brokers.base import Destination, Endpoints, split_host_port
+from brokers.credentials import Credentials, generate
 from brokers.errors import BrokerError
-from tests.support import local_cluster, prepared, receive_count
+from brokers.redis.adapter import auth_options
+from tests.support import files_holding, local_cluster, prepared, receive_count
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -27,6 +30,73 @@ def test_describe_reads_back_replicas_and_aof(cluster) -> None:
     info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
     assert info["role"] == "master" and info["connected_replicas"] == 2
     assert info["settings"] == {"appendonly": "yes", "appendfsync": "everysec"}
+
+
+def assert_password_required(endpoints: Endpoints, host: str, port: int) -> None:
+    """The server at host:port refuses clients without the password or with a wrong one,
+    and answers those that give the endpoints' credentials."""
+    import redis
+
+    for refused in ({}, {"password": "wrong"}, {"username": "default", "password": "wrong"}):
+        with pytest.raises(redis.AuthenticationError):  # at once: no retries
+            redis.Redis(host=host, port=port, retry=None, **refused).ping()
+    with redis.Redis(host=host, port=port, **auth_options(endpoints)) as client:
+        assert client.ping()
+
+
+def test_every_server_requires_the_runs_password(cluster) -> None:
+    endpoints = cluster.endpoints
+    assert endpoints.get("user") == "default" and len(endpoints.get("password")) == 32
+    for host, port in endpoints.addresses():
+        assert_password_required(endpoints, host, port)
+
+
+def test_the_password_is_in_private_files_only_and_not_described(cluster) -> None:
+    password = cluster.endpoints.get("password")
+    configs = {str(cluster.workdir / n / "redis.conf") for n in ("master", "replica1", "replica2")}
+    assert files_holding(cluster, password) == dict.fromkeys(configs, 0o600)
+    info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
+    assert info["auth"] == "password" and password not in json.dumps(info)
+
+
+def test_a_sharded_cluster_requires_the_password_on_every_node(tmp_path: Path) -> None:
+    import redis
+
+    assert SYSTEM.local is not None
+    with SYSTEM.local.start("sharded", SYSTEM.params_model(), tmp_path / "c") as sharded:
+        endpoints = sharded.endpoints
+        with redis.Redis(*endpoints.first, **auth_options(endpoints)) as client:
+            nodes = list(client.cluster("nodes"))
+        assert len(nodes) == 9
+        for node in nodes:
+            assert_password_required(endpoints, *split_host_port(node))
+
+
+def test_a_run_records_and_prints_no_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from brokers.redis import local as redis_local
+    from tests.conftest import SCENARIOS
+    from workload.runner import run_scenario
+
+    issued: list[Credentials] = []
+
+    def recorded(user: str = "") -> Credentials:
+        issued.append(generate(user))
+        return issued[-1]
+
+    monkeypatch.setattr(redis_local, "generate", recorded)
+    lines: list[str] = []
+    outcome = run_scenario(SCENARIOS / "redis-smoke.toml", tmp_path, console=lines.append)
+    assert outcome.ok, outcome.errors
+    (password,) = (c.password for c in issued)
+    context = json.loads((outcome.run_dir / "context.json").read_text())
+    assert context["broker"]["auth"] == "password"
+    assert context["broker"]["endpoints"][0].startswith("127.0.0.1:")
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if password.encode() in p.read_bytes()]
+    printed = capfd.readouterr()
+    assert password not in "\n".join([*lines, printed.out, printed.err])
 
 
 def test_wait_for_replicas_confirms_the_batch(cluster) -> None:
@@ -75,7 +145,7 @@ def test_a_failed_batch_raises_and_the_next_ones_are_confirmed(cluster) -> None:
 
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_failed_batch", streams=2)
     # Single-message batches alternate between the keys; the second key is no stream.
-    master = redis.Redis(*cluster.endpoints.first)
+    master = redis.Redis(*cluster.endpoints.first, **auth_options(cluster.endpoints))
     master.delete(adapter.keys[1])
     master.set(adapter.keys[1], "not a stream")
     first, second, third = (adapter.submit([body]) for body in (b"one", b"two", b"three"))

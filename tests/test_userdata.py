@@ -4,8 +4,10 @@ and validation by ``cloud-init schema``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.base import CloudRecipe
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
 from infra import checks
 from infra.plan import BrokerNode, ClientNode
 from infra.userdata import (
@@ -150,6 +152,67 @@ def test_client_node_installs_the_wheel_and_starts_its_role() -> None:
     assert "toy-run-1" in text and "toy-sweep" in text
 
 
+def fake_commands(bin_dir: Path, bucket: Path, log: Path) -> None:
+    """``aws s3 cp`` from a directory standing for S3 (each key fails once, then works),
+    ``python3 -m venv`` whose pip logs its arguments, and no-op ``sleep``/``systemctl``."""
+    scripts = {
+        "aws": f'uri="${{@: -2:1}}"; key="${{uri#s3://}}"; tried="{log}-tried-${{key##*/}}"\n'
+        'if [ ! -e "$tried" ]; then touch "$tried"; exit 1; fi\n'
+        f'cp "{bucket}/$key" "${{@: -1}}"',
+        "pip": f'printf "%s\\n" "$@" >> {log}',
+        "python3": f'mkdir -p "$3/bin" && cp {bin_dir}/pip "$3/bin/pip"',
+        "sleep": "true",
+        "systemctl": "true",
+    }
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+
+
+def test_client_node_installs_with_the_uploaded_constraints(tmp_path: Path) -> None:
+    script = checks.written_files(client_user_data(CONTEXT, SENDER))["/opt/brokerbench/client.sh"]
+    opt, log = tmp_path / "opt", tmp_path / "pip-args"
+    artifacts = tmp_path / "s3" / "results-bucket" / "artifacts" / "toy-run-1"
+    artifacts.mkdir(parents=True)
+    (artifacts / "brokerbench-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (artifacts / "constraints.txt").write_text("pika==1.3.2\n")
+    fake_commands(tmp_path / "bin", tmp_path / "s3", log)
+    local = tmp_path / "client.sh"
+    local.write_text(
+        script.replace("/opt/brokerbench", str(opt))
+        .replace("/var/lib/brokerbench", str(tmp_path))
+        .replace("/var/log", str(tmp_path))
+    )
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(local)], capture_output=True, text=True, env=env)
+
+    done = run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert "download of s3://results-bucket/artifacts/toy-run-1/constraints.txt failed" in output
+    assert (opt / "constraints.txt").read_text() == "pika==1.3.2\n"
+    assert log.read_text().split() == [
+        "install",
+        "--quiet",
+        "-c",
+        f"{opt}/constraints.txt",
+        f"{opt}/brokerbench-0.1.0-py3-none-any.whl[brokers]",
+    ]  # one pip call, and pip itself is not upgraded from PyPI
+
+    # Without the constraints the node installs nothing: it stops after the last retry.
+    (artifacts / "constraints.txt").unlink()
+    (opt / "constraints.txt").unlink()
+    log.unlink()
+    done = run()
+    assert done.returncode != 0 and not log.exists()
+    assert "could not download s3://results-bucket/artifacts/toy-run-1/constraints.txt" in (
+        done.stdout + done.stderr
+    )
+
+
 def test_client_command_line_matches_the_cloud_client_command() -> None:
     import argparse
 
@@ -191,3 +254,81 @@ def test_cloud_init_schema_accepts_the_templates_and_rejects_nonsense() -> None:
     ):
         assert checks.cloud_init_schema(text) == []
     assert checks.cloud_init_schema("#cloud-config\nruncmd: 5\nntp:\n  enabled: maybe\n")
+
+
+class SecretToyRecipe(ToyRecipe):
+    """A recipe whose configuration holds the stack's secrets."""
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        return {
+            "/etc/toy/users.conf": f"user = toy\npassword = {BROKER_PASSWORD.placeholder}\n",
+            "/etc/toy/cookie": CLUSTER_SECRET.placeholder,
+            "/etc/toy/toy.conf": "role = broker\n",
+        }
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        return [f"toyctl add-user toy {BROKER_PASSWORD.shell}"]
+
+
+def test_secrets_reach_the_broker_files_at_boot_and_never_the_user_data(tmp_path: Path) -> None:
+    """The configuring part of node.sh, run for real with a stand-in ``aws`` command."""
+    values = {
+        "/brokerbench/toy-run-1/password": "Pw0rd",
+        "/brokerbench/toy-run-1/cluster": "C00kie",
+    }
+    context = replace(
+        CONTEXT,
+        secret_parameters={
+            "password": "/brokerbench/toy-run-1/password",
+            "cluster": "/brokerbench/toy-run-1/cluster",
+        },
+    )
+    text = broker_user_data(context, NODE, SecretToyRecipe(), CLUSTER, params=None)
+    assert not any(value in text for value in values.values())
+    assert checks.user_data_credential_problems(text) == []
+    document = yaml.safe_load(text)
+    modes = {f["path"]: f["permissions"] for f in document["write_files"]}
+    assert modes["/opt/brokerbench/files/etc/toy/users.conf"] == "0600"
+    assert modes["/opt/brokerbench/files/etc/toy/toy.conf"] == "0644"
+    script = checks.written_files(text)["/opt/brokerbench/node.sh"]
+    assert 'toyctl add-user toy "$BROKERBENCH_PASSWORD"' in script
+
+    # Stage the files where the script expects them (under tmp_path) and run the part that
+    # reads the secrets and installs the files.
+    root = tmp_path / "root"
+    for path, content in checks.written_files(text).items():
+        if path.startswith("/opt/brokerbench/files/"):
+            staged = root / path.lstrip("/")
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_text(content)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_aws = bin_dir / "aws"
+    cases = "".join(f"  {name}) printf %s {value};;\n" for name, value in values.items())
+    fake_aws.write_text(
+        '#!/bin/bash\nwhile [ "$1" != --name ]; do shift; done\n'
+        f'case "$2" in\n{cases}  *) exit 254;;\nesac\n'
+    )
+    fake_aws.chmod(0o755)
+    function = script[script.index("read_secret() {") : script.index("\n}\n") + 3]
+    configuring = script[script.index("state configuring") : script.index("state starting")]
+    part = re.sub(r" /(opt|etc)/", rf" {root}/\1/", function + configuring.split("\n", 1)[1])
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", part],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert not any(value in done.stdout + done.stderr for value in values.values())
+    users = root / "etc/toy/users.conf"
+    assert users.read_text() == "user = toy\npassword = Pw0rd\n"
+    assert (root / "etc/toy/cookie").read_text() == "C00kie"
+    assert users.stat().st_mode & 0o777 == 0o600
+    assert (root / "etc/toy/toy.conf").stat().st_mode & 0o777 == 0o644
+    assert (
+        BROKER_PASSWORD.placeholder
+        in (root / "opt/brokerbench/files/etc/toy/users.conf").read_text()
+    )

@@ -1,5 +1,6 @@
 """Message identity (SPEC §2): every payload starts with an ASCII header naming its run and
-sweep point, sender node, worker, sequence number, actual and intended send time.
+sweep point, sender node, worker, sequence number, actual and intended send time (ns on
+the sender's wall clock: the receiver compares them with its own).
 
 The header is ASCII so that every broker (text protocols, JSON, SQS bodies) carries it
 unchanged; the rest of the payload is random ASCII from the message pool.

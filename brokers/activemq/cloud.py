@@ -1,7 +1,8 @@
 """ActiveMQ Classic on AWS: the Debian/Ubuntu package and the same configuration templates.
 
 One broker node (role ``broker``); no replication. It runs as a systemd service with an
-explicit heap and its own base directory, exactly as locally.
+explicit heap and its own base directory, exactly as locally. Its user's password is the
+stack's broker password (read from the parameter store at boot).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.activemq import config
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
 
 PORT = 61613
 BASE = "/var/lib/brokerbench-activemq"
@@ -60,7 +61,7 @@ class ActiveMQCloud(CloudRecipe):
             "WantedBy=multi-user.target\n"
         )
         return {
-            **config.configuration_files(node),
+            **config.configuration_files(node, BROKER_PASSWORD.placeholder),
             "/etc/systemd/system/brokerbench-activemq.service": unit,
         }
 
@@ -77,5 +78,5 @@ class ActiveMQCloud(CloudRecipe):
     def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
         return Endpoints(
             hosts=(f"{cluster['broker'][0]}:{PORT}",),
-            extra=(("password", config.PASSWORD), ("user", config.USER)),
+            extra=(("user", config.USER),),
         )

@@ -80,11 +80,11 @@ def _environment() -> Environment:
     )
 
 
-def render_activemq_xml(node: NodeConfig) -> str:
+def render_activemq_xml(node: NodeConfig, password: str = PASSWORD) -> str:
     return (
         _environment()
         .get_template("activemq.xml.j2")
-        .render(node=node, user=USER, password=PASSWORD)
+        .render(node=node, user=USER, password=password)
     )
 
 
@@ -99,10 +99,10 @@ def write_configuration(node: NodeConfig) -> Path:
     return conf / "activemq.xml"
 
 
-def configuration_files(node: NodeConfig) -> dict[str, str]:
-    """Absolute path → content of the broker's configuration files."""
+def configuration_files(node: NodeConfig, password: str = PASSWORD) -> dict[str, str]:
+    """Absolute path → content of the broker's configuration files (``USER`` gets ``password``)."""
     return {
-        f"{node.conf_dir}/activemq.xml": render_activemq_xml(node),
+        f"{node.conf_dir}/activemq.xml": render_activemq_xml(node, password),
         f"{node.conf_dir}/log4j.properties": _environment()
         .get_template("log4j.properties.j2")
         .render(),

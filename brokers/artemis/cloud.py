@@ -2,7 +2,9 @@
 
 Roles: ``live`` and ``backup`` (the reference topology is 3 + 3); backup ``i`` replicates
 live ``i`` (replication group ``pair<i>``). Every node knows every other one through
-static connectors. The broker runs as a systemd service with an explicit heap.
+static connectors. The broker runs as a systemd service with an explicit heap. The
+``brokerbench`` user's password and the cluster password are the stack's secrets (read from
+the parameter store at boot); Jolokia answers only requests from the broker's own origin.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.artemis import config
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints
 
 PORT = 61616
 HTTP_PORT = 8161
@@ -68,13 +70,22 @@ class ArtemisCloud(CloudRecipe):
     ) -> dict[str, str]:
         node = _node(role, index, cluster, params, self.heap)
         return {
-            STAGED_BROKER_XML: config.render_broker_xml(node),
+            STAGED_BROKER_XML: config.render_broker_xml(node, CLUSTER_SECRET.placeholder),
             "/etc/systemd/system/artemis.service": _unit(),
         }
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
         node = _node(role, index, cluster, heap=self.heap)
-        create = " ".join(config.create_command("/opt/artemis/bin/artemis", INSTANCE, node))
+        create = " ".join(
+            config.create_command(
+                "/opt/artemis/bin/artemis",
+                INSTANCE,
+                node,
+                password=BROKER_PASSWORD.shell,
+                cluster_password=CLUSTER_SECRET.shell,
+                relax_jolokia=False,
+            )
+        )
         return [
             f"mkdir -p {DATA}",
             f"JAVA_ARGS='-Xmx256m' {create}",
@@ -90,7 +101,7 @@ class ArtemisCloud(CloudRecipe):
         """Clients connect to the lives (each backup second); management on every node."""
         roles = ["live"] + (["backup"] if cluster.get("backup") else [])
         nodes = [_node(r, i, cluster) for r in roles for i in range(len(cluster[r]))]
-        return config.endpoints_for(nodes)
+        return config.endpoints_for(nodes, password="")
 
 
 def _unit() -> str:

@@ -102,7 +102,7 @@ def pair_nodes(
     return nodes
 
 
-def render_broker_xml(node: NodeConfig) -> str:
+def render_broker_xml(node: NodeConfig, cluster_password: str = CLUSTER_PASSWORD) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         undefined=StrictUndefined,
@@ -112,12 +112,23 @@ def render_broker_xml(node: NodeConfig) -> str:
         autoescape=False,
     )
     return env.get_template("broker.xml.j2").render(
-        node=node, cluster_user=CLUSTER_USER, cluster_password=CLUSTER_PASSWORD
+        node=node, cluster_user=CLUSTER_USER, cluster_password=cluster_password
     )
 
 
-def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
-    """``artemis create`` for one node, non-interactive (its broker.xml is replaced after)."""
+def create_command(
+    artemis: str,
+    instance: str,
+    node: NodeConfig,
+    password: str = PASSWORD,
+    cluster_password: str = CLUSTER_PASSWORD,
+    relax_jolokia: bool = True,
+) -> list[str]:
+    """``artemis create`` for one node, non-interactive (its broker.xml is replaced after).
+
+    ``relax_jolokia`` lets Jolokia answer requests of any origin (local nodes only); without
+    it only the broker's own HTTP host is an allowed origin, which is what the adapter sends.
+    """
     return [
         artemis,
         "create",
@@ -126,7 +137,7 @@ def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
         "--user",
         USER,
         "--password",
-        PASSWORD,
+        password,
         "--require-login",
         "--role",
         "amq",
@@ -140,7 +151,7 @@ def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
         node.host,
         "--http-port",
         str(node.http_port),
-        "--relax-jolokia",
+        *(["--relax-jolokia"] if relax_jolokia else []),
         "--java-memory",
         node.heap.upper(),
         "--nio" if node.journal_type == "NIO" else "--aio",
@@ -157,7 +168,7 @@ def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
                 "--cluster-user",
                 CLUSTER_USER,
                 "--cluster-password",
-                CLUSTER_PASSWORD,
+                cluster_password,
                 "--static-cluster",
                 ",".join(f"tcp://{p}" for p in node.peers),
             ]
@@ -168,17 +179,21 @@ def create_command(artemis: str, instance: str, node: NodeConfig) -> list[str]:
     ]
 
 
-def endpoints_for(nodes: list[NodeConfig]) -> Endpoints:
-    """Where clients and management connect (see :mod:`brokers.artemis.adapter`)."""
+def endpoints_for(nodes: list[NodeConfig], password: str = PASSWORD) -> Endpoints:
+    """Where clients and management connect (see :mod:`brokers.artemis.adapter`).
+
+    An empty ``password`` leaves it out (clients get it from elsewhere, as on AWS).
+    """
     lives = [n for n in nodes if n.role != "backup"]
     backups = [n for n in nodes if n.role == "backup"]
+    extra = {
+        "backups": ",".join(b.address for b in backups),
+        "jolokia": ",".join(n.http_address for n in lives),
+        "jolokia_backups": ",".join(b.http_address for b in backups),
+        "password": password,
+        "user": USER,
+    }
     return Endpoints(
         hosts=tuple(n.address for n in lives),
-        extra=(
-            ("backups", ",".join(b.address for b in backups)),
-            ("jolokia", ",".join(n.http_address for n in lives)),
-            ("jolokia_backups", ",".join(b.http_address for b in backups)),
-            ("password", PASSWORD),
-            ("user", USER),
-        ),
+        extra=tuple((key, value) for key, value in extra.items() if value or key != "password"),
     )

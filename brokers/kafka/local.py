@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from brokers import templating
-from brokers.base import Endpoints, LocalDeployment
-from brokers.errors import BrokerStartError
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.errors import BrokerError, BrokerStartError
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
@@ -27,6 +27,7 @@ from brokers.local import (
     java_command,
     jvm_missing,
     maven_fetch,
+    port_open,
     run_checked,
     start_cluster,
     wait_until,
@@ -127,9 +128,32 @@ def fetched() -> bool:
 
 class KafkaCluster(ProcessCluster):
     """Stops all nodes together: one by one, the last node would wait for a controller
-    quorum that no longer exists before it shuts down."""
+    quorum that no longer exists before it shuts down.
+
+    For faults the leader is the broker leading partition 0 of the sweep point's topic
+    (every node of a combined KRaft cluster is also a controller and leads some
+    partitions; Kafka elects new partition leaders from the in-sync replicas by itself).
+    """
 
     stop_timeout = 30.0
+
+    def leader(self, destination: Destination) -> str:
+        from brokers.kafka import client
+
+        admin = client.admin(self.endpoints, timeout=10)
+        try:
+            (topic,) = admin.describe_topics([destination.name])
+        finally:
+            admin.close()
+        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+        if leaders.get(0, -1) < 0:
+            raise BrokerError(f"partition 0 of topic {destination.name} has no leader")
+        return node_name(leaders[0])
+
+
+def node_name(node_id: int) -> str:
+    """The process name of the node with this KRaft node id."""
+    return f"kafka node{node_id}"
 
 
 class KafkaLocal(LocalDeployment):
@@ -148,6 +172,14 @@ class KafkaLocal(LocalDeployment):
 
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, jar_dir(), log)
+
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=3 if topology == "cluster" else 1,
+            leader="the leader of partition 0 of the point's topic",
+            follower="a node that does not lead partition 0",
+            fails_over=True,
+        )
 
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
         if not fetched():
@@ -218,10 +250,11 @@ class KafkaLocal(LocalDeployment):
         started = [
             cluster.add(
                 ManagedProcess(
-                    f"kafka node{node.node_id}",
+                    node_name(node.node_id),
                     java_command("kafka.Kafka", classpath, heap, args=[str(conf)], jvm=jvm),
                     cluster.workdir / f"node{node.node_id}.log",
                     cwd=Path(node.log_dir).parent,
+                    ready=lambda port=node.port: port_open(LOOPBACK, port),  # type: ignore[misc]
                 )
             )
             for node, conf in zip(nodes, configs, strict=True)

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from brokers import credentials
 from brokers.base import AsyncAdapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 
@@ -227,6 +228,7 @@ def describe(endpoints: Endpoints, params: NatsParams) -> dict[str, Any]:
                 "consumer_ack_wait_s": consumer.config.ack_wait,
                 "consumer_max_ack_pending": consumer.config.max_ack_pending,
                 "publish": "waits for every message's PubAck",
+                "auth": credentials.auth(endpoints.get("password")),
             }
         finally:
             await client.close()

@@ -1,13 +1,14 @@
 """NATS JetStream servers on AWS: the Debian/Ubuntu package, the same configuration
 template as the local cluster (private addresses, standard ports, larger limits), run by
-the package's systemd unit as the ``nats`` user."""
+the package's systemd unit as the ``nats`` user. Clients and routes log in as ``brokerbench``
+with the stack's broker password (read from the parameter store at boot)."""
 
 from __future__ import annotations
 
 import shlex
 from typing import Any
 
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
 from brokers.nats.local import render_config
 
 ROLE = "server"
@@ -16,6 +17,7 @@ CLUSTER_PORT = 6222
 MONITOR_PORT = 8222
 CONFIG = "/etc/nats-server.conf"
 STORE = "/var/lib/nats/jetstream"
+USER = "brokerbench"
 
 
 class NatsCloud(CloudRecipe):
@@ -23,6 +25,7 @@ class NatsCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (the JetStream store lives below it).
     data_dir = "/var/lib/nats"
+    service_user = "nats"
 
     def __init__(self, version: str = "", max_file_store: str = "500GB") -> None:
         #: apt version string to pin (e.g. "2.9.10-1+b3"); empty = the image's.
@@ -57,6 +60,8 @@ class NatsCloud(CloudRecipe):
             routes,
             max_memory_store="4GB",
             max_file_store=self.max_file_store,
+            user=USER,
+            password=BROKER_PASSWORD.placeholder,
         )
         return {CONFIG: config}
 
@@ -74,4 +79,7 @@ class NatsCloud(CloudRecipe):
         return [CLIENT_PORT, CLUSTER_PORT, MONITOR_PORT]
 
     def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
-        return Endpoints(hosts=tuple(f"{address}:{CLIENT_PORT}" for address in cluster[ROLE]))
+        return Endpoints(
+            hosts=tuple(f"{address}:{CLIENT_PORT}" for address in cluster[ROLE]),
+            extra=(("user", USER),),
+        )

@@ -3,6 +3,7 @@ cluster (``cluster``), from the Debian package, on free loopback ports.
 
 Every server has a unique server name, its own store directory and config file rendered
 from ``templates/nats-server.conf.j2``; cluster servers route to each other on loopback.
+Clients and routes log in with the run's user and password (:mod:`brokers.credentials`).
 A server is ready when its monitoring endpoint ``/healthz`` reports JetStream healthy
 and, in a cluster, ``/jsz`` names the JetStream meta leader.
 """
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from brokers import templating
-from brokers.base import Endpoints, LocalDeployment
-from brokers.errors import BrokerUnavailable
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.credentials import generate, write_private
+from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
@@ -47,8 +49,14 @@ def render_config(
     max_memory_store: str = "256MB",
     max_file_store: str = "8GB",
     max_payload: str = "8MB",
+    user: str = "",
+    password: str = "",
 ) -> str:
-    """nats-server.conf of one server; used locally and (other addresses, sizes) on AWS."""
+    """nats-server.conf of one server; used locally and (other addresses, sizes) on AWS.
+
+    With a ``password`` (locally: the run's), clients and the other servers' routes must
+    log in as ``user`` with it.
+    """
     return templating.render(
         __file__,
         "nats-server.conf.j2",
@@ -64,6 +72,8 @@ def render_config(
         max_memory_store=max_memory_store,
         max_file_store=max_file_store,
         max_payload=max_payload,
+        user=user,
+        password=password,
     )
 
 
@@ -86,9 +96,57 @@ def healthy(host: str, monitor_port: int, clustered: bool) -> bool:
         return False
 
 
+def jetstream_leader(host: str, monitor_port: int, stream: str) -> str:
+    """The server name leading ``stream`` (from ``/jsz``), else the JetStream meta leader."""
+    jsz = _monitor(host, monitor_port, "/jsz?accounts=true&streams=true")
+    for account in jsz.get("account_details") or []:
+        for detail in account.get("stream_detail") or []:
+            leader = (detail.get("cluster") or {}).get("leader")
+            if detail.get("name") == stream and leader:
+                return str(leader)
+    return str((jsz.get("meta_cluster") or {}).get("leader") or "")
+
+
+class NatsCluster(ProcessCluster):
+    """JetStream servers; for faults the leader is the point's stream leader (JetStream
+    elects a new one from the stream's replicas by itself)."""
+
+    def __init__(self, topology: str, workdir: Path) -> None:
+        super().__init__(topology, workdir)
+        #: Server name → monitoring port.
+        self.monitors: dict[str, int] = {}
+
+    def leader(self, destination: Destination) -> str:
+        from brokers.nats.adapter import stream_name
+
+        for name, port in self.monitors.items():
+            if not self.node(process_name(name)).alive():
+                continue
+            try:
+                leader = jetstream_leader(LOOPBACK, port, stream_name(destination))
+            except (OSError, urllib.error.URLError, ValueError):
+                continue
+            if leader:
+                return process_name(leader)
+        raise BrokerError(f"no running NATS server names a leader of {destination.name}")
+
+
+def process_name(server: str) -> str:
+    """The process name of the server named ``server``."""
+    return f"nats-server {server}"
+
+
 class NatsLocal(LocalDeployment):
     topologies = ("single", "cluster")
     debian_packages = (PACKAGE,)
+
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=3 if topology == "cluster" else 1,
+            leader="the leader of the point's stream",
+            follower="a server that does not lead the stream",
+            fails_over=True,
+        )
 
     def missing(self) -> str | None:
         try:
@@ -99,11 +157,11 @@ class NatsLocal(LocalDeployment):
 
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
-        cluster = ProcessCluster(topology, workdir)
-        return start_cluster(cluster, lambda c: _build(c, size))
+        cluster = NatsCluster(topology, workdir)
+        return start_cluster(cluster, lambda _: _build(cluster, size))
 
 
-def _build(cluster: ProcessCluster, size: int) -> None:
+def _build(cluster: NatsCluster, size: int) -> None:
     binary = find_binary("nats-server", PACKAGE)
     ports = free_ports(3 * size)
     client_ports, cluster_ports, monitor_ports = (
@@ -112,6 +170,7 @@ def _build(cluster: ProcessCluster, size: int) -> None:
         ports[2 * size :],
     )
     names = [f"n{i + 1}" for i in range(size)]
+    credentials = generate()
     nodes = []
     for i, name in enumerate(names):
         node_dir = cluster.workdir / name
@@ -119,24 +178,26 @@ def _build(cluster: ProcessCluster, size: int) -> None:
         routes = (
             [f"{LOOPBACK}:{p}" for j, p in enumerate(cluster_ports) if j != i] if size > 1 else []
         )
-        conf = node_dir / "nats-server.conf"
-        conf.write_text(
-            render_config(
-                name,
-                LOOPBACK,
-                client_ports[i],
-                cluster_ports[i],
-                monitor_ports[i],
-                str(node_dir / "jetstream"),
-                routes,
-            )
+        text = render_config(
+            name,
+            LOOPBACK,
+            client_ports[i],
+            cluster_ports[i],
+            monitor_ports[i],
+            str(node_dir / "jetstream"),
+            routes,
+            user=credentials.user,
+            password=credentials.password,
         )
+        conf = write_private(node_dir / "nats-server.conf", text)
+        cluster.monitors[name] = monitor_ports[i]
         nodes.append(
             cluster.add(
                 ManagedProcess(
-                    f"nats-server {name}",
+                    process_name(name),
                     [binary, "-c", str(conf)],
                     cluster.workdir / f"{name}.log",
+                    ready=lambda port=monitor_ports[i]: healthy(LOOPBACK, port, size > 1),  # type: ignore[misc]
                 )
             )
         )
@@ -152,5 +213,8 @@ def _build(cluster: ProcessCluster, size: int) -> None:
         )
     cluster.endpoints = Endpoints(
         hosts=tuple(f"{LOOPBACK}:{p}" for p in client_ports),
-        extra=(("monitor", ",".join(f"{LOOPBACK}:{p}" for p in monitor_ports)),),
+        extra=(
+            ("monitor", ",".join(f"{LOOPBACK}:{p}" for p in monitor_ports)),
+            *credentials.extra(),
+        ),
     )

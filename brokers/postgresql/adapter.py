@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from brokers import credentials
 from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError
 
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
     from brokers.postgresql import PostgresParams
 
 
-def _connect(endpoints: Endpoints, autocommit: bool = False) -> psycopg.Connection[Any]:
+def _connect(
+    endpoints: Endpoints, autocommit: bool = False, connect_timeout: int = 10
+) -> psycopg.Connection[Any]:
+    """A connection to the first host (the primary) with the endpoints' user and password."""
     host, port = endpoints.first
     try:
         return psycopg.connect(
@@ -33,7 +37,7 @@ def _connect(endpoints: Endpoints, autocommit: bool = False) -> psycopg.Connecti
             dbname=endpoints.get("dbname", "postgres"),
             user=endpoints.get("user", "postgres"),
             password=endpoints.get("password") or None,
-            connect_timeout=10,
+            connect_timeout=connect_timeout,
             autocommit=autocommit,
         )
     except psycopg.OperationalError as exc:
@@ -77,6 +81,7 @@ def describe(endpoints: Endpoints, params: PostgresParams) -> dict[str, Any]:
         "version": setting.pop("server_version"),
         "settings": setting,
         "standbys": [{"name": n, "state": s, "sync_state": ss} for n, s, ss in standbys],
+        "auth": credentials.auth(endpoints.get("password")),
     }
 
 

@@ -1,11 +1,13 @@
 """PostgreSQL nodes on AWS: Debian's pinned PostgreSQL, configured from the same
 ``postgresql.conf.j2`` and ``pg_hba.conf.j2`` as the local cluster.
 
-Only addresses, paths and sizes differ: the servers listen on their private address, the
-benchmark subnet is trusted instead of loopback, and shared buffers fit the instance. The
-primary starts first; each standby waits for it, clones it with ``pg_basebackup`` and
-streams from it under its application name (``s1``, ``s2``), which the primary's
-``synchronous_standby_names = 'ANY 1 (s1, s2)'`` names.
+Only addresses, paths and sizes differ: the servers listen on their private address, every
+connection from the benchmark subnet authenticates with ``scram-sha-256`` (the ``postgres``
+role's password is the stack's broker password, set in single-user mode before the primary
+first starts; standbys read it from a 0600 password file), and shared buffers fit the
+instance. The primary starts first; each standby waits for it, clones it with
+``pg_basebackup`` and streams from it under its application name (``s1``, ``s2``), which the
+primary's ``synchronous_standby_names = 'ANY 1 (s1, s2)'`` names.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
 from brokers.postgresql import local
 
 VERSION = "15"  # Debian 12's PostgreSQL
@@ -24,6 +26,10 @@ CONF_DIR = f"/etc/postgresql/{VERSION}/main"
 DATA_ROOT = "/var/lib/postgresql"
 DATA_DIR = f"{DATA_ROOT}/{VERSION}/main"
 SERVICE = f"postgresql@{VERSION}-main"
+BIN_DIR = f"/usr/lib/postgresql/{VERSION}/bin"
+#: The password file of the ``postgres`` OS user (standbys: base backup and streaming).
+PASSFILE = f"{DATA_ROOT}/.pgpass"
+AUTH = "scram-sha-256"
 #: Sizes on the reference instance (r5.2xlarge, 64 GiB): a quarter of memory for buffers.
 SHARED_BUFFERS = "16GB"
 MAX_CONNECTIONS = 300
@@ -54,7 +60,9 @@ def render_node_config(
         name = standby_name(index)
         address = cluster["standby"][index]
         standbys = []
-        conninfo = f"host={primary} port={PORT} user=postgres application_name={name}"
+        conninfo = (
+            f"host={primary} port={PORT} user=postgres application_name={name} passfile={PASSFILE}"
+        )
     return templating.render(
         local.__file__,
         "postgresql.conf.j2",
@@ -76,6 +84,7 @@ class PostgresCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (before the package creates its cluster).
     data_dir = DATA_ROOT
+    service_user = "postgres"
 
     def install_commands(self) -> list[str]:
         return [
@@ -89,15 +98,28 @@ class PostgresCloud(CloudRecipe):
         return {
             f"{CONF_DIR}/conf.d/brokerbench.conf": render_node_config(role, index, cluster),
             f"{CONF_DIR}/pg_hba.conf": templating.render(
-                local.__file__, "pg_hba.conf.j2", client_cidr=subnet_of(cluster["primary"][0])
+                local.__file__,
+                "pg_hba.conf.j2",
+                client_cidr=subnet_of(cluster["primary"][0]),
+                auth=AUTH,
             ),
+            PASSFILE: f"*:{PORT}:*:postgres:{BROKER_PASSWORD.placeholder}\n",
         }
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
         ready_local = f"until pg_isready -q -h 127.0.0.1 -p {PORT}; do sleep 1; done"
         if role == "primary":
+            # Single-user mode needs no connection, so no authentication: the password is
+            # read from the script's environment through a pipe, never from a command line.
+            set_password = (
+                "printf \"ALTER ROLE postgres PASSWORD '%s';\\n\" "
+                f"{BROKER_PASSWORD.shell} | runuser -u postgres -- {BIN_DIR}/postgres --single"
+                f" -D {DATA_DIR} -c config_file={CONF_DIR}/postgresql.conf postgres >/dev/null"
+            )
             return [
-                f"systemctl restart {SERVICE}",
+                f"systemctl stop {SERVICE}",
+                set_password,
+                f"systemctl start {SERVICE}",
                 f"timeout 300 bash -c {shlex.quote(ready_local)}",
             ]
         primary = cluster["primary"][0]
@@ -106,8 +128,8 @@ class PostgresCloud(CloudRecipe):
             f"systemctl stop {SERVICE}",
             f"timeout {PRIMARY_WAIT_S} bash -c {shlex.quote(ready_primary)}",
             f"rm -rf {DATA_DIR}",
-            f"runuser -u postgres -- pg_basebackup -h {primary} -p {PORT} -U postgres"
-            f" -D {DATA_DIR} -X stream",
+            f"runuser -u postgres -- env PGPASSFILE={PASSFILE} pg_basebackup -h {primary}"
+            f" -p {PORT} -U postgres -w -D {DATA_DIR} -X stream",
             f"runuser -u postgres -- touch {DATA_DIR}/standby.signal",
             f"runuser -u postgres -- truncate -s 0 {DATA_DIR}/postgresql.auto.conf",
             f"systemctl start {SERVICE}",

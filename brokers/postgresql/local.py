@@ -1,6 +1,10 @@
 """PostgreSQL on this machine: a private primary (``single``) or a primary with two
 streaming standbys made by ``pg_basebackup`` (``cluster``), on free loopback ports.
 
+The superuser is the run's generated user (:mod:`brokers.credentials`); every connection,
+over TCP or the Unix socket, authenticates with its password (``scram-sha-256``). The
+standbys and ``pg_basebackup`` read it from a private ``pgpass`` file (``PGPASSFILE``).
+
 The server refuses to run as root, so as root the processes run as the ``postgres``
 user that Debian's package creates.
 """
@@ -15,20 +19,26 @@ from pathlib import Path
 from typing import Any
 
 from brokers import templating
-from brokers.base import Endpoints, LocalDeployment
-from brokers.errors import BrokerUnavailable
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.credentials import Credentials, generate, write_private
+from brokers.errors import BrokerConnectionError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
     ProcessCluster,
     find_binary,
     free_ports,
+    port_open,
     run_checked,
     start_cluster,
     wait_until,
 )
 
 STANDBYS = ("s1", "s2")
+#: The process name of the primary.
+PRIMARY = "postgres primary"
+#: How every connection authenticates (TCP and the Unix socket, replication included).
+AUTH = "scram-sha-256"
 
 
 def _bin_dirs() -> list[str]:
@@ -78,9 +88,25 @@ def render_config(
     )
 
 
+class PostgresCluster(ProcessCluster):
+    """A primary and its standbys. There is no automatic fail-over: the primary always
+    leads, and while it is down the queue is unavailable (a standby only reads)."""
+
+    def leader(self, destination: Destination) -> str:
+        return PRIMARY
+
+
 class PostgresLocal(LocalDeployment):
     topologies = ("single", "cluster")
     debian_packages = ("postgresql",)
+
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=1 + len(STANDBYS) if topology == "cluster" else 1,
+            leader="the primary (node 0)",
+            follower="a streaming standby",
+            fails_over=False,
+        )
 
     def missing(self) -> str | None:
         try:
@@ -94,40 +120,33 @@ class PostgresLocal(LocalDeployment):
         return find_binary(name, "postgresql", _bin_dirs())
 
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
-        cluster = ProcessCluster(topology, workdir)
+        cluster = PostgresCluster(topology, workdir)
         return start_cluster(cluster, lambda c: self._build(c, topology == "cluster"))
 
     def _build(self, cluster: ProcessCluster, replicated: bool) -> None:
         cluster.workdir.mkdir(parents=True, exist_ok=True)
         workdir = cluster.workdir
         prefix = _as_server_user()
+        owner = "postgres" if prefix else ""
         if prefix:
             # The server user must reach its data: a private directory it owns, outside
             # whatever root-only directory the caller chose.
             workdir = Path(tempfile.mkdtemp(prefix="brokerbench-postgres-"))
             cluster.cleanup.append(workdir)
-            shutil.chown(workdir, "postgres", "postgres")
+            shutil.chown(workdir, owner, owner)
         standbys = STANDBYS if replicated else ()
         ports = free_ports(1 + len(standbys))
+        credentials = generate()
+        pgpass = f"*:*:*:{credentials.user}:{credentials.password}\n"
+        # libpq reads the password from here: pg_basebackup, and each standby's WAL receiver.
+        passfile = {"PGPASSFILE": str(write_private(workdir / "pgpass", pgpass, owner))}
         primary_dir = workdir / "primary"
-        run_checked(
-            [
-                *prefix,
-                self._binary("initdb"),
-                "-D",
-                str(primary_dir),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-instructions",
-                "-E",
-                "UTF8",
-            ],
-            "initdb of the primary",
-        )
+        self._initdb(primary_dir, credentials, workdir, prefix, owner)
         self._configure(primary_dir, "primary", "primary", ports[0], workdir, standbys, "")
-        primary = cluster.add(self._server("primary", primary_dir, workdir, prefix))
-        _wait_accepting(primary, ports[0])
+        primary = cluster.add(
+            self._server("primary", primary_dir, workdir, prefix, passfile, ports[0])
+        )
+        _wait_accepting(primary, _endpoints(ports[:1], credentials))
         for name, port in zip(standbys, ports[1:], strict=True):
             data = workdir / name
             run_checked(
@@ -139,7 +158,8 @@ class PostgresLocal(LocalDeployment):
                     "-p",
                     str(ports[0]),
                     "-U",
-                    "postgres",
+                    credentials.user,
+                    "-w",
                     "-D",
                     str(data),
                     "-X",
@@ -147,17 +167,42 @@ class PostgresLocal(LocalDeployment):
                     "-R",
                 ],
                 f"pg_basebackup for standby {name}",
+                env={**os.environ, **passfile},
             )
-            conninfo = f"host={LOOPBACK} port={ports[0]} user=postgres application_name={name}"
+            conninfo = (
+                f"host={LOOPBACK} port={ports[0]} user={credentials.user} application_name={name}"
+            )
             self._configure(data, name, "standby", port, workdir, (), conninfo)
-            node = cluster.add(self._server(name, data, workdir, prefix))
-            _wait_accepting(node, port)
-        cluster.endpoints = Endpoints(
-            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports),
-            extra=(("dbname", "postgres"), ("user", "postgres")),
-        )
+            node = cluster.add(self._server(name, data, workdir, prefix, passfile, port))
+            _wait_accepting(node, _endpoints([port], credentials))
+        cluster.endpoints = _endpoints(ports, credentials)
         if standbys:
             _wait_for_sync_standbys(cluster.endpoints, len(standbys))
+
+    def _initdb(
+        self, data: Path, credentials: Credentials, workdir: Path, prefix: list[str], owner: str
+    ) -> None:
+        """A new data directory whose superuser is the run's user, with its password."""
+        pwfile = write_private(workdir / "initdb-password", credentials.password + "\n", owner)
+        try:
+            run_checked(
+                [
+                    *prefix,
+                    self._binary("initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    credentials.user,
+                    f"--pwfile={pwfile}",
+                    f"--auth={AUTH}",
+                    "--no-instructions",
+                    "-E",
+                    "UTF8",
+                ],
+                "initdb of the primary",
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
 
     def _configure(
         self,
@@ -174,31 +219,47 @@ class PostgresLocal(LocalDeployment):
             render_config(name, role, port, str(workdir), standbys, conninfo)
         )
         (data / "pg_hba.conf").write_text(
-            templating.render(__file__, "pg_hba.conf.j2", client_cidr="127.0.0.1/32")
+            templating.render(__file__, "pg_hba.conf.j2", client_cidr="127.0.0.1/32", auth=AUTH)
         )
 
-    def _server(self, name: str, data: Path, workdir: Path, prefix: list[str]) -> ManagedProcess:
+    def _server(
+        self,
+        name: str,
+        data: Path,
+        workdir: Path,
+        prefix: list[str],
+        env: dict[str, str],
+        port: int,
+    ) -> ManagedProcess:
         return ManagedProcess(
             name=f"postgres {name}",
             cmd=[*prefix, self._binary("postgres"), "-D", str(data)],
             log_path=workdir / f"{name}.log",
+            env=env,
+            ready=lambda: port_open(LOOPBACK, port),
         )
 
 
-def _wait_accepting(node: ManagedProcess, port: int, timeout: float = 90) -> None:
+def _endpoints(ports: list[int], credentials: Credentials) -> Endpoints:
+    """The servers on these ports (the primary first), reached with the run's credentials."""
+    return Endpoints(
+        hosts=tuple(f"{LOOPBACK}:{p}" for p in ports),
+        extra=(("dbname", "postgres"), *credentials.extra()),
+    )
+
+
+def _wait_accepting(node: ManagedProcess, endpoints: Endpoints, timeout: float = 90) -> None:
     """Wait until the server accepts connections (an open port may still be starting up)."""
-    import psycopg
+    from brokers.postgresql.adapter import _connect
 
     def ready() -> bool:
         try:
-            with psycopg.connect(
-                host=LOOPBACK, port=port, user="postgres", dbname="postgres", connect_timeout=2
-            ):
+            with _connect(endpoints, connect_timeout=2):
                 return True
-        except psycopg.OperationalError:
+        except BrokerConnectionError:
             return False
 
-    wait_until(ready, f"{node.name} ({LOOPBACK}:{port})", timeout, node.log_path, node)
+    wait_until(ready, f"{node.name} ({endpoints.hosts[0]})", timeout, node.log_path, node)
 
 
 def _wait_for_sync_standbys(endpoints: Endpoints, count: int, timeout: float = 60) -> None:

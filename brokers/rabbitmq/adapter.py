@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from brokers import credentials
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.rabbitmq.confirms import ConfirmTracker, PublishedBatch, PublishFrames
@@ -51,6 +52,11 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
+def login(endpoints: Endpoints) -> tuple[str, str]:
+    """The user and password clients log in with: the endpoints', else RabbitMQ's guest."""
+    return endpoints.get("user", "guest"), endpoints.get("password", "guest")
+
+
 def open_connection(
     addresses: Sequence[tuple[str, int]], endpoints: Endpoints, params: RabbitMQParams
 ) -> tuple[BlockingConnection, str]:
@@ -58,9 +64,7 @@ def open_connection(
     import pika
     import pika.exceptions
 
-    credentials = pika.PlainCredentials(
-        endpoints.get("user", "guest"), endpoints.get("password", "guest")
-    )
+    plain = pika.PlainCredentials(*login(endpoints))
     # Each node gets at most ~9 s, so three unreachable nodes fail within 30 s.
     per_node = max(3.0, 27.0 / max(1, len(addresses)))
     errors = []
@@ -69,7 +73,7 @@ def open_connection(
             host=host,
             port=port,
             virtual_host=endpoints.get("vhost", "/"),
-            credentials=credentials,
+            credentials=plain,
             heartbeat=params.heartbeat,
             connection_attempts=1,
             socket_timeout=min(5.0, per_node),
@@ -118,6 +122,7 @@ def describe(endpoints: Endpoints, params: RabbitMQParams) -> dict[str, Any]:
                 "consumer_prefetch": params.prefetch,
                 "acks": "manual",
             },
+            "auth": credentials.auth(login(endpoints)[1]),
         }
         try:
             info.update(_read_back(Ctl.from_endpoints(endpoints), probe))

@@ -2,20 +2,17 @@
 the local cluster (other addresses and sizes), and the same join with ``rabbitmqctl``.
 
 Nodes are named ``rabbit@<private IP>`` (long names), so no DNS is needed between them.
-The Erlang cookie is shared by the nodes of one cluster: ``BROKERBENCH_RABBITMQ_COOKIE``
-if set, else derived from the cluster's addresses (the distribution ports are open only
-inside the stack's security group).
+The Erlang cookie is the stack's cluster secret and the ``brokerbench`` user's password the
+stack's broker password (both generated per stack and read from the parameter store at
+boot); ``guest`` does not exist. The management plugin stays off.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import shlex
 from typing import Any
 
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints
 from brokers.rabbitmq.local import render_config
 
 ROLE = "broker"
@@ -29,12 +26,12 @@ class RabbitMQCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (before the package is installed).
     data_dir = "/var/lib/rabbitmq"
+    service_user = "rabbitmq"
 
-    def __init__(self, version: str = "", user: str = "brokerbench", password: str = "") -> None:
+    def __init__(self, version: str = "", user: str = "brokerbench") -> None:
         #: apt version string to pin (e.g. "3.10.8-1.1+deb12u1"); empty = the image's.
         self.version = version
         self.user = user
-        self.password = password or "brokerbench"
 
     def install_commands(self) -> list[str]:
         package = f"rabbitmq-server={self.version}" if self.version else "rabbitmq-server"
@@ -47,13 +44,6 @@ class RabbitMQCloud(CloudRecipe):
             "rm -rf /var/lib/rabbitmq/mnesia",
         ]
 
-    def cookie(self, cluster: dict[str, list[str]]) -> str:
-        given = os.environ.get("BROKERBENCH_RABBITMQ_COOKIE", "")
-        if given:
-            return given
-        digest = hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()
-        return digest[:40].upper()
-
     def node_files(
         self, role: str, index: int, cluster: dict[str, list[str]], params: Any
     ) -> dict[str, str]:
@@ -63,13 +53,13 @@ class RabbitMQCloud(CloudRecipe):
             "0.0.0.0",
             AMQP_PORT,
             default_user=self.user,
-            default_pass=self.password,
+            default_pass=BROKER_PASSWORD.placeholder,
             disk_free_limit="2GB",
             cluster_name="brokerbench",
         )
         out = {f"{ETC}/{name}": content for name, content in files.items()}
         out[f"{ETC}/rabbitmq-env.conf"] = f"NODENAME=rabbit@{address}\nUSE_LONGNAME=true\n"
-        out[COOKIE] = self.cookie(cluster)
+        out[COOKIE] = CLUSTER_SECRET.placeholder
         return out
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
@@ -99,5 +89,5 @@ class RabbitMQCloud(CloudRecipe):
         """Every node's AMQP listener, with the user the nodes were configured with."""
         return Endpoints(
             hosts=tuple(f"{address}:{AMQP_PORT}" for address in cluster[ROLE]),
-            extra=(("password", self.password), ("user", self.user)),
+            extra=(("user", self.user),),
         )

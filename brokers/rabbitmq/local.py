@@ -6,6 +6,11 @@ The cluster gets its own Erlang cookie and its own ``epmd`` on a free port, so i
 uses nor disturbs an epmd (or RabbitMQ) already running here, and stopping it leaves
 nothing behind. Nodes 2 and 3 join node 1 with ``rabbitmqctl`` (stop_app, join_cluster,
 start_app).
+
+Each node's first boot creates the run's user (:mod:`brokers.credentials`) as its only
+user, an administrator with every permission on the default virtual host
+(``default_user``/``default_pass``); RabbitMQ's ``guest`` is never created. A joining node
+takes the users of the cluster it joins, which are the same.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from brokers import templating
 from brokers.base import Endpoints, LocalDeployment
+from brokers.credentials import generate, write_private
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
@@ -105,6 +111,7 @@ def _build(cluster: ProcessCluster, size: int) -> None:
     epmd_port, node_ports = ports[0], ports[1:]
     names = [f"bb{i + 1}@localhost" for i in range(size)]
     ctl = Ctl(ctl_binary, str(home), epmd_port, tuple(names))
+    credentials = generate()
 
     epmd = cluster.add(
         ManagedProcess(
@@ -121,8 +128,15 @@ def _build(cluster: ProcessCluster, size: int) -> None:
     for i, name in enumerate(names):
         node_dir = workdir / f"bb{i + 1}"
         node_dir.mkdir()
-        for file, content in render_config(name, LOOPBACK, amqp_ports[i]).items():
-            (node_dir / file).write_text(content)
+        files = render_config(
+            name,
+            LOOPBACK,
+            amqp_ports[i],
+            default_user=credentials.user,
+            default_pass=credentials.password,
+        )
+        for file, content in files.items():
+            write_private(node_dir / file, content)
         env = {
             **ctl.env(),
             "RABBITMQ_NODENAME": name,
@@ -157,7 +171,8 @@ def _build(cluster: ProcessCluster, size: int) -> None:
     if size > 1:
         _wait_for_members(ctl, names)
     cluster.endpoints = Endpoints(
-        hosts=tuple(f"{LOOPBACK}:{p}" for p in amqp_ports), extra=ctl.extra()
+        hosts=tuple(f"{LOOPBACK}:{p}" for p in amqp_ports),
+        extra=(*ctl.extra(), *credentials.extra()),
     )
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.cluster
 
+from brokers import credentials
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 
@@ -46,17 +47,29 @@ def is_cluster(endpoints: Endpoints) -> bool:
     return endpoints.get("mode") == "cluster"
 
 
+def auth_options(endpoints: Endpoints) -> dict[str, Any]:
+    """redis-py's ``username`` and ``password`` from the endpoints (None where not given)."""
+    return {
+        "username": endpoints.get("user") or None,
+        "password": endpoints.get("password") or None,
+    }
+
+
 def _client(endpoints: Endpoints) -> Any:
     """A client of the master, or of Redis Cluster (``mode = cluster``: hosts are masters)."""
     host, port = endpoints.first
-    timeouts: dict[str, Any] = {"socket_connect_timeout": 10, "socket_timeout": REPLY_TIMEOUT}
+    options: dict[str, Any] = {
+        "socket_connect_timeout": 10,
+        "socket_timeout": REPLY_TIMEOUT,
+        **auth_options(endpoints),
+    }
     try:
         if is_cluster(endpoints):
             nodes = [redis.cluster.ClusterNode(h, p) for h, p in endpoints.addresses()]
-            client: Any = redis.cluster.RedisCluster(startup_nodes=nodes, **timeouts)
+            client: Any = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         else:
             # RESP2 pinned: the adapter reads raw replies (lists, not RESP3 maps).
-            client = redis.Redis(host=host, port=port, protocol=2, **timeouts)
+            client = redis.Redis(host=host, port=port, protocol=2, **options)
         client.ping()
     except redis.RedisError as exc:
         raise BrokerConnectionError(f"cannot reach Redis at {host}:{port}: {exc}") from None
@@ -85,7 +98,7 @@ def prepare(endpoints: Endpoints, params: RedisParams, destination: Destination)
 
 def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
     host, port = endpoints.first
-    master = redis.Redis(host=host, port=port, socket_connect_timeout=10)
+    master = redis.Redis(host=host, port=port, socket_connect_timeout=10, **auth_options(endpoints))
     try:
         server = master.info("server")
         replication = master.info("replication")
@@ -107,6 +120,7 @@ def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
         "settings": {k: config.get(k) for k in ("appendonly", "appendfsync")},
         "replication": "asynchronous",
         "client_parser": parser_name(master),
+        "auth": credentials.auth(endpoints.get("password")),
     }
 
 

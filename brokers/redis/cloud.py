@@ -5,7 +5,8 @@ Only addresses, paths and sizes differ. With one master (the reference topology)
 replicas follow it (``replicaof``; replication is asynchronous). With several masters
 (the ``redis-cluster`` stack: 3 masters + 6 replicas) every node runs in cluster mode and
 the last node creates the cluster with ``redis-cli --cluster create``, giving each master
-``replicas / masters`` replicas.
+``replicas / masters`` replicas. Clients and replicas authenticate with the stack's broker
+password (``requirepass`` / ``masterauth``, read from the parameter store at boot).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
 from brokers.redis import local
 
 PORT = 6379
@@ -51,6 +52,7 @@ def render_node_config(
         appendfsync=appendfsync,
         replica_of=replica_of,
         cluster_enabled=sharded,
+        password=BROKER_PASSWORD.placeholder,
     )
 
 
@@ -71,6 +73,7 @@ class RedisCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (the AOF lives here).
     data_dir = DATA_DIR
+    service_user = "redis"
 
     def install_commands(self) -> list[str]:
         return [
@@ -87,6 +90,7 @@ class RedisCloud(CloudRecipe):
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
         commands = [
+            f"export REDISCLI_AUTH={BROKER_PASSWORD.shell}",  # for every redis-cli below
             f"chown root:redis {CONF}",
             f"chmod 0640 {CONF}",
             f"systemctl restart {SERVICE}",

@@ -1,15 +1,21 @@
 """Redis on this machine, each server with AOF on, on free loopback ports in a private
 directory: one master (``single``), a master with two replicas (``cluster``), or Redis
 Cluster of 3 shards × (master + 2 replicas) (``sharded``), made with
-``redis-cli --cluster create``."""
+``redis-cli --cluster create``.
+
+Every server requires the run's password (``requirepass``, Redis's ``default`` user, see
+:mod:`brokers.credentials`) and replicas give it to their master (``masterauth``).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from brokers import templating
-from brokers.base import Endpoints, LocalDeployment
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.credentials import Credentials, generate, write_private
 from brokers.errors import BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
@@ -17,6 +23,7 @@ from brokers.local import (
     ProcessCluster,
     find_binary,
     free_ports,
+    port_open,
     run_checked,
     start_cluster,
     wait_for_port,
@@ -25,6 +32,10 @@ from brokers.local import (
 
 SHARDS = 3
 REPLICAS_PER_SHARD = 2
+#: Redis's built-in user: ``requirepass`` gives it the run's password.
+USER = "default"
+#: The process name of the master of the ``single`` and ``cluster`` topologies.
+MASTER = "redis master"
 
 
 def render_config(
@@ -36,8 +47,12 @@ def render_config(
     replica_of: str = "",
     cluster_enabled: bool = False,
     cluster_port: int = 0,
+    password: str = "",
 ) -> str:
-    """redis.conf of one node; used locally and (with other addresses) on AWS."""
+    """redis.conf of one node; used locally and (with other addresses) on AWS.
+
+    A ``password`` (locally: the run's) is required of clients and given to the master.
+    """
     return templating.render(
         __file__,
         "redis.conf.j2",
@@ -49,12 +64,31 @@ def render_config(
         replica_of=replica_of,
         cluster_enabled=cluster_enabled,
         cluster_port=cluster_port,
+        password=password,
     )
+
+
+class ReplicatedRedis(ProcessCluster):
+    """A master and its replicas. Nothing promotes a replica here (no Sentinel): the
+    master always leads, and while it is down the streams are unavailable."""
+
+    def leader(self, destination: Destination) -> str:
+        return MASTER
 
 
 class RedisLocal(LocalDeployment):
     topologies = ("single", "cluster", "sharded")
     debian_packages = ("redis-server",)
+
+    def fault_support(self, topology: str) -> FaultSupport | None:
+        if topology == "sharded":
+            return None
+        return FaultSupport(
+            nodes=3 if topology == "cluster" else 1,
+            leader="the master (node 0)",
+            follower="a replica",
+            fails_over=False,
+        )
 
     def missing(self) -> str | None:
         try:
@@ -64,33 +98,64 @@ class RedisLocal(LocalDeployment):
         return None
 
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
-        cluster = ProcessCluster(topology, workdir)
+        kind = ProcessCluster if topology == "sharded" else ReplicatedRedis
+        cluster = kind(topology, workdir)
+        credentials = generate(USER)
         if topology == "sharded":
-            return start_cluster(cluster, lambda c: self._build_sharded(c, params))
-        return start_cluster(cluster, lambda c: self._build(c, params, topology == "cluster"))
+            return start_cluster(cluster, lambda c: self._build_sharded(c, params, credentials))
+        return start_cluster(
+            cluster, lambda c: self._build(c, params, credentials, topology == "cluster")
+        )
 
     def _server(
-        self, cluster: ProcessCluster, name: str, port: int, params: Any, **config: Any
+        self,
+        cluster: ProcessCluster,
+        name: str,
+        port: int,
+        params: Any,
+        credentials: Credentials,
+        **config: Any,
     ) -> ManagedProcess:
         data = cluster.workdir / name
         data.mkdir(parents=True, exist_ok=True)
-        conf = data / "redis.conf"
-        conf.write_text(
-            render_config(name, LOOPBACK, port, str(data), params.appendfsync, **config)
+        text = render_config(
+            name,
+            LOOPBACK,
+            port,
+            str(data),
+            params.appendfsync,
+            password=credentials.password,
+            **config,
         )
+        conf = write_private(data / "redis.conf", text)
         binary = find_binary("redis-server", "redis-server")
         node = cluster.add(
-            ManagedProcess(f"redis {name}", [binary, str(conf)], cluster.workdir / f"{name}.log")
+            ManagedProcess(
+                f"redis {name}",
+                [binary, str(conf)],
+                cluster.workdir / f"{name}.log",
+                ready=lambda: port_open(LOOPBACK, port),
+            )
         )
         wait_for_port(node, LOOPBACK, port, timeout=30)
         return node
 
-    def _build_sharded(self, cluster: ProcessCluster, params: Any) -> None:
+    def _build_sharded(
+        self, cluster: ProcessCluster, params: Any, credentials: Credentials
+    ) -> None:
         count = SHARDS * (1 + REPLICAS_PER_SHARD)
         # The cluster bus needs a port of its own (by default port + 10000, often taken).
         ports, bus_ports = free_ports(count), free_ports(count)
         for i, (port, bus) in enumerate(zip(ports, bus_ports, strict=True)):
-            self._server(cluster, f"node{i}", port, params, cluster_enabled=True, cluster_port=bus)
+            self._server(
+                cluster,
+                f"node{i}",
+                port,
+                params,
+                credentials,
+                cluster_enabled=True,
+                cluster_port=bus,
+            )
         # The first SHARDS addresses become masters, the rest their replicas.
         run_checked(
             [
@@ -103,31 +168,26 @@ class RedisLocal(LocalDeployment):
                 "--cluster-yes",
             ],
             "redis-cli --cluster create",
+            # From the environment, not the command line other users can read.
+            env={**os.environ, "REDISCLI_AUTH": credentials.password},
         )
         cluster.endpoints = Endpoints(
-            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports[:SHARDS]), extra=(("mode", "cluster"),)
+            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports[:SHARDS]),
+            extra=(("mode", "cluster"), *credentials.extra()),
         )
         _wait_for_cluster(cluster.endpoints, count)
 
-    def _build(self, cluster: ProcessCluster, params: Any, replicated: bool) -> None:
-        binary = find_binary("redis-server", "redis-server")
+    def _build(
+        self, cluster: ProcessCluster, params: Any, credentials: Credentials, replicated: bool
+    ) -> None:
         names = ["master", "replica1", "replica2"] if replicated else ["master"]
         ports = free_ports(len(names))
         for name, port in zip(names, ports, strict=True):
-            data = cluster.workdir / name
-            data.mkdir(parents=True, exist_ok=True)
-            conf = data / "redis.conf"
             replica_of = "" if name == "master" else f"{LOOPBACK} {ports[0]}"
-            conf.write_text(
-                render_config(name, LOOPBACK, port, str(data), params.appendfsync, replica_of)
-            )
-            node = cluster.add(
-                ManagedProcess(
-                    f"redis {name}", [binary, str(conf)], cluster.workdir / f"{name}.log"
-                )
-            )
-            wait_for_port(node, LOOPBACK, port, timeout=30)
-        cluster.endpoints = Endpoints(hosts=tuple(f"{LOOPBACK}:{p}" for p in ports))
+            self._server(cluster, name, port, params, credentials, replica_of=replica_of)
+        cluster.endpoints = Endpoints(
+            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports), extra=credentials.extra()
+        )
         if replicated:
             _wait_for_replicas(cluster.endpoints, len(names) - 1)
 
@@ -135,8 +195,10 @@ class RedisLocal(LocalDeployment):
 def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
     import redis
 
+    from brokers.redis.adapter import auth_options
+
     host, port = endpoints.first
-    client = redis.Redis(host=host, port=port)
+    client = redis.Redis(host=host, port=port, **auth_options(endpoints))
 
     def ready() -> bool:
         info = client.info("replication")
@@ -149,8 +211,10 @@ def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
 def _wait_for_cluster(endpoints: Endpoints, nodes: int) -> None:
     import redis
 
+    from brokers.redis.adapter import auth_options
+
     host, port = endpoints.first
-    client = redis.Redis(host=host, port=port)
+    client = redis.Redis(host=host, port=port, **auth_options(endpoints))
 
     def ready() -> bool:
         info = client.cluster("info")

@@ -143,13 +143,24 @@ class NatsPeer(PeerTool):
             str(load.receive_batch),
         ]
 
+    def _env(self, ctx: PeerContext) -> dict[str, str]:
+        """The NATS CLI's login, from the environment rather than the command line."""
+        if not ctx.endpoints.get("password"):
+            return {}
+        return {
+            "NATS_USER": ctx.endpoints.get("user"),
+            "NATS_PASSWORD": ctx.endpoints.get("password"),
+        }
+
     def run(self, ctx: PeerContext, load: LoadSettings) -> tuple[Measurement, CpuUsage]:
+        env = self._env(ctx)
         probe_stream = stream_of(ctx.destination(f"bench-peers-nats-probe-t{load.threads}").name)
         (probe,), _ = run_tool(
             ctx.workdir,
             ctx.broker_pids,
             [("nats bench probe", self._pub(ctx, probe_stream, PROBE_MESSAGES, load))],
             timeout=120,
+            env=env,
         )
         rate = parse_nats_bench(probe.check(), "pub")["rate"]
         # Every client gets the same share, so the count is a multiple of both client counts.
@@ -164,6 +175,7 @@ class NatsPeer(PeerTool):
                 ("nats bench pub", self._pub(ctx, stream, messages, load)),
             ],
             timeout=3 * load.duration + 60,
+            env=env,
         )
         fetch, pub = finished
         sent = parse_nats_bench(pub.check(), "pub")

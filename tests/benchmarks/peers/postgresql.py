@@ -17,14 +17,13 @@ from __future__ import annotations
 import glob
 import re
 from pathlib import Path
-from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from brokers.base import Endpoints
 from brokers.errors import BrokerUnavailable
 from brokers.local import find_binary
+from brokers.postgresql.adapter import _connect
 
 from .base import CpuUsage, LoadSettings, Measurement, PeerContext, PeerTool, ToolFailed
 from .process import run_tool
@@ -85,21 +84,9 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _connect(endpoints: Endpoints) -> psycopg.Connection[Any]:
-    host, port = endpoints.first
-    return psycopg.connect(
-        host=host,
-        port=port,
-        dbname=endpoints.get("dbname", "postgres"),
-        user=endpoints.get("user", "postgres"),
-        password=endpoints.get("password") or None,
-        autocommit=True,
-    )
-
-
 def table_counts(endpoints: Endpoints, table: str) -> tuple[int, int]:
     """Rows ever inserted (the id sequence) and rows still in the table."""
-    with _connect(endpoints) as conn:
+    with _connect(endpoints, autocommit=True) as conn:
         seq = conn.execute("SELECT pg_get_serial_sequence(%s, 'id')", (_ident(table),)).fetchone()
         assert seq is not None and seq[0]
         row = conn.execute(

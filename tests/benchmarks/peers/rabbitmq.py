@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from brokers.local import cache_dir, java_command, jvm_missing, maven_fetch
+from brokers.rabbitmq.adapter import login
 
 from .base import CpuUsage, LoadSettings, Log, Measurement, PeerContext, PeerTool, ToolFailed
 from .process import run_tool
@@ -67,8 +68,7 @@ class RabbitMQPeer(PeerTool):
     def run(self, ctx: PeerContext, load: LoadSettings) -> tuple[Measurement, CpuUsage]:
         queue = ctx.destination(f"bench-peers-rabbitmq-t{load.threads}").name
         host, port = ctx.endpoints.first
-        user = ctx.endpoints.get("user", "guest")
-        password = ctx.endpoints.get("password", "guest")
+        user, password = login(ctx.endpoints)
         args = [
             "--uri",
             f"amqp://{user}:{password}@{host}:{port}",

@@ -56,12 +56,20 @@ class RedisPeer(PeerTool):
 
     def _command(self, ctx: PeerContext, load: LoadSettings, requests: int) -> list[str]:
         host, port = ctx.endpoints.first
+        # redis-benchmark takes the password on the command line only (no environment
+        # variable); the broker is this benchmark's own, on loopback, for one run.
+        auth: list[str] = []
+        if ctx.endpoints.get("password"):
+            auth = ["-a", ctx.endpoints.get("password")]
+            if ctx.endpoints.get("user"):
+                auth += ["--user", ctx.endpoints.get("user")]
         return [
             "redis-benchmark",
             "-h",
             host,
             "-p",
             str(port),
+            *auth,
             "-c",
             str(load.threads),
             "-P",
