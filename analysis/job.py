@@ -31,10 +31,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from analysis import faults
 from analysis import transforms as tf
+from analysis.faults import analyse_faults
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
+from workload.faults import read_timelines
 from workload.results import (
     DELIVERY_TABLES,
     TABLES,
@@ -81,6 +84,12 @@ SUMMARY_COLUMNS = [
     "cost_per_million_usd",
     "clock_offset_max_ms",
     "clock_source",
+    # Declared faults (empty without): see analysis.faults.
+    "faults",
+    "send_gap_s",
+    "receive_gap_s",
+    "fault_errors",
+    "unavailable",
 ]
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
@@ -342,6 +351,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
         target = rows.setdefault(row["point"], {"point": row["point"]})
         for q in ("p50", "p99", "p999", "max"):
             target[f"{row['metric']}_{q}_ms"] = row[f"{q}_ms"]
+    if not run.s3:  # faults are declared for local runs only
+        _merge(rows, fault_columns(run.local, rows))
     summary = _summary_rows(context, rows)
     try:
         run.write_text("analysis/summary.csv", summary_csv(summary))
@@ -355,6 +366,23 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     hist.unpersist()
     series.unpersist()
     return summary
+
+
+def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per point with declared faults: what they did, and its confirmed messages that were
+    not received split into lost and unavailable (a drained point only: elsewhere lost is
+    not known)."""
+    columns: dict[int, dict[str, Any]] = {}
+    timelines = read_timelines(run_dir)
+    for point, result in analyse_faults(run_dir).items():
+        columns[point] = faults.summary_columns(result)
+        missing = rows.get(point, {}).get("lost")
+        if isinstance(missing, int):
+            lost, unavailable = faults.split_missing(missing, timelines.get(point))
+            columns[point].update(lost=lost, unavailable=unavailable)
+        else:
+            columns[point]["unavailable"] = None
+    return columns
 
 
 def write_windows(series: DataFrame, run: RunLocation) -> None:

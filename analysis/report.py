@@ -68,7 +68,24 @@ def notes(row: dict[str, Any]) -> list[str]:
         found.append(delivery(row))
     if negative := negative_note(row):
         found.append(negative)
+    if fault := fault_note(row):
+        found.append(fault)
     return found
+
+
+def fault_note(row: dict[str, Any]) -> str:
+    """The note on a point with declared faults ("" without any): what was done, the longest
+    stretches without a confirmed send and without a receive, and what stayed unavailable."""
+    if not row.get("faults"):
+        return ""
+    note = (
+        f"fault: {row['faults']}; no confirmed send for {row.get('send_gap_s')} s, "
+        f"no receive for {row.get('receive_gap_s')} s, {row.get('fault_errors')} errors"
+    )
+    unavailable = row.get("unavailable")
+    if unavailable not in (None, "", 0, "0"):
+        note += f"; {unavailable} confirmed messages unavailable (left on a node that is down)"
+    return note
 
 
 def negative_note(row: dict[str, Any]) -> str:

@@ -428,3 +428,119 @@ def test_validate_prints_sweep_size_and_estimated_run_time(
     out = capsys.readouterr().out
     assert f"{path}: ok (2 sweep point(s)" in out
     assert "estimated run time about 6 min" in out  # 2 × (2 min + 60 s idle timeout)
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+CLUSTER = """
+name = "f"
+[broker]
+system = "{system}"
+topology = "{topology}"
+[load]
+duration = "30s"
+"""
+
+
+def faults(*entries: str, system: str = "kafka", topology: str = "cluster") -> str:
+    return CLUSTER.format(system=system, topology=topology) + "".join(
+        f"\n[[faults]]\n{entry}\n" for entry in entries
+    )
+
+
+def test_faults_parse_with_durations_and_selectors(tmp_path: Path) -> None:
+    s = load_scenario(
+        write(
+            tmp_path,
+            faults(
+                'at = "5s"\naction = "kill"\nnode = "follower"\nuntil = "10s"',
+                'at = 15\naction = "pause"\nnode = 2\nuntil = "20s"',
+                'at = "25s"\naction = "stop"\nnode = "leader"',
+            ),
+        )
+    )
+    assert [(f.at, f.action, f.node, f.until) for f in s.faults] == [
+        (5.0, "kill", "follower", 10.0),
+        (15.0, "pause", 2, 20.0),
+        (25.0, "stop", "leader", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "words"),
+    [
+        ('at = "5s"\naction = "crash"\nnode = 0', "faults[0].action", "'kill'"),
+        ('at = "5s"\naction = "kill"\nnode = "boss"', "faults[0].node", '"leader", "follower"'),
+        ('at = "5s"\naction = "kill"\nnode = true', "faults[0].node", "node index"),
+        ('at = "5s"\naction = "kill"\nnode = 0\nuntil = "5s"', "faults[0].until", "after at"),
+        ('at = "30s"\naction = "kill"\nnode = 0', "faults[0].at", "within load.duration"),
+        ('at = "5s"\naction = "kill"\nnode = 0\nuntil = "31s"', "faults[0].until", "load.duration"),
+        ('at = "5s"\naction = "kill"\nnode = 3', "faults[0].node", "3 nodes (0 to 2)"),
+        ('at = "5s"\naction = "kill"\nnode = 0\nwhen = 1', "faults[0].when", "unknown key"),
+        ('at = "5s"\naction = "isolate"\nnode = 0', "faults[0].action", "network namespace"),
+    ],
+)
+def test_bad_faults_name_file_key_and_line(
+    tmp_path: Path, entry: str, key: str, words: str
+) -> None:
+    (line,) = error_lines(tmp_path, faults(entry))
+    assert line.startswith(f"{tmp_path / 's.toml'}: {key}: ")
+    assert words in line and "(line " in line
+
+
+def test_overlapping_faults_are_an_error(tmp_path: Path) -> None:
+    (line,) = error_lines(
+        tmp_path,
+        faults(
+            'at = "5s"\naction = "kill"\nnode = 0\nuntil = "15s"',
+            'at = "10s"\naction = "kill"\nnode = 1',
+        ),
+    )
+    assert "faults[1].at" in line and "one at a time" in line and "line 16" in line
+    assert "fault 1 (kill node 1 at 10 s) overlaps fault 0 (kill node 0 at 5 s until 15 s)" in line
+
+
+@pytest.mark.parametrize(
+    ("system", "topology", "words"),
+    [
+        ("kafka", "single", "topology 'single' has one node"),
+        ("rabbitmq", "cluster", "faults are not supported for RabbitMQ yet"),
+        ("redis", "sharded", "faults are not supported for Redis Streams yet"),
+        ("sqs", "single", "faults are not supported for Amazon SQS yet"),
+    ],
+)
+def test_faults_need_a_system_and_topology_that_take_them(
+    tmp_path: Path, system: str, topology: str, words: str
+) -> None:
+    text = faults('at = "5s"\naction = "kill"\nnode = 0', system=system, topology=topology)
+    (line,) = error_lines(tmp_path, text)
+    assert words in line and "faults[0]" in line
+
+
+def test_faults_need_a_local_deployment(tmp_path: Path) -> None:
+    text = faults('at = "5s"\naction = "kill"\nnode = 0').replace(
+        'topology = "cluster"', 'deployment = "endpoints"\nendpoints = ["10.0.0.1:9092"]'
+    )
+    (line,) = error_lines(tmp_path, text)
+    assert "deployment = 'local'" in line
+
+
+def test_a_leader_down_without_fail_over_must_come_back_before_workers_give_up(
+    tmp_path: Path,
+) -> None:
+    kill_leader = 'at = "5s"\naction = "kill"\nnode = "leader"'
+    (line,) = error_lines(tmp_path, faults(kill_leader, system="postgresql"))
+    assert "does not fail over" in line and "failure_timeout (20 s)" in line
+    (line,) = error_lines(tmp_path, faults(kill_leader + '\nuntil = "26s"', system="redis"))
+    assert "faults[0].until" in line
+    assert load_scenario(write(tmp_path, faults(kill_leader + '\nuntil = "24s"', system="redis")))
+    assert load_scenario(write(tmp_path, faults(kill_leader)))  # Kafka fails over
+
+
+def test_faults_are_in_the_json_schema() -> None:
+    schema = scenario_module.Scenario.model_json_schema()
+    assert "faults" in schema["properties"]
+    fault = schema["$defs"]["FaultSpec"]
+    assert set(fault["properties"]) == {"at", "action", "node", "until"}
+    assert fault["properties"]["action"]["enum"] == ["kill", "stop", "pause", "isolate"]
+    assert fault["additionalProperties"] is False

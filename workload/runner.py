@@ -3,7 +3,8 @@ sender and receiver node processes, record everything under ``RESULTS_DIR/<run-i
 
 The runner never loses what was recorded: a node that fails, a broker that dies and a
 Ctrl-C all end the run with the nodes' results written and the context saying how it
-ended. Turning the records into numbers is the analysis job's work (``analysis/``).
+ended. A scenario's declared faults (:mod:`workload.faults`) act on the broker nodes
+during each point; a node down by declaration is not a broker that died. Turning the records into numbers is the analysis job's work (``analysis/``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from workload.context import CONTEXT_FILE, build_context, now_iso, write_context
+from workload.faults import FaultScheduler, start_faults, write_timeline
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.preflight import preflight
@@ -193,6 +195,7 @@ def run_point(
     ]
     view = ProgressView(label)
     dead_reported: set[str] = set()
+    faults = start_faults(scenario, cluster, destination, point.index, console)
     try:
         for process in processes:
             process.start()
@@ -202,8 +205,12 @@ def run_point(
             view.tick()
             if not senders_done.is_set() and not any(p.is_alive() for p in senders):
                 senders_done.set()
+            if faults is not None and view.totals()[0] > 0:
+                faults.sending_started()
             if cluster is not None:
-                for name in set(cluster.dead_nodes()) - dead_reported:
+                # A node down by a declared fault is no failure; any other death is.
+                declared = faults.declared_down() if faults is not None else set()
+                for name in set(cluster.dead_nodes()) - declared - dead_reported:
                     dead_reported.add(name)
                     outcome.errors.append(f"broker node {name} died during the run")
     except KeyboardInterrupt as exc:
@@ -223,6 +230,8 @@ def run_point(
             if process.is_alive():
                 process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
                 process.join(timeout=5)
+        if faults is not None:
+            _finish_faults(faults, outcome, restore=point.index + 1 < total)
     statuses = {
         (s.role, s.node, s.part): s
         for s in read_statuses(outcome.run_dir)
@@ -238,6 +247,17 @@ def run_point(
     if any(s.errors for s in statuses.values()) and not outcome.errors:
         failed = sum(s.errors for s in statuses.values())
         console(f"  note: {failed} failed call(s) were retried (see the errors column)")
+
+
+def _finish_faults(faults: FaultScheduler, outcome: RunOutcome, restore: bool) -> None:
+    """End the point's faults (bringing nodes back for a next point) and keep the timeline."""
+    complete = not outcome.interrupted
+    timeline = faults.finish(restore=restore and complete, complete=complete)
+    outcome.errors.extend(faults.errors)
+    try:
+        write_timeline(outcome.run_dir, timeline)
+    except RecordsNotWritten as exc:
+        outcome.errors.append(str(exc))
 
 
 def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:

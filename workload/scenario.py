@@ -26,7 +26,10 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   ``measurement.step`` ≤ ``measurement.window``; a window given in the file at most
   ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
 - a sweep of at most 10,000 points (the product of the list lengths, computed before
-  anything is expanded).
+  anything is expanded);
+- at most 100 ``[[faults]]``, one at a time, each within ``load.duration``, on a local
+  multi-node topology of a system whose local deployment takes faults
+  (:func:`fault_problems`).
 """
 
 from __future__ import annotations
@@ -54,11 +57,13 @@ from pydantic import (
 )
 
 from brokers import registry
-from brokers.base import BrokerParams, Endpoints
-from workload.errors import Loc, ScenarioError, conflict, one_line, problems_of
+from brokers.base import FAULT_ROLES, BrokerParams, Endpoints
+from workload.errors import Loc, Problem, ScenarioError, conflict, one_line, problems_of
 from workload.message import HEADER_MAX
 from workload.sweep import point_problems
 
+#: Environment variable that supplies the broker's password with deployment = 'endpoints'.
+PASSWORD_ENV = "BROKERBENCH_BROKER_PASSWORD"
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 MAX_FILE_BYTES = MIB
@@ -82,6 +87,8 @@ MAX_IN_FLIGHT = 1_000
 MAX_PROCESSES = 1_024
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_SWEEP_POINTS = 10_000
+MAX_FAULTS = 100
+MAX_FAULT_NODE = 1_000
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"\s*([0-9]{1,15}(?:\.[0-9]{1,15})?)\s*(ms|s|min|m|h)?\s*", re.ASCII)
@@ -226,7 +233,13 @@ class BrokerSection(Strict):
         return self
 
     def given_endpoints(self) -> Endpoints:
-        return Endpoints(hosts=tuple(self.endpoints), extra=tuple(sorted(self.options.items())))
+        """The endpoints and options; ``$BROKERBENCH_BROKER_PASSWORD``, when set, is the password
+        (so that it need not be written into a scenario file)."""
+        options = dict(self.options)
+        password = os.environ.get(PASSWORD_ENV, "")
+        if password:
+            options["password"] = password
+        return Endpoints(hosts=tuple(self.endpoints), extra=tuple(sorted(options.items())))
 
 
 class LoadSection(Strict):
@@ -413,6 +426,65 @@ class SweepSection(Strict):
         return self
 
 
+ISOLATE_UNAVAILABLE = (
+    "isolate is not available for local runs yet: the servers started here all share the "
+    "loopback interface, and cutting one off from its peers and clients needs each node in "
+    "its own network namespace, which brokerbench does not build yet"
+)
+
+
+def check_selector(value: Any) -> Any:
+    """A fault's ``node``: ``"leader"``, ``"follower"`` or a node index (one message if not)."""
+    if value in FAULT_ROLES or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f'expected "leader", "follower" or a node index (0, 1, …), got {value!r}')
+
+
+def describe_fault(action: str, node: str | int, at: float, until: float | None) -> str:
+    """A fault in words: ``kill leader at 20 s until 40 s``, ``pause node 2 at 5 s``."""
+    who = f"node {node}" if isinstance(node, int) or node.isdigit() else node
+    return f"{action} {who} at {at:g} s" + (f" until {until:g} s" if until is not None else "")
+
+
+class FaultSpec(Strict):
+    """One fault of ``[[faults]]``: what happens to which broker node, and when."""
+
+    at: Duration = Field(
+        description="When the fault begins: seconds after the start of sending of each sweep "
+        "point; within load.duration."
+    )
+    action: Literal["kill", "stop", "pause", "isolate"] = Field(
+        description="kill (SIGKILL), stop (clean shutdown), pause (SIGSTOP until `until`), "
+        "isolate (cut off from peers and clients; not available for local runs yet)."
+    )
+    node: Annotated[
+        Literal["leader", "follower"] | Annotated[int, Field(ge=0, le=MAX_FAULT_NODE)],
+        BeforeValidator(check_selector),
+    ] = Field(
+        description='"leader", "follower" (what leads is the system\'s to say, see README) '
+        "or a node index from 0."
+    )
+    until: PositiveDuration | None = Field(
+        None,
+        description="When the node returns (restart after kill/stop, resume after pause): "
+        "seconds after the start of sending, after `at`, at most load.duration. Unset: it "
+        "stays down until the point ends (and is brought back before the next point).",
+    )
+
+    @model_validator(mode="after")
+    def _until_after_at(self) -> FaultSpec:
+        if self.until is not None and self.until <= self.at:
+            raise conflict(
+                ("until", "at"),
+                f"until ({self.until:g} s) must come after at ({self.at:g} s)",
+            )
+        return self
+
+    def describe(self) -> str:
+        """``kill leader at 20 s until 40 s``, ``pause node 2 at 5 s``."""
+        return describe_fault(self.action, self.node, self.at, self.until)
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -426,6 +498,12 @@ class Scenario(Strict):
     load: LoadSection = Field(default_factory=LoadSection)  # type: ignore[arg-type]
     measurement: MeasurementSection = Field(default_factory=MeasurementSection)  # type: ignore[arg-type]
     sweep: SweepSection = Field(default_factory=SweepSection)
+    faults: list[FaultSpec] = Field(
+        default_factory=list,
+        max_length=MAX_FAULTS,
+        description="Faults each sweep point goes through (local runs of a multi-node "
+        "topology of a system that supports them), one at a time.",
+    )
 
     @model_validator(mode="after")
     def _resolve(self) -> Scenario:
@@ -537,7 +615,100 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         scenario.broker_params()
     except ValidationError as exc:
         raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
-    problems = point_problems(scenario)
+    problems = point_problems(scenario) + fault_problems(scenario)
     if problems:
         raise ScenarioError.of(problems, source, text)
     return scenario
+
+
+def fault_problems(scenario: Scenario) -> list[Problem]:
+    """What the faults ask that this deployment, system and topology cannot do, and faults
+    outside the load duration or overlapping each other."""
+    faults = scenario.faults
+    if not faults:
+        return []
+    section = scenario.broker
+    system = registry.get(section.system)
+    first: Loc = ("faults", 0, "action")
+    if section.deployment != "local":
+        return [
+            Problem(
+                first,
+                "faults need deployment = 'local': brokerbench acts only on broker nodes it "
+                "started itself",
+            )
+        ]
+    assert system.local is not None  # checked with the broker section
+    support = system.local.fault_support(section.topology)
+    if support is None:
+        return [Problem(first, f"faults are not supported for {system.title} yet")]
+    if support.nodes < 2:
+        return [
+            Problem(
+                ("faults", 0, "node"),
+                f"topology {section.topology!r} has one node: a fault would take the whole "
+                "broker down; use a topology with several nodes",
+            )
+        ]
+    problems: list[Problem] = []
+    duration = scenario.load.duration
+    for i, fault in enumerate(faults):
+        at: Loc = ("faults", i)
+        ends = fault.until if fault.until is not None else duration
+        if fault.action == "isolate":
+            problems.append(Problem((*at, "action"), ISOLATE_UNAVAILABLE))
+        if isinstance(fault.node, int) and fault.node >= support.nodes:
+            problems.append(
+                Problem(
+                    (*at, "node"),
+                    f"node {fault.node} does not exist: topology {section.topology!r} has "
+                    f"{support.nodes} nodes (0 to {support.nodes - 1})",
+                )
+            )
+        if fault.at >= duration:
+            problems.append(
+                Problem(
+                    (*at, "at"),
+                    f"at ({fault.at:g} s) must lie within load.duration ({duration:g} s)",
+                )
+            )
+        if fault.until is not None and fault.until > duration:
+            problems.append(
+                Problem(
+                    (*at, "until"),
+                    f"until ({fault.until:g} s) must not be after load.duration ({duration:g} s)",
+                )
+            )
+        if fault.until is not None and fault.action in ("kill", "stop") and not support.restarts:
+            problems.append(
+                Problem(
+                    (*at, "until"),
+                    f"{system.title} nodes cannot be restarted here: a {fault.action} lasts "
+                    "until the point ends (leave out until)",
+                )
+            )
+        if fault.node == "leader" and not support.fails_over:
+            # Workers keep failing while nothing leads, and give up after failure_timeout.
+            limit = scenario.load.failure_timeout
+            if fault.until is None or fault.until - fault.at >= limit:
+                problems.append(
+                    Problem(
+                        (*at, "until" if fault.until is not None else "node"),
+                        f"{system.title} does not fail over here, so nothing leads while "
+                        f"{support.leader} is down, and workers give up after "
+                        f"load.failure_timeout ({limit:g} s) of failing: give an until less "
+                        "than that after at",
+                    )
+                )
+        for j, later in enumerate(faults[i + 1 :], start=i + 1):
+            if fault.at <= later.at < ends or later.at <= fault.at < (
+                later.until if later.until is not None else duration
+            ):
+                problems.append(
+                    Problem(
+                        ("faults", j, "at"),
+                        f"fault {j} ({later.describe()}) overlaps fault {i} "
+                        f"({fault.describe()}): faults happen one at a time",
+                    )
+                )
+    return sorted(problems, key=lambda problem: problem.loc[:2])
