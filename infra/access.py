@@ -59,74 +59,65 @@ class RunAccess(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         layout = args.layout
 
-        client_role = aws.iam.Role(
-            f"{name}-client",
-            assume_role_policy=_trust("ec2.amazonaws.com"),
-            description=f"brokerbench client machines of run {layout.run_id}",
-            tags=args.tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-client-s3",
-            role=client_role.id,
-            policy=pulumi.Output.from_input(args.bucket).apply(
-                lambda bucket: client_s3_policy(bucket, layout)
-            ),
-            opts=child,
-        )
-        if args.queue_arn is not None:
-            aws.iam.RolePolicy(
-                f"{name}-client-sqs",
-                role=client_role.id,
-                policy=pulumi.Output.from_input(args.queue_arn).apply(client_sqs_policy),
+        def role(
+            who: str, service: str, what: str, policies: dict[str, pulumi.Input[str] | None]
+        ) -> aws.iam.Role:
+            """A role only ``service`` may assume, with its inline policies (None: left out)."""
+            created = aws.iam.Role(
+                f"{name}-{who}",
+                assume_role_policy=_trust(service),
+                description=f"brokerbench {what} of run {layout.run_id}",
+                tags=args.tags,
                 opts=child,
             )
+            for suffix, policy in policies.items():
+                if policy is not None:
+                    aws.iam.RolePolicy(
+                        f"{name}-{who}-{suffix}", role=created.id, policy=policy, opts=child
+                    )
+            return created
+
+        bucket = pulumi.Output.from_input(args.bucket)
         client_secrets = [
             arn for secret, arn in args.secret_arns.items() if secret == BROKER_PASSWORD.name
         ]
-        if client_secrets:
-            aws.iam.RolePolicy(
-                f"{name}-client-secrets",
-                role=client_role.id,
-                policy=pulumi.Output.all(*client_secrets).apply(read_parameters_policy),
-                opts=child,
-            )
+        client_role = role(
+            "client",
+            "ec2.amazonaws.com",
+            "client machines",
+            {
+                "s3": bucket.apply(lambda b: client_s3_policy(b, layout)),
+                "sqs": None
+                if args.queue_arn is None
+                else pulumi.Output.from_input(args.queue_arn).apply(client_sqs_policy),
+                "secrets": pulumi.Output.all(*client_secrets).apply(read_parameters_policy)
+                if client_secrets
+                else None,
+            },
+        )
         profile = aws.iam.InstanceProfile(
             f"{name}-client", role=client_role.name, tags=args.tags, opts=child
         )
-
-        broker_role = aws.iam.Role(
-            f"{name}-broker",
-            assume_role_policy=_trust("ec2.amazonaws.com"),
-            description=f"brokerbench broker machines of run {layout.run_id}",
-            tags=args.tags,
-            opts=child,
+        broker_role = role(
+            "broker",
+            "ec2.amazonaws.com",
+            "broker machines",
+            {
+                "secrets": pulumi.Output.all(*args.secret_arns.values()).apply(
+                    read_parameters_policy
+                )
+                if args.secret_arns
+                else None
+            },
         )
-        if args.secret_arns:
-            aws.iam.RolePolicy(
-                f"{name}-broker-secrets",
-                role=broker_role.id,
-                policy=pulumi.Output.all(*args.secret_arns.values()).apply(read_parameters_policy),
-                opts=child,
-            )
         broker_profile = aws.iam.InstanceProfile(
             f"{name}-broker", role=broker_role.name, tags=args.tags, opts=child
         )
-
-        analysis_role = aws.iam.Role(
-            f"{name}-analysis",
-            assume_role_policy=_trust("emr-serverless.amazonaws.com"),
-            description=f"brokerbench analysis job of run {layout.run_id}",
-            tags=args.tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-analysis-s3",
-            role=analysis_role.id,
-            policy=pulumi.Output.from_input(args.bucket).apply(
-                lambda bucket: analysis_s3_policy(bucket, layout)
-            ),
-            opts=child,
+        analysis_role = role(
+            "analysis",
+            "emr-serverless.amazonaws.com",
+            "analysis job",
+            {"s3": bucket.apply(lambda b: analysis_s3_policy(b, layout))},
         )
 
         self.client_profile = profile.name
