@@ -15,8 +15,10 @@ import pytest
 from moto import mock_aws
 
 from brokers import registry
+from brokers.base import Endpoints
 from infra.agent import CliCommands, ClientAgent, RunStore
 from workload import cloud
+from workload.scenario import PASSWORD_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -46,18 +48,20 @@ def redis_endpoint(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip(missing)
     cluster = system.local.start("single", system.params_model(), tmp_path_factory.mktemp("redis"))
     try:
-        yield cluster.endpoints.hosts[0]
+        yield cluster.endpoints
     finally:
         cluster.stop()
 
 
 def test_client_agents_run_a_sweep_into_s3_and_it_analyses(
-    redis_endpoint: str, tmp_path: Path, spark
+    redis_endpoint: Endpoints, tmp_path: Path, spark, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # As on AWS: the scenario names no password, the agent's environment carries it.
+    monkeypatch.setenv(PASSWORD_ENV, redis_endpoint.get("password"))
     scenario = tmp_path / "scenario.toml"
     scenario.write_text(
         'name = "redis-e2e"\n\n[broker]\nsystem = "redis"\ndeployment = "endpoints"\n'
-        f'endpoints = ["{redis_endpoint}"]\n\n[load]\nduration = "3s"\nidle_timeout = "3s"\n'
+        f'endpoints = ["{redis_endpoint.hosts[0]}"]\n\n[load]\nduration = "3s"\nidle_timeout = "3s"\n'
         'sender_nodes = 1\n\n[measurement]\nwindow = "2s"\nstep = "1s"\n\n'
         "[sweep]\nthreads = [1, 2]\n"
     )
