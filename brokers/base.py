@@ -374,6 +374,10 @@ class BrokerSystem(Generic[P]):
     #: Whether a worker may keep several batches awaiting confirmation (``max_in_flight``):
     #: asyncio adapters always can; blocking ones whose adapter is ``pipelined``.
     pipelined: bool = False
+    #: Seconds after which a message received but not acknowledged is delivered again
+    #: (a visibility timeout), for the given parameters; None where redelivery is immediate
+    #: or not time-based. A receiver that stops sooner would leave such messages unseen.
+    redelivery_after: Callable[[P], float] | None = None
 
     def client(self, params: P) -> str:
         """The client library (distribution name) workers use with these parameters."""

@@ -10,7 +10,8 @@ import pytest
 
 from brokers import registry
 from brokers.base import Destination, Endpoints
-from tests.support import files_holding, local_cluster, prepared
+from brokers.errors import BrokerConnectionError
+from tests.support import drain, files_holding, local_cluster, prepared
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -133,6 +134,24 @@ def test_each_operation_is_one_prepared_statement(cluster) -> None:
     assert statements == ["INSERT", "UPDATE", "DELETE"]
     assert adapter.conn.execute("SELECT count(*) FROM bb_prepared").fetchone() == (0,)
     assert adapter.conn.execute("SHOW synchronous_commit").fetchone() == ("remote_write",)
+    adapter.close()
+
+
+def test_a_lost_connection_fails_one_operation_and_the_next_connects_again(cluster) -> None:
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_reconnect")
+    adapter.send([b"before"])
+    backend = adapter.conn.info.backend_pid
+    host, port = cluster.endpoints.first
+    with psycopg.connect(
+        host=host, port=port, dbname="postgres", autocommit=True, **login(cluster.endpoints)
+    ) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    with pytest.raises(BrokerConnectionError, match="connection lost"):
+        adapter.send([b"lost with its connection"])
+    adapter.send([b"after"])  # a new connection
+    assert adapter.conn.info.backend_pid != backend
+    got = drain(adapter, 2)
+    assert sorted(m.body for m in got) == [b"after", b"before"]
     adapter.close()
 
 

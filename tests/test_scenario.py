@@ -544,3 +544,21 @@ def test_faults_are_in_the_json_schema() -> None:
     assert set(fault["properties"]) == {"at", "action", "node", "until"}
     assert fault["properties"]["action"]["enum"] == ["kill", "stop", "pause", "isolate"]
     assert fault["additionalProperties"] is False
+
+
+def test_with_faults_receivers_must_outwait_a_visibility_timeout(tmp_path: Path) -> None:
+    """A claim whose reply dies with a connection hides the message for the visibility
+    timeout: receivers that stop sooner would count it lost although it is queued."""
+    fault = 'at = "5s"\naction = "kill"\nnode = "follower"\nuntil = "10s"'
+    text = faults(fault, system="postgresql").replace(
+        'duration = "30s"', 'duration = "30s"\nidle_timeout = "5s"'
+    )
+    (line,) = error_lines(tmp_path, text)
+    assert "load.idle_timeout: with faults, idle_timeout (5 s) must be longer" in line
+    assert "(30 s, broker.params.visibility_timeout)" in line
+    shorter = text.replace(
+        'topology = "cluster"', 'topology = "cluster"\nparams = { visibility_timeout = 3.0 }'
+    )
+    assert load_scenario(write(tmp_path, shorter)).faults
+    without_faults = text.split("[[faults]]")[0]
+    assert load_scenario(write(tmp_path, without_faults)).load.idle_timeout == 5.0

@@ -615,10 +615,33 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         scenario.broker_params()
     except ValidationError as exc:
         raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
-    problems = point_problems(scenario) + fault_problems(scenario)
+    problems = point_problems(scenario) + fault_problems(scenario) + drain_problems(scenario)
     if problems:
         raise ScenarioError.of(problems, source, text)
     return scenario
+
+
+def drain_problems(scenario: Scenario) -> list[Problem]:
+    """With faults declared: receivers that would stop before a received but unacknowledged
+    message comes back (its visibility timeout). A fault that cuts a receiver's connection
+    between the broker's hiding a message and the reply leaves such a message hidden; a
+    receiver that stopped sooner would count it lost although it is still queued."""
+    system = registry.get(scenario.broker.system)
+    if not scenario.faults or system.redelivery_after is None:
+        return []
+    found: dict[Problem, None] = {}
+    for combo in scenario.sweep.combinations():
+        idle = scenario.point_load(combo.load).idle_timeout
+        delay = system.redelivery_after(scenario.broker_params(combo.params))
+        if idle <= delay:
+            message = (
+                f"with faults, idle_timeout ({idle:g} s) must be longer than the time {system.title} takes "
+                f"to deliver an unacknowledged message again ({delay:g} s, "
+                "broker.params.visibility_timeout): receivers would stop before it comes back "
+                "and count it lost; raise idle_timeout or lower visibility_timeout"
+            )
+            found[Problem(("load", "idle_timeout"), message)] = None
+    return list(found)
 
 
 def fault_problems(scenario: Scenario) -> list[Problem]:

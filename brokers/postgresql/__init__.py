@@ -41,4 +41,5 @@ SYSTEM = BrokerSystem(
     local=PostgresLocal(),
     cloud=PostgresCloud(),
     client_package="psycopg",
+    redelivery_after=lambda params: float(params.visibility_timeout),
 )

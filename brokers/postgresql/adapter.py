@@ -86,15 +86,19 @@ def describe(endpoints: Endpoints, params: PostgresParams) -> dict[str, Any]:
 
 
 class PostgresAdapter(Adapter["PostgresParams"]):
-    """One worker's connection (autocommit: every statement is its own transaction)."""
+    """One worker's connection (autocommit: every statement is its own transaction).
+
+    A lost connection (a server stopped, killed or restarted) fails the operation under way
+    with a :class:`BrokerConnectionError`; the next operation connects again. A send whose
+    connection was lost is not confirmed, even if the server had committed it: such
+    messages are counted as received without a confirmation, never as lost.
+    """
 
     def __init__(self, endpoints: Endpoints, params: PostgresParams, destination: Destination):
+        self.endpoints = endpoints
         self.params = params
-        self.conn = _connect(endpoints, autocommit=True)
-        if params.replication == "asynchronous":
-            self.conn.execute("SET synchronous_commit = local")
-        # Binary parameters and results: bytea and integer arrays travel unescaped.
-        self.cursor = self.conn.cursor(binary=True)
+        self.conn: psycopg.Connection[Any] | None = None
+        self.cursor: psycopg.Cursor[Any] | None = None
         table = _table(destination)
         self._insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
         self._claim = sql.SQL(
@@ -105,25 +109,47 @@ class PostgresAdapter(Adapter["PostgresParams"]):
             "RETURNING {t}.id, {t}.content, {t}.deliveries"
         ).format(t=table)
         self._delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
+        self._open()
+
+    def _open(self) -> psycopg.Cursor[Any]:
+        self.conn = _connect(self.endpoints, autocommit=True)
+        if self.params.replication == "asynchronous":
+            self.conn.execute("SET synchronous_commit = local")
+        # Binary parameters and results: bytea and integer arrays travel unescaped.
+        self.cursor = self.conn.cursor(binary=True)
+        return self.cursor
+
+    def _execute(self, statement: sql.Composed, values: tuple[Any, ...]) -> psycopg.Cursor[Any]:
+        cursor = self.cursor if self.cursor is not None else self._open()
+        try:
+            return cursor.execute(statement, values, prepare=True)
+        except psycopg.OperationalError as exc:
+            if self.conn is not None and not self.conn.closed:
+                raise  # the server refused the statement: the connection is fine
+            self.conn = self.cursor = None
+            host, port = self.endpoints.first
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "closed"
+            raise BrokerConnectionError(
+                f"PostgreSQL {host}:{port}: connection lost ({reason}); connecting again"
+            ) from None
 
     def send(self, batch: Sequence[bytes]) -> None:
         # One statement, so one transaction: it returns once committed with the
         # session's synchronous_commit (the standbys' acknowledgement included).
-        self.cursor.execute(self._insert, (list(batch),), prepare=True)
+        self._execute(self._insert, (list(batch),))
 
     def receive(self, max_n: int) -> list[Received]:
-        rows = self.cursor.execute(
-            self._claim, (self.params.visibility_timeout, max_n), prepare=True
-        ).fetchall()
+        rows = self._execute(self._claim, (self.params.visibility_timeout, max_n)).fetchall()
         if not rows:
             time.sleep(self.params.poll_interval)
         return [Received(content, id_, deliveries > 1) for id_, content, deliveries in rows]
 
     def ack(self, receipts: Sequence[Hashable]) -> None:
-        self.cursor.execute(self._delete, (list(receipts),), prepare=True)
+        self._execute(self._delete, (list(receipts),))
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
 
 def connect(

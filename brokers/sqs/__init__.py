@@ -55,4 +55,5 @@ SYSTEM = BrokerSystem(
         "are split into several SendMessageBatch calls.",
     ),
     client_package="boto3",
+    redelivery_after=lambda params: float(params.visibility_timeout),
 )
