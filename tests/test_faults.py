@@ -342,3 +342,17 @@ def test_redis_counts_what_a_master_kill_loses(tmp_path: Path) -> None:
     # but had not written when it was killed is gone, and counted, never hidden.
     assert result.confirmed > 0 and result.unavailable == 0
     assert result.lost == result.missing >= 0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.rabbitmq
+def test_rabbitmq_quorum_queue_keeps_every_confirmed_message_through_a_leader_kill(
+    tmp_path: Path,
+) -> None:
+    stdout, result = run_failover(tmp_path, "rabbitmq-failover.toml")
+    follower, leader = result.faults
+    assert "(leader)" in stdout and leader.record.leader and not follower.record.leader
+    assert follower.record.node != leader.record.node
+    assert follower.record.ended_ns and leader.record.ended_ns  # both came back
+    assert result.confirmed > 0 and result.missing == result.lost == result.unavailable == 0

@@ -78,10 +78,18 @@ class Ctl:
                 errors.append(str(exc))
         raise BrokerError("; ".join(errors))
 
-    def queue(self, name: str) -> dict[str, Any] | None:
-        """Type, members, leader and durability of one queue, or None if it does not exist."""
+    def queue(self, name: str, node: str = "") -> dict[str, Any] | None:
+        """Type, members, leader and durability of one queue, or None if it does not exist;
+        asked of ``node`` (default: the first)."""
         rows = self.json(
-            self.nodes[0], "list_queues", "name", "type", "members", "online", "leader", "durable"
+            node or self.nodes[0],
+            "list_queues",
+            "name",
+            "type",
+            "members",
+            "online",
+            "leader",
+            "durable",
         )
         for row in rows:
             if row.get("name") == name:

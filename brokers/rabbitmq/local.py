@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers import templating
-from brokers.base import Endpoints, LocalDeployment
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.credentials import generate, write_private
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.local import (
@@ -29,6 +29,7 @@ from brokers.local import (
     ProcessCluster,
     find_binary,
     free_ports,
+    port_open,
     start_cluster,
     wait_for_port,
     wait_until,
@@ -80,6 +81,34 @@ def _binaries() -> tuple[str, str, str]:
     return server, ctl, epmd
 
 
+class RabbitCluster(ProcessCluster):
+    """A node, or three joined in one cluster; faults act on the RabbitMQ nodes (not epmd).
+
+    The leader is the leader of the sweep point's quorum queue (the other members follow
+    it); a node started again rejoins the cluster from its data directory.
+    """
+
+    def fault_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes if n.name.startswith("rabbitmq ")]
+
+    def leader(self, destination: Destination) -> str:
+        ctl = Ctl.from_endpoints(self.endpoints)
+        assert ctl is not None
+        errors = []
+        for node in ctl.nodes:
+            if not self.node(f"rabbitmq {node}").alive():
+                continue
+            try:
+                queue = ctl.queue(destination.name, node)
+            except BrokerError as exc:
+                errors.append(str(exc))
+                continue
+            if queue is None or not queue.get("leader"):
+                raise BrokerError(f"queue {destination.name} has no leader on {node}")
+            return f"rabbitmq {queue['leader']}"
+        raise BrokerError("no RabbitMQ node answered: " + "; ".join(errors))
+
+
 class RabbitMQLocal(LocalDeployment):
     topologies = ("single", "cluster")
     debian_packages = (PACKAGE,)
@@ -91,9 +120,17 @@ class RabbitMQLocal(LocalDeployment):
             return str(exc)
         return None
 
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=3 if topology == "cluster" else 1,
+            leader="the leader of the point's quorum queue",
+            follower="another member of the queue",
+            fails_over=True,
+        )
+
     def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
-        cluster = ProcessCluster(topology, workdir)
+        cluster = RabbitCluster(topology, workdir)
         return start_cluster(cluster, lambda c: _build(c, size))
 
 
@@ -156,7 +193,12 @@ def _build(cluster: ProcessCluster, size: int) -> None:
         nodes.append(
             cluster.add(
                 ManagedProcess(
-                    f"rabbitmq {name}", [server], workdir / f"bb{i + 1}.log", env=env, cwd=node_dir
+                    f"rabbitmq {name}",
+                    [server],
+                    workdir / f"bb{i + 1}.log",
+                    env=env,
+                    cwd=node_dir,
+                    ready=lambda port=amqp_ports[i]: port_open(LOOPBACK, port),  # type: ignore[misc]
                 )
             )
         )
