@@ -71,6 +71,7 @@ SUMMARY_COLUMNS = [
     "delivery",
     "errors",
     "negative_latencies",
+    "clipped_latencies",
     "receivers_kept_up",
     "measured_seconds",
     "processing_latency_p50_ms",
@@ -80,7 +81,10 @@ SUMMARY_COLUMNS = [
     "send_latency_p50_ms",
     "send_latency_p99_ms",
     "send_latency_max_ms",
+    # Open loop only (empty in closed loop): how late sends started against the schedule.
     "send_delay_p95_ms",
+    "send_delay_p99_ms",
+    "send_delay_max_ms",
     "cost_per_million_usd",
     "clock_offset_max_ms",
     "clock_source",
@@ -327,7 +331,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
-    periods = tf.measurement_periods(counters, math.ceil(measurement["warmup"] or 0))
+    periods = tf.measurement_periods(seconds, math.ceil(measurement["warmup"] or 0))
     windows = tf.window_starts(
         periods, tf.seconds_of(measurement["window"]), tf.seconds_of(measurement["step"])
     )
@@ -335,7 +339,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
 
     rows = _collect(tf.throughput(counters, periods))
     _merge(rows, _collect(tf.headline(series)))
-    _merge(rows, _collect(tf.negative_latencies(hist)))
+    _merge(rows, _collect(tf.out_of_range(hist)))
     _merge(rows, clock_offsets(records.statuses.values()))
     states = spark.createDataFrame(
         [(context["run_id"], p.point, p.state) for p in points],

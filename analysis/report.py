@@ -5,7 +5,8 @@ point, and the run context.
 Delivery is told in SPEC §5's words: a point whose records are incomplete shows
 "incomplete" where lost would be, a point stopped early gets a "not drained" column, and
 each says why at the end of its line. So does a point whose receivers got messages before
-they were sent, by their clocks; the run context gives each point's largest clock offset.
+they were sent, by their clocks (the run context gives each point's largest clock offset),
+and one with latencies beyond the histograms' range.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ TABLE = [
     ("send_msgs_per_s", "send msgs/s", "{:,.0f}"),
     ("receive_msgs_per_s", "receive msgs/s", "{:,.0f}"),
     ("processing_latency_p95_ms", "proc p95 ms", "{:,.1f}"),
-    ("send_latency_p95_ms", "send p95 ms", "{:,.2f}"),
+    ("send_latency_p95_ms", "send call p95 ms", "{:,.2f}"),
     ("lost", "lost", "{}"),
     ("duplicated", "dup", "{}"),
 ]
@@ -34,18 +35,26 @@ TABLE = [
 
 COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
 NOT_DRAINED = ("not_drained", "not drained", "{}")
+SEND_DELAY = ("send_delay_p99_ms", "send delay p99 ms", "{:,.2f}")
 
 
 def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The table's columns: "not drained" only where a point was stopped early, cost only
-    where a run carries it (runs on AWS)."""
+    """The table's columns: "not drained" only where a point was stopped early, send delay
+    only where a point ran open loop, cost only where a run carries it (runs on AWS)."""
     table = list(TABLE)
-    if any(delivery(r).startswith("not drained") for r in rows):
-        lost = next(i for i, (key, _, _) in enumerate(table) if key == "lost")
-        table.insert(lost + 1, NOT_DRAINED)
-    if any(r.get(COST[0]) not in (None, "") for r in rows):
-        table.append(COST)
+    for extra, after, shown in (
+        (NOT_DRAINED, "lost", any(delivery(r).startswith("not drained") for r in rows)),
+        (SEND_DELAY, "send_latency_p95_ms", any(_has(r, SEND_DELAY[0]) for r in rows)),
+        (COST, "duplicated", any(_has(r, COST[0]) for r in rows)),
+    ):
+        if shown:
+            at = next(i for i, (key, _, _) in enumerate(table) if key == after)
+            table.insert(at + 1, extra)
     return table
+
+
+def _has(row: dict[str, Any], key: str) -> bool:
+    return row.get(key) not in (None, "")
 
 
 def delivery(row: dict[str, Any]) -> str:
@@ -66,8 +75,7 @@ def notes(row: dict[str, Any]) -> list[str]:
     found = [] if kept_up(row) else ["receivers did not keep up"]
     if delivery(row) not in ("", "drained"):
         found.append(delivery(row))
-    if negative := negative_note(row):
-        found.append(negative)
+    found.extend(note for note in (negative_note(row), clipped_note(row)) if note)
     if fault := fault_note(row):
         found.append(fault)
     return found
@@ -90,14 +98,25 @@ def fault_note(row: dict[str, Any]) -> str:
 
 def negative_note(row: dict[str, Any]) -> str:
     """The note on a point with negative processing latencies ("" without any)."""
-    value = row.get("negative_latencies")
-    count = int(value) if value not in (None, "") else 0
-    if not count:
-        return ""
-    return (
-        f"{count:,} messages received before they were sent by the receiver's clock: "
-        "clocks differ by more than the latency"
+    return _count_note(
+        row,
+        "negative_latencies",
+        "messages received before they were sent by the receiver's clock: "
+        "clocks differ by more than the latency",
     )
+
+
+def clipped_note(row: dict[str, Any]) -> str:
+    """The note on a point with latencies beyond the histograms' range ("" without any)."""
+    return _count_note(
+        row, "clipped_latencies", "latencies beyond 10 min (the histograms' range) read as 10 min"
+    )
+
+
+def _count_note(row: dict[str, Any], column: str, what: str) -> str:
+    value = row.get(column)
+    count = int(value) if value not in (None, "") else 0
+    return f"{count:,} {what}" if count else ""
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -240,10 +259,11 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
             f"<div class=row><div><h4>Throughput per window</h4>{_svg_lines(rate, 'msgs/s')}</div>"
             f"<div><h4>Latency p95 per window</h4>{_svg_lines(lat, 'ms')}</div></div>"
         )
-    clock_notes = "".join(
+    range_notes = "".join(
         f"<li>Point {int(r['point']) + 1}: {html.escape(note)}</li>"
         for r in rows
-        if (note := negative_note(r))
+        for note in (negative_note(r), clipped_note(r))
+        if note
     )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
     stand_in = broker.get("stand_in")
@@ -258,8 +278,10 @@ Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}
 <table><tr>{head}</tr>{body}</table>
-{f"<ul class=warn>{clock_notes}</ul>" if clock_notes else ""}
-<p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per second of the measurement period.</p>
+{f"<ul class=warn>{range_notes}</ul>" if range_notes else ""}
+<p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per whole second of the measurement period.
+Processing latency runs from each message's intended send time to its receipt. A send call's latency is the broker's service time (start of the call to its confirmation), in open loop too;
+there, send delay is how late a batch started against the schedule, so a stall shows in send delay and processing latency, not in the send call.</p>
 {"".join(sections)}
 <h2>Run context</h2>{_clocks(rows)}<details><summary>scenario, sweep points, broker settings read back, clients and host</summary>
 <pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre></details>

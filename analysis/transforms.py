@@ -13,7 +13,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from workload.histogram import GAMMA, NEGATIVE
+from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
 
 KEY = ["run_id", "point"]
 METRICS = ("send_latency", "processing_latency", "send_delay")
@@ -25,9 +25,14 @@ KEEP_UP_RATIO = 0.95
 
 def bucket_ms(bucket: Column) -> Column:
     """Representative latency of a histogram bucket, in milliseconds (0 for the bucket of
-    negative latencies, as :func:`workload.histogram.bucket_value`)."""
+    negative latencies and 10 minutes for the bucket of latencies beyond the range, as
+    :func:`workload.histogram.bucket_value`)."""
     value = F.lit(2.0 / (GAMMA + 1.0) / 1000.0) * F.pow(F.lit(GAMMA), bucket.cast("double"))
-    return F.when(bucket == NEGATIVE, F.lit(0.0)).otherwise(value)
+    return (
+        F.when(bucket == NEGATIVE, F.lit(0.0))
+        .when(bucket == CLIPPED, F.lit(MAX_US / 1000.0))
+        .otherwise(value)
+    )
 
 
 def counters_per_second(seconds: DataFrame) -> DataFrame:
@@ -53,31 +58,60 @@ def histogram_per_second(seconds: DataFrame) -> DataFrame:
     return long.groupBy(*KEY, "metric", "second", "bucket").agg(F.sum("count").alias("count"))
 
 
-def measurement_periods(counters: DataFrame, warmup_s: int) -> DataFrame:
-    """Per point: the seconds in which senders confirmed messages, less the warm-up.
+def measurement_periods(seconds: DataFrame, warmup_s: int) -> DataFrame:
+    """Per point, from the raw per-worker ``seconds`` rows: the measurement period of its
+    rates and the span of its latencies, both after the warm-up (``warmup_s`` from the first
+    second with a confirmed send).
 
-    Columns: run_id, point, start, end (inclusive), seconds.
+    Rates need whole seconds: a worker's first and last seconds with a confirmed send are
+    partial (it started and stopped within them), so the rate period runs from the second
+    after the latest first second to the second before the earliest last second — counts
+    and period cover the same whole seconds in which every sender worker was sending. A
+    point without such a second (a run of a second or two, a worker that stopped early)
+    falls back to its latency span. Latencies are samples, valid in a partial second too:
+    their span runs from the warm-up's end to the last second with a confirmed send.
+
+    Columns: run_id, point, start, end (inclusive), seconds (the rate period),
+    latency_start, latency_end (inclusive).
     """
-    sending = (
-        counters.where(F.col("sent") > 0)
-        .groupBy(*KEY)
-        .agg(F.min("second").alias("first"), F.max("second").alias("end"))
+    workers = (
+        seconds.where(F.col("sent") > 0)
+        .groupBy(*KEY, "node", "worker")
+        .agg(F.min("second").alias("first"), F.max("second").alias("last"))
     )
-    start = F.least(F.col("first") + F.lit(warmup_s), F.col("end"))
-    return sending.select(*KEY, start.alias("start"), "end").withColumn(
-        "seconds", F.col("end") - F.col("start") + 1
+    sending = workers.groupBy(*KEY).agg(
+        F.least(F.min("first") + F.lit(warmup_s), F.max("last")).alias("latency_start"),
+        F.max("last").alias("latency_end"),
+        (F.max("first") + 1).alias("all_started"),
+        (F.min("last") - 1).alias("none_stopped"),
+    )
+    whole_start = F.greatest(F.col("latency_start"), F.col("all_started"))
+    whole = whole_start <= F.col("none_stopped")
+    start = F.when(whole, whole_start).otherwise(F.col("latency_start"))
+    end = F.when(whole, F.col("none_stopped")).otherwise(F.col("latency_end"))
+    return sending.select(
+        *KEY,
+        start.alias("start"),
+        end.alias("end"),
+        (end - start + 1).alias("seconds"),
+        "latency_start",
+        "latency_end",
     )
 
 
 def window_starts(periods: DataFrame, window_s: int, step_s: int) -> DataFrame:
     """Window starts per point: windows of ``window_s`` sliding by ``step_s`` that lie wholly
-    inside the period; a period shorter than one window is one window of its own length."""
-    last_start = F.col("end") - F.lit(window_s) + 1
-    fits = last_start >= F.col("start")
-    starts = F.when(fits, F.sequence(F.col("start"), last_start, F.lit(step_s))).otherwise(
-        F.array(F.col("start"))
+    inside the latency span, and a last one ending with the span when the steps do not land
+    there (so that the span's last seconds are in a window too); a span shorter than one
+    window is one window of its own length."""
+    first, last = F.col("latency_start"), F.col("latency_end")
+    last_start = last - F.lit(window_s) + 1
+    fits = last_start >= first
+    stepped = F.sequence(first, last_start, F.lit(step_s))
+    starts = F.when(fits, F.array_distinct(F.concat(stepped, F.array(last_start)))).otherwise(
+        F.array(first)
     )
-    length = F.when(fits, F.lit(window_s)).otherwise(F.col("seconds"))
+    length = F.when(fits, F.lit(window_s)).otherwise(last - first + 1)
     return periods.select(
         *KEY, F.explode(starts).alias("window_start"), length.alias("window_seconds")
     )
@@ -149,13 +183,19 @@ def headline(series: DataFrame) -> DataFrame:
     )
 
 
-def negative_latencies(hist: DataFrame) -> DataFrame:
-    """Per point: how many processing latencies were negative over the whole run —
+def out_of_range(hist: DataFrame) -> DataFrame:
+    """Per point, over the whole run: how many processing latencies were negative —
     messages received before they were sent, by the receiver's clock, because the sender's
-    and the receiver's clocks differ by more than the latency."""
+    and the receiver's clocks differ by more than the latency — and how many latencies of
+    any metric lay beyond the histograms' range (10 minutes, read as 10 minutes)."""
+
+    def count(where: Column) -> Column:
+        return F.sum(F.when(where, F.col("count")).otherwise(F.lit(0)))
+
     negative = (F.col("metric") == "processing_latency") & (F.col("bucket") == NEGATIVE)
     return hist.groupBy(*KEY).agg(
-        F.sum(F.when(negative, F.col("count")).otherwise(F.lit(0))).alias("negative_latencies")
+        count(negative).alias("negative_latencies"),
+        count(F.col("bucket") == CLIPPED).alias("clipped_latencies"),
     )
 
 
@@ -334,13 +374,13 @@ def accounting(delivery: DataFrame, states: DataFrame) -> DataFrame:
 def whole_run(hist: DataFrame, periods: DataFrame) -> DataFrame:
     """Per point: whole-run percentiles of each metric, one row per metric.
 
-    The warm-up is left out: only seconds from the start of the measurement period count
-    (and every second after it, so that receivers draining a backlog are included).
+    The warm-up is left out: only seconds from the start of the latency span count (and
+    every second after it, so that receivers draining a backlog are included).
     """
-    after_warmup = hist.join(periods.select(*KEY, "start"), on=KEY).where(
-        F.col("second") >= F.col("start")
+    after_warmup = hist.join(periods.select(*KEY, "latency_start"), on=KEY).where(
+        F.col("second") >= F.col("latency_start")
     )
-    return percentiles(after_warmup.drop("start"), [*KEY, "metric"])
+    return percentiles(after_warmup.drop("latency_start"), [*KEY, "metric"])
 
 
 def seconds_of(duration: float) -> int:

@@ -109,7 +109,7 @@ def recorders(role: str, node: int, seqs: range, second: int = 100) -> list[Work
     now = second * SECOND_NS
     if role == "sender":
         if seqs:
-            rec.batch_sent(now, 1_000_000, 0, seqs[0], seqs[-1])
+            rec.batch_sent(now, 1_000_000, None, seqs[0], seqs[-1])
     else:
         n = len(seqs)
         rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 2_000_000] * n, 0)
@@ -395,6 +395,7 @@ def test_the_job_claims_no_loss_without_records_and_none_for_an_early_stop(
 
 AMAZON = "chrony: 169.254.169.123 (stratum 4)"
 AHEAD = "messages received before they were sent by the receiver's clock: clocks differ by more than the latency"
+CLIPPED = "latencies beyond 10 min (the histograms' range) read as 10 min"
 
 
 def test_each_point_gets_the_largest_clock_offset_of_its_nodes() -> None:
@@ -422,6 +423,15 @@ def test_the_table_notes_messages_received_before_they_were_sent() -> None:
     assert lines[4].endswith(f"← 1,234 {AHEAD}")
 
 
+def test_the_table_names_the_send_call_and_shows_send_delay_where_a_point_ran_open_loop() -> None:
+    closed = text_table("Redis", [row(0, send_latency_p95_ms="1.5")]).splitlines()[1]
+    assert "send call p95 ms" in closed and "send delay" not in closed
+    lines = text_table("Redis", [row(0), row(1, send_delay_p99_ms="250.0")]).splitlines()
+    header = lines[1].split("  ")
+    assert header.index("send delay p99 ms") == header.index("send call p95 ms") + 1
+    assert lines[3].split()[-3] == "–" and lines[4].split()[-3] == "250.00"
+
+
 def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> None:
     rows = [
         row(0, label="threads=1", clock_offset_max_ms="0.400", clock_source=AMAZON),
@@ -437,7 +447,9 @@ def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> No
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_the_job_counts_messages_received_before_they_were_sent(spark, tmp_path: Path) -> None:
+def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
+    spark, tmp_path: Path
+) -> None:
     from analysis.job import analyse, read_summary
 
     ctx = context(scenario={"measurement": {"warmup": 0, "window": 5, "step": 1}})
@@ -455,7 +467,10 @@ def test_the_job_counts_messages_received_before_they_were_sent(spark, tmp_path:
     receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
     receiver.acked(receiver.handle([Received(body, i) for i, body in enumerate(bodies)]))
     second = now // SECOND_NS
-    write_node(tmp_path, RUN, 0, "sender", 0, recorders("sender", 0, range(3), second))
+    (sender,) = recorders("sender", 0, range(3), second)
+    # Open-loop send delays: 98 batches 1 ms late, one 50 ms, one 700 s (beyond the range).
+    sender.seconds[second].send_delay.record_many([1e3] * 98 + [50e3, 700e6])
+    write_node(tmp_path, RUN, 0, "sender", 0, [sender])
     write_node(tmp_path, RUN, 0, "receiver", 0, [receiver.recorder])
     write_node(tmp_path, RUN, 0, "receiver", 1, [])
     for role, node, offset in (("sender", 0, 0.6), ("receiver", 0, -0.4), ("receiver", 1, 0.0)):
@@ -465,9 +480,12 @@ def test_the_job_counts_messages_received_before_they_were_sent(spark, tmp_path:
 
     (got,) = analyse(spark, tmp_path)
     assert (got["sent"], got["received"], got["lost"]) == (3, 3, 0)
-    assert got["negative_latencies"] == 1
+    assert got["negative_latencies"] == 1 and got["clipped_latencies"] == 1
+    assert got["send_delay_p99_ms"] == pytest.approx(50.0, rel=0.01)
+    assert got["send_delay_max_ms"] == 600_000.0  # read as 10 minutes, and noted
     assert got["clock_offset_max_ms"] == pytest.approx(600.0)
     assert got["processing_latency_max_ms"] == pytest.approx(2.0, rel=0.5)
     (written,) = read_summary(tmp_path)
     assert (written["negative_latencies"], written["clock_offset_max_ms"]) == ("1", "600.000")
-    assert text_table("Redis", [written]).endswith(f"← 1 {AHEAD}")
+    assert (written["send_delay_max_ms"], written["clipped_latencies"]) == ("600000.000", "1")
+    assert text_table("Redis", [written]).endswith(f"← 1 {AHEAD}; 1 {CLIPPED}")

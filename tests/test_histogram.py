@@ -7,7 +7,16 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workload.histogram import ALPHA, MAX_US, NEGATIVE, Histogram, bucket_of, bucket_value
+from workload.histogram import (
+    ALPHA,
+    CLIPPED,
+    MAX_BUCKET,
+    MAX_US,
+    NEGATIVE,
+    Histogram,
+    bucket_of,
+    bucket_value,
+)
 
 latencies = st.floats(min_value=1.0, max_value=MAX_US, allow_nan=False)
 
@@ -49,10 +58,24 @@ def test_percentile_is_the_ranked_sample_within_alpha(values: list[float], q: fl
     assert abs(got - exact) / exact <= ALPHA + 1e-9
 
 
-def test_clamped_extremes() -> None:
+def test_extremes() -> None:
     assert bucket_of(0.2) == 0
-    assert bucket_of(MAX_US * 100) == bucket_of(MAX_US)
+    assert bucket_of(MAX_US) == MAX_BUCKET
     assert Histogram().percentile(0.5) is None
+
+
+def test_latencies_beyond_the_range_are_counted_apart_and_read_as_ten_minutes() -> None:
+    one, many = Histogram(), Histogram()
+    values = [1_000.0, MAX_US, MAX_US * 1.5, 3_600e6]  # 1 ms, 10 min, 15 min, 1 h
+    for us in values:
+        one.record(us)
+    many.record_many(values)
+    assert one.counts == many.counts
+    assert one.counts[CLIPPED] == 2 and one.counts[MAX_BUCKET] == 1
+    assert bucket_of(MAX_US * 100) == CLIPPED and bucket_value(CLIPPED) == MAX_US
+    # The highest bucket: they rank above the 10-minute sample, a lower bound of their value.
+    assert math.isclose(one.percentile(0.5) or 0, MAX_US, rel_tol=ALPHA)
+    assert one.percentile(0.75) == one.percentile(1.0) == MAX_US
 
 
 def test_negative_latencies_are_counted_apart_and_read_as_zero() -> None:

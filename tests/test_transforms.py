@@ -8,7 +8,7 @@ import pytest
 
 from analysis import transforms as tf
 from analysis.job import spark_schema
-from workload.histogram import NEGATIVE, bucket_of, bucket_value
+from workload.histogram import CLIPPED, MAX_US, NEGATIVE, bucket_of, bucket_value
 from workload.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,29 +51,75 @@ def seconds(spark):
 
 def test_throughput_and_keep_up_flag(seconds):
     counters = tf.counters_per_second(seconds)
-    periods = tf.measurement_periods(counters, warmup_s=0)
+    periods = tf.measurement_periods(seconds, warmup_s=0)
     got = {r["point"]: r for r in tf.throughput(counters, periods).collect()}
     assert got[0]["send_msgs_per_s"] == 20.0 and got[0]["receive_msgs_per_s"] == 19.0
-    assert got[0]["receivers_kept_up"] is True and got[0]["measured_seconds"] == 10
+    # Seconds 101..108: the first and last sending seconds are partial, left out.
+    assert got[0]["receivers_kept_up"] is True and got[0]["measured_seconds"] == 8
     assert got[1]["sent"] == 60 and got[1]["receivers_kept_up"] is False
 
 
 def test_warmup_shortens_the_period(seconds):
-    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=4)
-    got = {r["point"]: (r["start"], r["end"], r["seconds"]) for r in periods.collect()}
-    assert got[0] == (104, 109, 6)
+    periods = tf.measurement_periods(seconds, warmup_s=4)
+    got = {
+        r["point"]: (r["start"], r["end"], r["seconds"], r["latency_start"], r["latency_end"])
+        for r in periods.collect()
+    }
+    assert got[0] == (104, 108, 5, 104, 109)
+
+
+def open_loop_worker(worker, start_s, duration_s, rate, latency_s=0.002):
+    """Per-second rows of a sender worker confirming one message per slot of an exact rate
+    from ``start_s`` (a fraction of a second in) for ``duration_s``."""
+    counts: dict[int, int] = {}
+    for k in range(int(duration_s * rate)):
+        second = math.floor(start_s + k / rate + latency_s)
+        counts[second] = counts.get(second, 0) + 1
+    return [second_row(0, worker, s, sent=n, acked=n) for s, n in sorted(counts.items())]
+
+
+@pytest.mark.parametrize(("duration_s", "warmup_s"), [(40, 8), (20, 4), (20, 0)])
+def test_an_open_loop_run_at_an_exact_rate_reads_that_rate(spark, duration_s, warmup_s):
+    # Two workers at 1,000 msgs/s each, started 0.44 s apart, mid-second.
+    rows = open_loop_worker(0, 100.37, duration_s, 1000) + open_loop_worker(
+        1, 100.81, duration_s, 1000
+    )
+    seconds = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    counters = tf.counters_per_second(seconds)
+    periods = tf.measurement_periods(seconds, warmup_s)
+    (got,) = tf.throughput(counters, periods).collect()
+    assert got["send_msgs_per_s"] == pytest.approx(2000, rel=0.005)
+    assert got["receive_msgs_per_s"] == pytest.approx(2000, rel=0.005)
 
 
 def test_windows_inside_the_period_or_one_short_window(spark, seconds):
-    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=0)
+    periods = tf.measurement_periods(seconds, warmup_s=0)
     windows = tf.window_starts(periods, window_s=5, step_s=1)
     got = sorted(tuple(r) for r in windows.collect())
     assert got == [("r", 0, s, 5) for s in range(100, 106)] + [("r", 1, 200, 3)]
 
 
+def test_a_last_window_ends_with_the_period_so_a_stall_at_the_end_is_in_the_headline(spark):
+    # Seconds 100..109, 1 ms each, but a stall of 100 ms in the last second.
+    rows = [second_row(0, 0, s, sent=10, send={B1MS: 1}) for s in range(100, 110)]
+    rows += [
+        second_row(0, 0, s, acked=10, role="receiver", proc={B100MS if s == 109 else B1MS: 10})
+        for s in range(100, 110)
+    ]
+    seconds = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    periods = tf.measurement_periods(seconds, warmup_s=0)
+    windows = tf.window_starts(periods, window_s=5, step_s=2)
+    assert sorted(r["window_start"] for r in windows.collect()) == [100, 102, 104, 105]
+    series = tf.window_series(
+        tf.counters_per_second(seconds), tf.histogram_per_second(seconds), windows
+    )
+    (head,) = tf.headline(series).collect()
+    assert math.isclose(head["processing_latency_p95_ms"], 100, rel_tol=0.01)
+
+
 def test_percentiles_of_merged_histograms(seconds):
     hist = tf.histogram_per_second(seconds)
-    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=0)
+    periods = tf.measurement_periods(seconds, warmup_s=0)
     whole = tf.whole_run(hist, periods)
     rows = {(r["point"], r["metric"]): r for r in whole.collect() if r["point"] == 0}
     proc = rows[(0, "processing_latency")]
@@ -87,31 +133,42 @@ def test_percentiles_of_merged_histograms(seconds):
 def test_headline_is_the_max_windowed_p95(seconds):
     counters = tf.counters_per_second(seconds)
     hist = tf.histogram_per_second(seconds)
-    periods = tf.measurement_periods(counters, 0)
+    periods = tf.measurement_periods(seconds, 0)
     series = tf.window_series(counters, hist, tf.window_starts(periods, 5, 1))
     head = {r["point"]: r for r in tf.headline(series).collect()}
     assert math.isclose(head[0]["processing_latency_p95_ms"], 100, rel_tol=0.01)
     assert math.isclose(head[0]["send_latency_p95_ms"], 1, rel_tol=0.01)
+    # Closed loop: nothing was due, so there is no send delay — empty, not 0.
+    assert head[0]["send_delay_p95_ms"] is None
 
 
-def test_negative_latencies_are_counted_and_read_as_zero(spark, seconds):
+def test_latencies_out_of_range_are_counted_and_read_as_zero_or_ten_minutes(spark, seconds):
     # Point 2: 3 of 4 messages "received before they were sent" (receiver clock behind);
-    # a negative send latency is not a processing latency and is not counted.
+    # a negative send latency is not a processing latency and is not counted. Beyond the
+    # range: two processing latencies and a send latency, all counted.
     ahead = {NEGATIVE: 3, B1MS: 1}
     rows = [
         second_row(2, 0, 300, sent=4, send={NEGATIVE: 1}),
         second_row(2, 0, 300, acked=4, role="receiver", proc=ahead),
+        second_row(3, 0, 400, sent=4, send={B1MS: 3, CLIPPED: 1}),
+        second_row(3, 0, 400, acked=4, role="receiver", proc={B1MS: 2, CLIPPED: 2}),
     ]
     more = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
     hist = tf.histogram_per_second(seconds.unionByName(more))
-    got = {r["point"]: r["negative_latencies"] for r in tf.negative_latencies(hist).collect()}
-    assert got == {0: 0, 2: 3}  # point 1 recorded no latencies at all
-    periods = tf.measurement_periods(tf.counters_per_second(more), warmup_s=0)
-    proc = {r["metric"]: r for r in tf.whole_run(tf.histogram_per_second(more), periods).collect()}[
-        "processing_latency"
-    ]
-    assert proc["samples"] == 4 and proc["p50_ms"] == 0.0 and proc["p95_ms"] == proc["max_ms"]
-    assert math.isclose(proc["max_ms"], bucket_value(B1MS) / 1000)
+    got = {
+        r["point"]: (r["negative_latencies"], r["clipped_latencies"])
+        for r in tf.out_of_range(hist).collect()
+    }
+    assert got == {0: (0, 0), 2: (3, 0), 3: (0, 3)}  # point 1 recorded no latencies at all
+    periods = tf.measurement_periods(more, warmup_s=0)
+    whole = tf.whole_run(tf.histogram_per_second(more), periods).collect()
+    proc = {(r["point"], r["metric"]): r for r in whole}
+    ahead_proc, late_proc = proc[2, "processing_latency"], proc[3, "processing_latency"]
+    assert ahead_proc["samples"] == 4 and ahead_proc["p50_ms"] == 0.0
+    assert ahead_proc["p95_ms"] == ahead_proc["max_ms"]
+    assert math.isclose(ahead_proc["max_ms"], bucket_value(B1MS) / 1000)
+    assert math.isclose(late_proc["p50_ms"], bucket_value(B1MS) / 1000)
+    assert late_proc["p95_ms"] == late_proc["max_ms"] == MAX_US / 1000  # read as 10 minutes
 
 
 def test_lost_duplicated_and_unconfirmed(spark):
@@ -223,7 +280,7 @@ def test_accounting_of_a_stopped_point_with_nothing_received(spark):
 
 def test_whole_run_percentiles_leave_the_warmup_out(seconds):
     hist = tf.histogram_per_second(seconds)
-    periods = tf.measurement_periods(tf.counters_per_second(seconds), warmup_s=4)
+    periods = tf.measurement_periods(seconds, warmup_s=4)
     whole = tf.whole_run(hist, periods)
     proc = [r for r in whole.collect() if r["point"] == 0 and r["metric"] == "processing_latency"]
     assert proc[0]["samples"] == 19 * 6  # the first 4 of the 10 seconds are warm-up

@@ -4,6 +4,7 @@ durations that a step of the wall clock does not distort; a node's clock in its 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Hashable, Sequence
@@ -281,3 +282,78 @@ def test_a_node_on_a_machine_of_its_own_records_its_clock_in_its_status(
     assert status.ok and status.sent == 20
     assert (status.clock_offset_s, status.clock_source) == (clock.offset_s, clock.source)
     assert read_statuses(tmp_path) == [status]
+
+
+class Instant(Memory):
+    """Confirms every send at once."""
+
+    SEND_S = 0.0
+
+
+def _open_loop(rate: float, messages: int) -> SenderLoop:
+    load = LoadSection(rate=rate, messages=messages, duration=60, failure_timeout=60)
+    pool = message.message_pool(10, 100, seed=0)
+    settings = WorkerSettings("t0000000.0", 0, 0, load, pool, lambda: False)
+    return SenderLoop(settings, WorkerRecorder("sender", 0, 0))
+
+
+def _histogram(loop: SenderLoop, metric: str) -> Histogram:
+    merged = Histogram()
+    for stats in loop.recorder.seconds.values():
+        merged.merge(getattr(stats, metric))
+    return merged
+
+
+def test_open_loop_paces_each_message_on_its_own_slot() -> None:
+    rate = 2_000.0
+    adapter = Instant()
+    loop = _open_loop(rate, messages=400)
+    run_sender(adapter, loop)
+    stamped = sorted(
+        (i.seq, i.send_ns, i.intended_ns)
+        for i in (message.parse(b) for b in adapter.stored)
+        if i is not None
+    )
+    assert [seq for seq, _, _ in stamped] == list(range(400))
+    assert adapter.calls < 400  # batches of several messages
+    slot_ns = 1e9 / rate
+    for (_, _, before), (_, _, after) in itertools.pairwise(stamped):
+        # Each message's intended time is its own slot, one slot after the one before.
+        assert after - before == pytest.approx(slot_ns, abs=20_000)
+    # No message leaves before its slot: a batch goes when its last message is due.
+    assert all(sent >= intended for _, sent, intended in stamped)
+
+
+def test_send_delay_is_recorded_per_open_loop_batch_and_never_in_closed_loop() -> None:
+    closed = _loop(max_in_flight=1, messages=60)
+    run_sender(Instant(), closed)
+    assert not _histogram(closed, "send_delay") and _histogram(closed, "send_latency")
+    opened = _open_loop(10_000.0, messages=60)
+    adapter = Instant()
+    run_sender(adapter, opened)
+    assert _histogram(opened, "send_delay").total == adapter.calls
+    # A batch sent exactly on time is a sample of 0 — not left out.
+    recorder = WorkerRecorder("sender", 0, 0)
+    recorder.batch_sent(time.time_ns(), 1_000, 0, 0, 9)
+    recorder.batch_sent(time.time_ns(), 1_000, None, 10, 19)
+    (stats,) = recorder.seconds.values()
+    assert stats.send_delay.total == 1 and stats.send_latency.total == 2
+
+
+class FailsSecond(Instant):
+    def send(self, batch: Sequence[bytes]) -> None:
+        if self.calls == 1:
+            self.calls += 1
+            raise RuntimeError("refused")
+        super().send(batch)
+
+
+def test_a_failed_batch_is_abandoned_not_retried() -> None:
+    adapter = FailsSecond()
+    loop = _loop(max_in_flight=1, messages=60)
+    run_sender(adapter, loop)
+    stored = [message.parse(b).seq for b in adapter.stored]  # type: ignore[union-attr]
+    assert len(stored) == len(set(stored))  # nothing sent twice
+    missing = set(range(60)) - set(stored)
+    assert missing and max(missing) < min(s for s in stored if s > min(missing))
+    assert _confirmed(loop) == set(stored) and loop.recorder.total_errors == 1

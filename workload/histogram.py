@@ -2,13 +2,16 @@
 
 Bucket ``i`` holds values in ``(γ^(i-1), γ^i]`` microseconds with ``γ = (1+α)/(1-α)`` and
 ``α = 1 %``; it is represented by ``2γ^i/(γ+1)``, which is within α of every value in it.
-Bucket 0 holds everything from 0 up to 1 µs, the last bucket everything from 10 minutes up.
-A negative latency (a message received before it was sent, by the receiver's clock: two
-nodes' clocks differ by more than the latency) goes to a bucket of its own, :data:`NEGATIVE`,
-so that it is counted rather than read as 1 µs; it reads as 0 and, as the lowest bucket,
-leaves the ranks of the other samples as they are. Histograms are sparse ``{bucket: count}``
-maps and merge by adding counts, so percentiles of merged histograms are exact to the bucket
-width — never averages of percentiles.
+Bucket 0 holds everything from 0 up to 1 µs; :data:`MAX_BUCKET` is the one holding 10
+minutes. Two buckets of their own count what lies outside that range rather than folding it
+silently into the nearest one. A negative latency (a message received before it was sent, by
+the receiver's clock: two nodes' clocks differ by more than the latency) goes to
+:data:`NEGATIVE`, not read as 1 µs: it reads as 0 and, as the lowest bucket, leaves the ranks
+of the other samples as they are. A latency above :data:`MAX_BUCKET` (about 10.1 minutes: a
+backlog that old) goes to :data:`CLIPPED`: it reads as 10 minutes (:data:`MAX_US`, a lower
+bound) and, as the highest bucket, keeps its rank above every other sample. Histograms are
+sparse ``{bucket: count}`` maps and merge by adding counts, so percentiles of merged
+histograms are exact to the bucket width — never averages of percentiles.
 The analysis job uses the same constants to read the buckets back.
 """
 
@@ -24,6 +27,8 @@ MAX_US = 600e6  # 10 minutes
 MAX_BUCKET = math.ceil(math.log(MAX_US) * _INV_LOG_GAMMA)
 #: The bucket of negative latencies.
 NEGATIVE = -1
+#: The bucket of latencies beyond the range (above :data:`MAX_BUCKET`'s upper bound).
+CLIPPED = MAX_BUCKET + 1
 
 
 def bucket_of(us: float) -> int:
@@ -31,12 +36,15 @@ def bucket_of(us: float) -> int:
     if us <= 1.0:
         return 0 if us >= 0.0 else NEGATIVE
     i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
-    return i if i < MAX_BUCKET else MAX_BUCKET
+    return i if i <= MAX_BUCKET else CLIPPED
 
 
 def bucket_value(i: int) -> float:
-    """The representative latency (µs) of bucket ``i`` (0 for :data:`NEGATIVE`)."""
-    return 2.0 * GAMMA**i / (GAMMA + 1.0) if i != NEGATIVE else 0.0
+    """The representative latency (µs) of bucket ``i`` (0 for :data:`NEGATIVE`, :data:`MAX_US`
+    for :data:`CLIPPED`)."""
+    if i == NEGATIVE:
+        return 0.0
+    return 2.0 * GAMMA**i / (GAMMA + 1.0) if i != CLIPPED else MAX_US
 
 
 class Histogram:
@@ -53,7 +61,7 @@ class Histogram:
         else:
             i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
             if i > MAX_BUCKET:
-                i = MAX_BUCKET
+                i = CLIPPED
         counts = self.counts
         counts[i] = counts.get(i, 0) + 1
 
@@ -69,7 +77,7 @@ class Histogram:
             else:
                 i = ceil(log(us) * _INV_LOG_GAMMA)
                 if i > MAX_BUCKET:
-                    i = MAX_BUCKET
+                    i = CLIPPED
             counts[i] = get(i, 0) + 1
 
     def merge(self, other: Histogram) -> Histogram:

@@ -76,14 +76,30 @@ class Stamper:
         self.prefix = b"%s|%s|%x|%x|" % (MAGIC, tag.encode(), node, worker)
 
     def stamp_batch(
-        self, payloads: list[bytes], first_seq: int, send_ns: int, intended_ns: int
+        self,
+        payloads: list[bytes],
+        first_seq: int,
+        send_ns: int,
+        intended_ns: int,
+        spacing_ns: float = 0.0,
     ) -> list[bytes]:
-        """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged)."""
+        """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged).
+
+        Every message carries ``intended_ns`` as its intended send time, or, with
+        ``spacing_ns`` (an open-loop schedule), message ``i`` of the batch carries
+        ``intended_ns + i·spacing_ns``."""
         prefix = self.prefix
-        suffix = b"%x|%x|" % (send_ns, intended_ns)
         out: list[bytes] = []
         append = out.append
         seq = first_seq
+        if spacing_ns:
+            sent = b"%x|" % send_ns
+            for i, payload in enumerate(payloads):
+                when = intended_ns + int(i * spacing_ns)
+                head = b"%s%x|%s%x|" % (prefix, seq + i, sent, when)
+                append(head + payload[len(head) :])
+            return out
+        suffix = b"%x|%x|" % (send_ns, intended_ns)
         for payload in payloads:
             head = b"%s%x|%s" % (prefix, seq, suffix)
             append(head + payload[len(head) :])

@@ -54,16 +54,17 @@ class WorkerRecorder:
 
     # sender side
     def batch_sent(
-        self, done_ns: int, latency_ns: int, delay_ns: int, seq_lo: int, seq_hi: int
+        self, done_ns: int, latency_ns: int, delay_ns: int | None, seq_lo: int, seq_hi: int
     ) -> None:
         """A send call for sequence numbers ``seq_lo..seq_hi`` was confirmed at wall-clock
-        time ``done_ns``, ``latency_ns`` after it started and ``delay_ns`` after its intended
-        start (both durations on the monotonic clock)."""
+        time ``done_ns``, ``latency_ns`` after it started and (open loop) ``delay_ns`` after
+        it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
+        Both durations are on the monotonic clock."""
         stats = self._at(done_ns)
         count = seq_hi - seq_lo + 1
         stats.sent += count
         stats.send_latency.record(latency_ns / 1000.0)
-        if delay_ns > 0:
+        if delay_ns is not None:
             stats.send_delay.record(delay_ns / 1000.0)
         self.total_sent += count
         ranges = self.sent_ranges

@@ -246,7 +246,10 @@ def run_point(
             outcome.errors.append(f"{who}: {status.error}")
     if any(s.errors for s in statuses.values()) and not outcome.errors:
         failed = sum(s.errors for s in statuses.values())
-        console(f"  note: {failed} failed call(s) were retried (see the errors column)")
+        console(
+            f"  note: {failed} failed call(s), not retried: a failed send's batch is abandoned "
+            "(see the errors column)"
+        )
 
 
 def _finish_faults(faults: FaultScheduler, outcome: RunOutcome, restore: bool) -> None:

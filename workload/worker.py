@@ -77,19 +77,25 @@ class _Failures:
 @dataclass(slots=True)
 class Batch:
     """One send call's messages, their sequence numbers ``lo..hi`` and its times: the
-    start on the wall clock and on the monotonic clock, and how long after its intended
-    start it started (monotonic; 0 in closed loop)."""
+    start on the wall clock and on the monotonic clock, and (open loop) how long after it
+    was due it started — None in closed loop, where nothing is due (monotonic)."""
 
     messages: list[bytes]
     lo: int
     hi: int
     started_ns: int
     started_mono_ns: int
-    delay_ns: int
+    delay_ns: int | None
 
 
 class SenderLoop:
-    """Batch choice, stamping, pacing and accounting of one sender worker."""
+    """Batch choice, stamping, pacing and accounting of one sender worker.
+
+    In open loop every message has its own slot on the schedule — message ``n`` is due
+    ``n / rate`` seconds after the start — so arrivals follow the rate whatever the batch
+    sizes: a batch is due when its last message is, and each message carries its own slot
+    as its intended send time (processing latency counts the time it waited for its batch).
+    """
 
     def __init__(self, settings: WorkerSettings, recorder: WorkerRecorder) -> None:
         self.s = settings
@@ -97,12 +103,22 @@ class SenderLoop:
         self.rng = random.Random(settings.seed)
         self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
         self.seq = 0
-        #: The open-loop schedule's origin (monotonic).
+        #: The open-loop schedule's origin (monotonic) and one slot's length.
         self.start_ns = time.monotonic_ns()
+        self.slot_ns = 1e9 / settings.load.rate if settings.load.rate else 0.0
         self.deadline = self.start_ns / 1e9 + settings.load.duration
         self.failures = _Failures(
             settings.load.failure_timeout, f"sender {settings.node}/{settings.worker}"
         )
+        self.size = self._batch_size()
+
+    def _batch_size(self) -> int:
+        """The size of the next batch: uniform in [1, max_send_batch], within the limit."""
+        load = self.s.load
+        size = self.rng.randint(1, load.max_send_batch)
+        if load.messages is not None:
+            size = max(1, min(size, load.messages - self.seq))
+        return size
 
     def finished(self) -> bool:
         limit = self.s.load.messages
@@ -112,31 +128,37 @@ class SenderLoop:
             or self.s.stop_requested()
         )
 
-    def due_ns(self, rate: float) -> int:
-        """When the next batch is due on the open-loop schedule (monotonic)."""
-        return self.start_ns + int(self.seq / rate * 1e9)
+    def slot(self, seq: int) -> int:
+        """When message ``seq`` is due on the open-loop schedule (monotonic ns)."""
+        return self.start_ns + int(seq * self.slot_ns)
 
     def pause(self) -> float:
-        """Seconds to wait before the next batch (open loop only)."""
-        if self.s.load.rate is None:
+        """Seconds to wait before the next batch: until its last message is due (open loop
+        only)."""
+        if not self.slot_ns:
             return 0.0
-        return max(0.0, (self.due_ns(self.s.load.rate) - time.monotonic_ns()) / 1e9)
+        return max(0.0, (self.slot(self.seq + self.size - 1) - time.monotonic_ns()) / 1e9)
 
     def next_batch(self) -> Batch:
-        """The next batch to send, stamped; its sequence numbers are taken."""
-        load = self.s.load
-        size = self.rng.randint(1, load.max_send_batch)
-        if load.messages is not None:
-            size = min(size, load.messages - self.seq)
+        """The next batch to send, stamped; its sequence numbers are taken for good.
+
+        A batch is sent once: should its send fail (:meth:`failed`) it is abandoned, not
+        retried, and the next batch goes on from the following sequence numbers."""
+        size = self.size
         wall = time.time_ns()
         now = time.monotonic_ns()
-        # How late the batch starts on the open-loop schedule; closed loop has none.
-        delay = max(0, now - self.due_ns(load.rate)) if load.rate else 0
         lo = self.seq
         payloads = self.rng.choices(self.s.pool, k=size)
         self.seq = lo + size
-        # The message carries the intended time on the wall clock, for the receiver.
-        messages = self.stamper.stamp_batch(payloads, lo, wall, wall - delay)
+        self.size = self._batch_size()
+        if not self.slot_ns:
+            messages = self.stamper.stamp_batch(payloads, lo, wall, wall)
+            return Batch(messages, lo, lo + size - 1, wall, now, None)
+        # Each message carries its own slot on the wall clock, for the receiver; the batch
+        # is late by how long after its last message's slot it starts.
+        first = self.slot(lo)
+        delay = max(0, now - self.slot(lo + size - 1))
+        messages = self.stamper.stamp_batch(payloads, lo, wall, wall - (now - first), self.slot_ns)
         return Batch(messages, lo, lo + size - 1, wall, now, delay)
 
     def sent(self, batch: Batch, confirmed_ns: int | None = None) -> None:
