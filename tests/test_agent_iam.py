@@ -35,9 +35,12 @@ import requests
 from botocore.exceptions import ClientError
 
 from brokers import registry
+from brokers.base import Endpoints
 from infra.access import analysis_s3_policy, client_s3_policy
 from infra.agent import (
+    CliCommands,
     ClientAgent,
+    NodeCommands,
     RunStore,
     done_key,
     participants,
@@ -50,7 +53,7 @@ from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
 from workload import cloud
 from workload.context import build_context, write_context
 from workload.results import NodeStatus, write_node, write_status
-from workload.scenario import load_scenario
+from workload.scenario import PASSWORD_ENV, load_scenario
 from workload.sweep import expand
 
 LAYOUT = RunLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
@@ -403,10 +406,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("node", type=int)
     parser.add_argument("scenario", type=Path)
     parser.add_argument("results", type=Path)
+    parser.add_argument(
+        "--broker", action="store_true", help="run brokerbench prepare / node for real"
+    )
     args = parser.parse_args(argv)
     rules = RealS3(client_s3_policy(BUCKET, LAYOUT))
     store = RunStore(rules.install(boto3.client("s3")), BUCKET, RUN)
-    commands = RecordingCommands(args.role, args.node, args.scenario, args.results)
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    commands: NodeCommands = (
+        CliCommands(args.role, args.node, RUN, args.scenario, args.results, log)
+        if args.broker
+        else RecordingCommands(args.role, args.node, args.scenario, args.results)
+    )
     agent = ClientAgent(
         args.role,
         args.node,
@@ -414,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         args.scenario,
         args.results,
         commands,
-        log=lambda line: print(line, flush=True),
+        log=log,
         broker_wait=30,
         poll=0.05,
         point_slack=600,
@@ -427,24 +441,42 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    """A real Redis on loopback, with its run's password, started for one test."""
+    system = registry.get("redis")
+    assert system.local is not None
+    if missing := system.local.missing():
+        pytest.skip(missing)
+    cluster = system.local.start("single", system.params_model(), tmp_path_factory.mktemp("r"))
+    try:
+        yield cluster.endpoints
+    finally:
+        cluster.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.redis
 def test_a_run_with_a_node_that_never_starts(
     account: Account,
-    broker: str,
+    redis_server: Endpoints,
     tmp_path: Path,
     spark: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A sender and a receiver as separate processes, each on a session of the client role;
-    receiver 1 never starts. Three points whose budgets are 602 s each end in seconds, and
-    the operator's status, fetch and analysis name the missing node."""
+    """A small AWS run here: a sender and a receiver machine as separate processes, each on
+    a session of the client role, running ``brokerbench prepare`` / ``node`` against a real
+    Redis on loopback (its password in the environment, as the agent hands it on); receiver
+    1 never starts. Three points whose budgets are 602 s each end in seconds, and the
+    operator's status, fetch and analysis name the missing node."""
     scenario = tmp_path / "scenario.toml"
     scenario.write_text(
-        'name = "pg-cloud"\n\n[broker]\nsystem = "postgresql"\ndeployment = "endpoints"\n'
-        f'endpoints = ["{broker}"]\n\n[load]\nduration = "1s"\nidle_timeout = "1s"\n'
-        "processes = 1\nsender_nodes = 1\nreceiver_nodes = 2\n\n[sweep]\nthreads = [1, 2, 3]\n"
+        'name = "redis-cloud"\n\n[broker]\nsystem = "redis"\ndeployment = "endpoints"\n'
+        f'endpoints = ["{redis_server.hosts[0]}"]\n\n[load]\nduration = "1s"\n'
+        'idle_timeout = "1s"\nprocesses = 1\nsender_nodes = 1\nreceiver_nodes = 2\n\n'
+        "[sweep]\nthreads = [1, 2, 3]\n"
     )
     admin = account.client("s3", account.admin)
     plan = plan_fleet({"broker": 1}, expand(load_scenario(scenario)), "10.42.1.0/24")
@@ -461,10 +493,11 @@ def test_a_run_with_a_node_that_never_starts(
             **session,
             "AWS_ENDPOINT_URL": account.endpoint,
             "AWS_DEFAULT_REGION": REGION,
+            PASSWORD_ENV: redis_server.get("password"),
         }
         env.pop("AWS_PROFILE", None)
         command = [sys.executable, "-m", "tests.test_agent_iam", who[0], str(who[1])]
-        command += [str(scenario), str(tmp_path / machine(*who))]
+        command += [str(scenario), str(tmp_path / machine(*who)), "--broker"]
         processes.append(
             subprocess.Popen(
                 command,
@@ -499,7 +532,8 @@ def test_a_run_with_a_node_that_never_starts(
     run_dir = cloud.fetch_run(
         admin, cloud.CloudRun(BUCKET, RUN, REGION), tmp_path / "fetched", raw=True
     )
-    analyse(spark, run_dir)
+    rows = analyse(spark, run_dir)
+    assert all(row["sent"] > 0 and row["received"] > 0 for row in rows), rows  # a real broker
     capsys.readouterr()
     assert cloud.print_summary(run_dir)
     table = capsys.readouterr().out
