@@ -108,7 +108,6 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
     timelines = read_timelines(run_dir)
     results = {}
     for point, timeline in timelines.items():
-        seconds = _read(run_dir, "seconds", point, ["role", "second", "sent", "received", "errors"])
         confirmed, missing = _missing(
             _read(run_dir, "sent_ranges", point, ["node", "worker", "seq_lo", "seq_hi"]),
             _read(run_dir, "received", point, ["sender_node", "sender_worker", "seq"]),
@@ -116,13 +115,19 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
         lost, unavailable = split_missing(missing, timeline)
         results[point] = PointFaults(
             point=point,
-            faults=fault_effects(timeline, seconds),
+            faults=point_effects(run_dir, timeline),
             confirmed=confirmed,
             missing=missing,
             lost=lost,
             unavailable=unavailable,
         )
     return results
+
+
+def point_effects(run_dir: Path, timeline: PointTimeline) -> list[FaultEffect]:
+    """Each fault of one point and what it did, from that point's raw ``seconds`` rows only."""
+    columns = ["role", "second", "sent", "received", "errors"]
+    return fault_effects(timeline, _read(run_dir, "seconds", timeline.point, columns))
 
 
 def fault_effects(timeline: PointTimeline, seconds: pa.Table) -> list[FaultEffect]:
@@ -166,16 +171,20 @@ def fault_effects(timeline: PointTimeline, seconds: pa.Table) -> list[FaultEffec
 
 
 def summary_columns(result: PointFaults) -> dict[str, object]:
-    """Flat columns for ``summary.csv`` and the text table: the faults in words, the longest
-    gaps (whole seconds), the errors during the faults and the unavailable messages."""
+    """Flat columns for ``summary.csv`` and the text table: :func:`effect_columns` and the
+    unavailable messages."""
+    return {**effect_columns(result.faults), "unavailable": result.unavailable}
+
+
+def effect_columns(effects: list[FaultEffect]) -> dict[str, object]:
+    """The faults in words, the longest gaps (whole seconds) and the errors during them."""
     return {
         "faults": "; ".join(
-            f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in result.faults
+            f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in effects
         ),
-        "send_gap_s": max((e.send_gap.seconds for e in result.faults), default=0),
-        "receive_gap_s": max((e.receive_gap.seconds for e in result.faults), default=0),
-        "fault_errors": sum(e.errors for e in result.faults),
-        "unavailable": result.unavailable,
+        "send_gap_s": max((e.send_gap.seconds for e in effects), default=0),
+        "receive_gap_s": max((e.receive_gap.seconds for e in effects), default=0),
+        "fault_errors": sum(e.errors for e in effects),
     }
 
 

@@ -33,7 +33,6 @@ from pyspark.sql import types as T
 
 from analysis import faults
 from analysis import transforms as tf
-from analysis.faults import analyse_faults
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
@@ -373,16 +372,15 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Per point with declared faults: what they did, and its confirmed messages that were
-    not received split into lost and unavailable (a drained point only: elsewhere lost is
-    not known)."""
+    """Per point with declared faults: what they did (from its ``seconds`` rows; the
+    accounting is Spark's, above), and its confirmed messages that were not received split
+    into lost and unavailable (a drained point only: elsewhere lost is not known)."""
     columns: dict[int, dict[str, Any]] = {}
-    timelines = read_timelines(run_dir)
-    for point, result in analyse_faults(run_dir).items():
-        columns[point] = faults.summary_columns(result)
+    for point, timeline in read_timelines(run_dir).items():
+        columns[point] = faults.effect_columns(faults.point_effects(run_dir, timeline))
         missing = rows.get(point, {}).get("lost")
         if isinstance(missing, int):
-            lost, unavailable = faults.split_missing(missing, timelines.get(point))
+            lost, unavailable = faults.split_missing(missing, timeline)
             columns[point].update(lost=lost, unavailable=unavailable)
         else:
             columns[point]["unavailable"] = None

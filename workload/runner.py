@@ -4,7 +4,8 @@ sender and receiver node processes, record everything under ``RESULTS_DIR/<run-i
 The runner never loses what was recorded: a node that fails, a broker that dies and a
 Ctrl-C all end the run with the nodes' results written and the context saying how it
 ended. A scenario's declared faults (:mod:`workload.faults`) act on the broker nodes
-during each point; a node down by declaration is not a broker that died. Turning the records into numbers is the analysis job's work (``analysis/``).
+during each point; a node down by declaration is not a broker that died. Turning the
+records into numbers is the analysis job's work (``analysis/``).
 """
 
 from __future__ import annotations
