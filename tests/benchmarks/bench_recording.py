@@ -60,7 +60,7 @@ def bench_round_trip(messages: int = 200_000) -> float:
     while not sender.finished():
         batch = sender.next_batch()
         adapter.send(batch.messages)
-        sender.sent(batch, time.time_ns())
+        sender.sent(batch)
         receipts = receiver.handle(adapter.receive(load.receive_batch))
         adapter.ack(receipts)
         receiver.acked(receipts)
