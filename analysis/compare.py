@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from analysis.columns import QUANTILE_TITLES, read_summary_csv, run_column, window_column
 from workload.errors import UserError
 
 #: The load that identifies a sweep point across runs.
@@ -39,10 +40,19 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric("send_msgs_per_s", "send throughput", "msgs/s", Better.HIGHER),
     Metric("receive_msgs_per_s", "receive throughput", "msgs/s", Better.HIGHER),
-    Metric("processing_latency_p95_ms", "processing latency p95", "ms", Better.LOWER),
-    Metric("processing_latency_p99_ms", "processing latency p99", "ms", Better.LOWER),
-    Metric("send_latency_p95_ms", "send latency p95", "ms", Better.LOWER),
-    Metric("send_latency_p99_ms", "send latency p99", "ms", Better.LOWER),
+    Metric(window_column("processing_latency"), "processing p95, worst window", "ms", Better.LOWER),
+    *(
+        Metric(
+            run_column("processing_latency", q),
+            f"processing {QUANTILE_TITLES[q]}, whole run",
+            "ms",
+            Better.LOWER,
+        )
+        for q in ("p50", "p99", "p999", "max")
+    ),
+    Metric(window_column("send_latency"), "send call p95, worst window", "ms", Better.LOWER),
+    Metric(run_column("send_latency", "p99"), "send call p99, whole run", "ms", Better.LOWER),
+    Metric(run_column("send_delay", "p99"), "send delay p99, whole run", "ms", Better.LOWER),
     Metric("lost", "lost messages", "msgs", Better.LOWER),
     Metric("not_drained", "not drained (run stopped early)", "msgs", Better.LOWER),
     Metric("duplicated", "duplicated messages", "msgs", Better.LOWER),
@@ -112,8 +122,7 @@ def load_summary(run_dir: Path) -> list[dict[str, str]]:
         if not (run_dir / "context.json").is_file():
             raise UserError(f"{run_dir}: not a run directory (no context.json)")
         raise UserError(f"{run_dir}: not analysed yet; run 'brokerbench report {run_dir}' first")
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    return read_summary_csv(path)
 
 
 def _number(value: str | None) -> float | None:

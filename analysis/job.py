@@ -31,8 +31,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from analysis import faults
+from analysis import faults, hdr
 from analysis import transforms as tf
+from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, run_column
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
@@ -47,53 +48,6 @@ from workload.results import (
     raw_dir,
     read_statuses,
 )
-
-SUMMARY_COLUMNS = [
-    "broker",
-    "point",
-    "label",
-    "threads",
-    "sender_nodes",
-    "receiver_nodes",
-    "message_size",
-    "sent",
-    "received",
-    "send_msgs_per_s",
-    "receive_msgs_per_s",
-    "processing_latency_p95_ms",
-    "send_latency_p95_ms",
-    "lost",
-    "not_drained",
-    "duplicated",
-    "redelivered",
-    "unconfirmed_received",
-    "delivery",
-    "errors",
-    "negative_latencies",
-    "clipped_latencies",
-    "receivers_kept_up",
-    "measured_seconds",
-    "processing_latency_p50_ms",
-    "processing_latency_p99_ms",
-    "processing_latency_p999_ms",
-    "processing_latency_max_ms",
-    "send_latency_p50_ms",
-    "send_latency_p99_ms",
-    "send_latency_max_ms",
-    # Open loop only (empty in closed loop): how late sends started against the schedule.
-    "send_delay_p95_ms",
-    "send_delay_p99_ms",
-    "send_delay_max_ms",
-    "cost_per_million_usd",
-    "clock_offset_max_ms",
-    "clock_source",
-    # Declared faults (empty without): see analysis.faults.
-    "faults",
-    "send_gap_s",
-    "receive_gap_s",
-    "fault_errors",
-    "unavailable",
-]
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
     pa.string(): T.StringType(),
@@ -350,10 +304,11 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     )
     _merge(rows, _collect(tf.accounting(delivery, states)))
     _merge(rows, {p.point: {"delivery": p.delivery} for p in points})
-    for row in (r.asDict() for r in tf.whole_run(hist, periods).collect()):
+    histograms = tf.run_histograms(hist, periods).cache()
+    for row in (r.asDict() for r in tf.whole_run(histograms).collect()):
         target = rows.setdefault(row["point"], {"point": row["point"]})
-        for q in ("p50", "p99", "p999", "max"):
-            target[f"{row['metric']}_{q}_ms"] = row[f"{q}_ms"]
+        for q in RUN_QUANTILES:
+            target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
     summary = _summary_rows(context, rows)
@@ -364,10 +319,11 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
             with contextlib.suppress(OSError):
                 (run.local / "analysis" / "summary.csv").unlink(missing_ok=True)
         raise RecordsNotWritten(run.spark_path("analysis/summary.csv"), exc) from exc
-    write_windows(series, run)
-    counters.unpersist()
-    hist.unpersist()
-    series.unpersist()
+    write_parquet(series, run, "analysis/windows")
+    write_parquet(histograms, run, "analysis/histograms")
+    write_hgrm(histograms, run)
+    for cached in (counters, hist, series, histograms):
+        cached.unpersist()
     return summary
 
 
@@ -387,26 +343,42 @@ def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, d
     return columns
 
 
-def write_windows(series: DataFrame, run: RunLocation) -> None:
-    """Write the window series (a few rows per sweep point): by Spark into S3; locally
-    through Arrow, so that a full disk or a read-only directory is one line naming the file
-    rather than a page of Spark's errors."""
+def write_parquet(df: DataFrame, run: RunLocation, relative: str) -> None:
+    """Write a small result (a few rows per sweep point) as Parquet: by Spark into S3;
+    locally through Arrow, so that a full disk or a read-only directory is one line naming
+    the file rather than a page of Spark's errors."""
     if run.s3:
-        series.write.mode("overwrite").parquet(run.spark_path("analysis/windows"))
+        df.write.mode("overwrite").parquet(run.spark_path(relative))
         return
-    directory = run.local / "analysis" / "windows"
+    directory = run.local / relative
     path = directory / "part-0.parquet"
-    schema = arrow_schema(series.schema)
+    schema = arrow_schema(df.schema)
     shutil.rmtree(directory, ignore_errors=True)
     try:
         directory.mkdir(parents=True)
         with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            rows = (row.asDict() for row in series.toLocalIterator())
+            rows = (row.asDict() for row in df.toLocalIterator())
             while batch := list(itertools.islice(rows, 10_000)):
                 writer.write_table(pa.Table.from_pylist(batch, schema))
     except OSError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         raise RecordsNotWritten(path, exc) from exc
+
+
+def write_hgrm(histograms: DataFrame, run: RunLocation) -> None:
+    """Each point's whole-run histogram of each metric as an HdrHistogram percentile
+    distribution (``analysis/hdr/point-<n>-<metric>.hgrm``; see :mod:`analysis.hdr`)."""
+    by_series: dict[tuple[int, str], list[hdr.Bucket]] = {}
+    for row in histograms.toLocalIterator():
+        by_series.setdefault((row["point"], row["metric"]), []).append(
+            hdr.Bucket(row["bucket"], row["count"], row["value_ms"])
+        )
+    for (point, metric), buckets in sorted(by_series.items()):
+        relative = f"analysis/{hdr.file_name(point, metric)}"
+        try:
+            run.write_text(relative, hdr.hgrm(buckets))
+        except OSError as exc:
+            raise RecordsNotWritten(run.spark_path(relative), exc) from exc
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
@@ -480,11 +452,6 @@ def _fmt(value: Any) -> Any:
     if value is None:
         return ""
     return value
-
-
-def read_summary(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "analysis" / "summary.csv").open() as f:
-        return list(csv.DictReader(f))
 
 
 def main(argv: list[str] | None = None) -> int:

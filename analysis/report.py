@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from analysis.columns import run_column, window_column
 from workload.results import RecordsNotWritten
 
 TABLE = [
@@ -26,16 +27,20 @@ TABLE = [
     ("receiver_nodes", "receivers", "{}"),
     ("send_msgs_per_s", "send msgs/s", "{:,.0f}"),
     ("receive_msgs_per_s", "receive msgs/s", "{:,.0f}"),
-    ("processing_latency_p95_ms", "proc p95 ms", "{:,.1f}"),
-    ("send_latency_p95_ms", "send call p95 ms", "{:,.2f}"),
+    (window_column("processing_latency"), "proc p95 ms [window]", "{:,.1f}"),
+    (run_column("processing_latency", "p99"), "proc p99 ms [run]", "{:,.1f}"),
+    (window_column("send_latency"), "send call p95 ms [window]", "{:,.2f}"),
     ("lost", "lost", "{}"),
     ("duplicated", "dup", "{}"),
 ]
 
 
+#: What the scope marks in the column titles mean.
+SCOPES = "[window]: the worst latency window of the period; [run]: the whole measurement period"
+
 COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
 NOT_DRAINED = ("not_drained", "not drained", "{}")
-SEND_DELAY = ("send_delay_p99_ms", "send delay p99 ms", "{:,.2f}")
+SEND_DELAY = (run_column("send_delay", "p99"), "send delay p99 ms [run]", "{:,.2f}")
 
 
 def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -44,7 +49,7 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     table = list(TABLE)
     for extra, after, shown in (
         (NOT_DRAINED, "lost", any(delivery(r).startswith("not drained") for r in rows)),
-        (SEND_DELAY, "send_latency_p95_ms", any(_has(r, SEND_DELAY[0]) for r in rows)),
+        (SEND_DELAY, window_column("send_latency"), any(_has(r, SEND_DELAY[0]) for r in rows)),
         (COST, "duplicated", any(_has(r, COST[0]) for r in rows)),
     ):
         if shown:
@@ -142,7 +147,10 @@ def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     widths = [
         max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
     ]
-    lines = [f"{broker}", "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines = [
+        f"{broker}  ({SCOPES})",
+        "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
+    ]
     lines.append("  ".join("-" * w for w in widths))
     for r, cells in zip(rows, body, strict=True):
         flag = f"  ← {'; '.join(notes(r))}" if notes(r) else ""

@@ -13,10 +13,10 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.columns import METRICS, window_column
 from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
 
 KEY = ["run_id", "point"]
-METRICS = ("send_latency", "processing_latency", "send_delay")
 COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999, "max": 1.0}
 #: A point is flagged when receivers acked less than this share of the send rate.
@@ -169,7 +169,7 @@ def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> D
     wide = (
         lat.groupBy(*group)
         .pivot("metric", list(METRICS))
-        .agg(*(F.first(f"{q}_ms").alias(q) for q in ("p50", "p95", "p99")))
+        .agg(*(F.first(f"{q}_ms").alias(q) for q in QUANTILES))
     )
     return rates.join(wide, on=group, how="left").orderBy(*group)
 
@@ -177,9 +177,7 @@ def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> D
 def headline(series: DataFrame) -> DataFrame:
     """Per point: the maximum p95 over the windows (SPEC §3's headline latency)."""
     return series.groupBy(*KEY).agg(
-        F.max("processing_latency_p95").alias("processing_latency_p95_ms"),
-        F.max("send_latency_p95").alias("send_latency_p95_ms"),
-        F.max("send_delay_p95").alias("send_delay_p95_ms"),
+        *(F.max(f"{metric}_p95").alias(window_column(metric)) for metric in METRICS)
     )
 
 
@@ -371,8 +369,9 @@ def accounting(delivery: DataFrame, states: DataFrame) -> DataFrame:
     )
 
 
-def whole_run(hist: DataFrame, periods: DataFrame) -> DataFrame:
-    """Per point: whole-run percentiles of each metric, one row per metric.
+def run_histograms(hist: DataFrame, periods: DataFrame) -> DataFrame:
+    """Per point and metric: the histogram of the whole run, merged over its seconds — one
+    row per non-empty bucket, with the bucket's representative latency (``value_ms``).
 
     The warm-up is left out: only seconds from the start of the latency span count (and
     every second after it, so that receivers draining a backlog are included).
@@ -380,7 +379,18 @@ def whole_run(hist: DataFrame, periods: DataFrame) -> DataFrame:
     after_warmup = hist.join(periods.select(*KEY, "latency_start"), on=KEY).where(
         F.col("second") >= F.col("latency_start")
     )
-    return percentiles(after_warmup.drop("latency_start"), [*KEY, "metric"])
+    return (
+        after_warmup.groupBy(*KEY, "metric", "bucket")
+        .agg(F.sum("count").alias("count"))
+        .where(F.col("count") > 0)
+        .withColumn("value_ms", bucket_ms(F.col("bucket")))
+    )
+
+
+def whole_run(histograms: DataFrame) -> DataFrame:
+    """Per point: whole-run percentiles of each metric (from :func:`run_histograms`), one
+    row per metric."""
+    return percentiles(histograms.drop("value_ms"), [*KEY, "metric"])
 
 
 def seconds_of(duration: float) -> int:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from analysis import transforms as tf
@@ -424,11 +425,11 @@ def test_the_table_notes_messages_received_before_they_were_sent() -> None:
 
 
 def test_the_table_names_the_send_call_and_shows_send_delay_where_a_point_ran_open_loop() -> None:
-    closed = text_table("Redis", [row(0, send_latency_p95_ms="1.5")]).splitlines()[1]
+    closed = text_table("Redis", [row(0, send_latency_window_p95_ms="1.5")]).splitlines()[1]
     assert "send call p95 ms" in closed and "send delay" not in closed
-    lines = text_table("Redis", [row(0), row(1, send_delay_p99_ms="250.0")]).splitlines()
+    lines = text_table("Redis", [row(0), row(1, send_delay_run_p99_ms="250.0")]).splitlines()
     header = lines[1].split("  ")
-    assert header.index("send delay p99 ms") == header.index("send call p95 ms") + 1
+    assert header.index("send delay p99 ms [run]") == header.index("send call p95 ms [window]") + 1
     assert lines[3].split()[-3] == "–" and lines[4].split()[-3] == "250.00"
 
 
@@ -450,7 +451,8 @@ def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> No
 def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     spark, tmp_path: Path
 ) -> None:
-    from analysis.job import analyse, read_summary
+    from analysis.columns import read_summary_csv
+    from analysis.job import analyse
 
     ctx = context(scenario={"measurement": {"warmup": 0, "window": 5, "step": 1}})
     ctx["broker"] = {"system": "redis", "title": "Redis"}
@@ -481,11 +483,20 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     (got,) = analyse(spark, tmp_path)
     assert (got["sent"], got["received"], got["lost"]) == (3, 3, 0)
     assert got["negative_latencies"] == 1 and got["clipped_latencies"] == 1
-    assert got["send_delay_p99_ms"] == pytest.approx(50.0, rel=0.01)
-    assert got["send_delay_max_ms"] == 600_000.0  # read as 10 minutes, and noted
+    assert got["send_delay_run_p99_ms"] == pytest.approx(50.0, rel=0.01)
+    assert got["send_delay_run_max_ms"] == 600_000.0  # read as 10 minutes, and noted
     assert got["clock_offset_max_ms"] == pytest.approx(600.0)
-    assert got["processing_latency_max_ms"] == pytest.approx(2.0, rel=0.5)
-    (written,) = read_summary(tmp_path)
+    assert got["processing_latency_run_max_ms"] == pytest.approx(2.0, rel=0.5)
+    (written,) = read_summary_csv(tmp_path / "analysis" / "summary.csv")
     assert (written["negative_latencies"], written["clock_offset_max_ms"]) == ("1", "600.000")
-    assert (written["send_delay_max_ms"], written["clipped_latencies"]) == ("600000.000", "1")
+    assert (written["send_delay_run_max_ms"], written["clipped_latencies"]) == ("600000.000", "1")
     assert text_table("Redis", [written]).endswith(f"← 1 {AHEAD}; 1 {CLIPPED}")
+    # The merged histograms, as Parquet and as HdrHistogram percentile distributions.
+    hist = pq.read_table(tmp_path / "analysis" / "histograms").to_pylist()
+    delays = {r["value_ms"]: r["count"] for r in hist if r["metric"] == "send_delay"}
+    assert sum(delays.values()) == 100 and delays[600_000.0] == 1
+    hgrm = (tmp_path / "analysis" / "hdr" / "point-1-send_delay.hgrm").read_text().splitlines()
+    values = [line.split() for line in hgrm if line.strip() and line.lstrip()[0].isdigit()]
+    assert float(values[0][1]) == pytest.approx(0.98) and values[0][2] == "98"
+    assert values[-1][1:] == ["1.000000000000", "100"]  # the last line has no 1/(1-p)
+    assert "Total count    =          100]" in hgrm[-1]

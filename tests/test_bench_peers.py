@@ -229,8 +229,8 @@ def test_summary_row_to_measurement() -> None:
     row = {
         "send_msgs_per_s": "4491.500",
         "receive_msgs_per_s": "4496.000",
-        "send_latency_p50_ms": "0.469",
-        "send_latency_p99_ms": "",
+        "send_latency_run_p50_ms": "0.469",
+        "send_latency_run_p99_ms": "",
         "lost": "3",
         "receivers_kept_up": "False",
     }

@@ -42,12 +42,12 @@ def change(comparison, threads: int, column: str):
 
 def test_throughput_up_is_better_latency_up_is_worse() -> None:
     comparison = compare_rows(
-        [row(1, send_msgs_per_s=1000, send_latency_p95_ms=10)],
-        [row(1, send_msgs_per_s=1500, send_latency_p95_ms=12)],
+        [row(1, send_msgs_per_s=1000, send_latency_window_p95_ms=10)],
+        [row(1, send_msgs_per_s=1500, send_latency_window_p95_ms=12)],
     )
     rate = change(comparison, 1, "send_msgs_per_s")
     assert (rate.absolute, rate.relative, rate.verdict) == (500, 0.5, Verdict.BETTER)
-    latency = change(comparison, 1, "send_latency_p95_ms")
+    latency = change(comparison, 1, "send_latency_window_p95_ms")
     assert latency.absolute == 2
     assert latency.relative == pytest.approx(0.2)
     assert latency.verdict is Verdict.WORSE
@@ -55,10 +55,10 @@ def test_throughput_up_is_better_latency_up_is_worse() -> None:
 
 def test_lower_latency_and_fewer_lost_are_better() -> None:
     comparison = compare_rows(
-        [row(5, processing_latency_p95_ms=40, lost=3, receive_msgs_per_s=900)],
-        [row(5, processing_latency_p95_ms=20, lost=0, receive_msgs_per_s=500)],
+        [row(5, processing_latency_window_p95_ms=40, lost=3, receive_msgs_per_s=900)],
+        [row(5, processing_latency_window_p95_ms=20, lost=0, receive_msgs_per_s=500)],
     )
-    assert change(comparison, 5, "processing_latency_p95_ms").verdict is Verdict.BETTER
+    assert change(comparison, 5, "processing_latency_window_p95_ms").verdict is Verdict.BETTER
     lost = change(comparison, 5, "lost")
     assert (lost.absolute, lost.relative, lost.verdict) == (-3, -1.0, Verdict.BETTER)
     assert change(comparison, 5, "receive_msgs_per_s").verdict is Verdict.WORSE
@@ -67,13 +67,13 @@ def test_lower_latency_and_fewer_lost_are_better() -> None:
 def test_small_changes_zero_baseline_and_missing_values() -> None:
     comparison = compare_rows(
         [row(1, send_msgs_per_s=1000, duplicated=0, errors=0)],
-        [row(1, send_msgs_per_s=1010, duplicated=4, send_latency_p95_ms=3)],
+        [row(1, send_msgs_per_s=1010, duplicated=4, send_latency_window_p95_ms=3)],
     )
     assert change(comparison, 1, "send_msgs_per_s").verdict is Verdict.SAME
     dup = change(comparison, 1, "duplicated")
     assert (dup.absolute, dup.relative, dup.verdict) == (4, None, Verdict.WORSE)
     assert change(comparison, 1, "errors").verdict is Verdict.UNKNOWN
-    assert change(comparison, 1, "send_latency_p95_ms").verdict is Verdict.UNKNOWN
+    assert change(comparison, 1, "send_latency_window_p95_ms").verdict is Verdict.UNKNOWN
 
 
 def test_points_are_matched_by_load_not_position() -> None:
@@ -102,8 +102,8 @@ def write_run(directory: Path, rows: list[dict[str, str]]) -> Path:
 
 
 def test_cli_prints_table_and_writes_csv(tmp_path: Path, capsys) -> None:
-    a = write_run(tmp_path / "run-a", [row(1, send_msgs_per_s=1000, send_latency_p95_ms=8)])
-    b = write_run(tmp_path / "run-b", [row(1, send_msgs_per_s=2000, send_latency_p95_ms=4)])
+    a = write_run(tmp_path / "run-a", [row(1, send_msgs_per_s=1000, send_latency_window_p95_ms=8)])
+    b = write_run(tmp_path / "run-b", [row(1, send_msgs_per_s=2000, send_latency_window_p95_ms=4)])
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["compare", str(a), str(b), "--csv", str(tmp_path / "c.csv")])
@@ -114,9 +114,9 @@ def test_cli_prints_table_and_writes_csv(tmp_path: Path, capsys) -> None:
     assert line.split()[-4:] == ["2,000", "+1,000", "+100.0%", "better"]
     with (tmp_path / "c.csv").open() as f:
         written = {r["metric"]: r for r in csv.DictReader(f)}
-    assert written["send_latency_p95_ms"]["verdict"] == "better"
-    assert float(written["send_latency_p95_ms"]["relative"]) == -0.5
-    assert written["send_latency_p95_ms"]["better"] == "lower"
+    assert written["send_latency_window_p95_ms"]["verdict"] == "better"
+    assert float(written["send_latency_window_p95_ms"]["relative"]) == -0.5
+    assert written["send_latency_window_p95_ms"]["better"] == "lower"
 
 
 def test_unanalysed_or_missing_run_is_a_one_line_error(tmp_path: Path) -> None:

@@ -114,13 +114,13 @@ def test_a_last_window_ends_with_the_period_so_a_stall_at_the_end_is_in_the_head
         tf.counters_per_second(seconds), tf.histogram_per_second(seconds), windows
     )
     (head,) = tf.headline(series).collect()
-    assert math.isclose(head["processing_latency_p95_ms"], 100, rel_tol=0.01)
+    assert math.isclose(head["processing_latency_window_p95_ms"], 100, rel_tol=0.01)
 
 
 def test_percentiles_of_merged_histograms(seconds):
     hist = tf.histogram_per_second(seconds)
     periods = tf.measurement_periods(seconds, warmup_s=0)
-    whole = tf.whole_run(hist, periods)
+    whole = tf.whole_run(tf.run_histograms(hist, periods))
     rows = {(r["point"], r["metric"]): r for r in whole.collect() if r["point"] == 0}
     proc = rows[(0, "processing_latency")]
     assert proc["samples"] == 190  # 19 per second over 10 s, merged, not averaged
@@ -136,10 +136,10 @@ def test_headline_is_the_max_windowed_p95(seconds):
     periods = tf.measurement_periods(seconds, 0)
     series = tf.window_series(counters, hist, tf.window_starts(periods, 5, 1))
     head = {r["point"]: r for r in tf.headline(series).collect()}
-    assert math.isclose(head[0]["processing_latency_p95_ms"], 100, rel_tol=0.01)
-    assert math.isclose(head[0]["send_latency_p95_ms"], 1, rel_tol=0.01)
+    assert math.isclose(head[0]["processing_latency_window_p95_ms"], 100, rel_tol=0.01)
+    assert math.isclose(head[0]["send_latency_window_p95_ms"], 1, rel_tol=0.01)
     # Closed loop: nothing was due, so there is no send delay — empty, not 0.
-    assert head[0]["send_delay_p95_ms"] is None
+    assert head[0]["send_delay_window_p95_ms"] is None
 
 
 def test_latencies_out_of_range_are_counted_and_read_as_zero_or_ten_minutes(spark, seconds):
@@ -161,7 +161,7 @@ def test_latencies_out_of_range_are_counted_and_read_as_zero_or_ten_minutes(spar
     }
     assert got == {0: (0, 0), 2: (3, 0), 3: (0, 3)}  # point 1 recorded no latencies at all
     periods = tf.measurement_periods(more, warmup_s=0)
-    whole = tf.whole_run(tf.histogram_per_second(more), periods).collect()
+    whole = tf.whole_run(tf.run_histograms(tf.histogram_per_second(more), periods)).collect()
     proc = {(r["point"], r["metric"]): r for r in whole}
     ahead_proc, late_proc = proc[2, "processing_latency"], proc[3, "processing_latency"]
     assert ahead_proc["samples"] == 4 and ahead_proc["p50_ms"] == 0.0
@@ -281,6 +281,6 @@ def test_accounting_of_a_stopped_point_with_nothing_received(spark):
 def test_whole_run_percentiles_leave_the_warmup_out(seconds):
     hist = tf.histogram_per_second(seconds)
     periods = tf.measurement_periods(seconds, warmup_s=4)
-    whole = tf.whole_run(hist, periods)
+    whole = tf.whole_run(tf.run_histograms(hist, periods))
     proc = [r for r in whole.collect() if r["point"] == 0 and r["metric"] == "processing_latency"]
     assert proc[0]["samples"] == 19 * 6  # the first 4 of the 10 seconds are warm-up

@@ -15,7 +15,6 @@ and ``--run-id`` (plus ``--emr-application`` and ``--emr-role`` for ``analyze``)
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -346,13 +345,13 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
 def print_summary(run_dir: Path) -> bool:
     """The fetched run's table, as a local run prints it (incomplete and not-drained points
     say so); False when the run has no analysis yet."""
+    from analysis.columns import read_summary_csv
     from analysis.report import text_table
 
     summary = run_dir / "analysis" / "summary.csv"
     if not summary.exists():
         return False
-    with summary.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_summary_csv(summary)
     broker = rows[0].get("broker", run_dir.name) if rows else run_dir.name
     print(text_table(broker, rows))
     return True

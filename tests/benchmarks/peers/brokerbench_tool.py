@@ -201,7 +201,7 @@ def summary_measurement(row: dict[str, str]) -> Measurement:
     return Measurement(
         send_per_s=_number(row, "send_msgs_per_s"),
         receive_per_s=_number(row, "receive_msgs_per_s"),
-        publish_p50_ms=_number(row, "send_latency_p50_ms"),
-        publish_p99_ms=_number(row, "send_latency_p99_ms"),
+        publish_p50_ms=_number(row, "send_latency_run_p50_ms"),
+        publish_p99_ms=_number(row, "send_latency_run_p99_ms"),
         notes=tuple(notes),
     )

@@ -1,0 +1,108 @@
+"""The columns of ``analysis/summary.csv``, declared once.
+
+Every latency percentile is named by its scope:
+
+* ``<metric>_window_p95_ms`` — the headline (SPEC §3): the largest p95 over the sliding
+  windows of the measurement period, the worst stretch a user would have seen;
+* ``<metric>_run_<q>_ms`` — over the whole measurement period (after the warm-up), from the
+  point's merged histogram: p50, p95, p99, p99.9 and max.
+
+``<metric>`` is ``processing_latency`` (intended send time → receipt), ``send_latency``
+(the send call, start → confirmation) or ``send_delay`` (open loop only: how late a send
+started against its schedule). Summaries written before the scope was in the name are read
+through :func:`upgrade`.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeVar
+
+#: The latency metrics, as the raw records and the window series name them.
+METRICS = ("processing_latency", "send_latency", "send_delay")
+#: Whole-run percentiles, in order.
+RUN_QUANTILES = ("p50", "p95", "p99", "p999", "max")
+#: Shown names of percentiles.
+QUANTILE_TITLES = {"p50": "p50", "p95": "p95", "p99": "p99", "p999": "p99.9", "max": "max"}
+
+
+def window_column(metric: str, quantile: str = "p95") -> str:
+    """The headline column: the worst window's ``quantile`` of ``metric``."""
+    return f"{metric}_window_{quantile}_ms"
+
+
+def run_column(metric: str, quantile: str) -> str:
+    """A whole-run percentile column of ``metric``."""
+    return f"{metric}_run_{quantile}_ms"
+
+
+def latency_columns() -> list[str]:
+    """Every latency column: per metric, the headline, then the whole-run percentiles."""
+    return [
+        column
+        for metric in METRICS
+        for column in (
+            window_column(metric),
+            *(run_column(metric, q) for q in RUN_QUANTILES),
+        )
+    ]
+
+
+SUMMARY_COLUMNS = [
+    "broker",
+    "point",
+    "label",
+    "threads",
+    "sender_nodes",
+    "receiver_nodes",
+    "message_size",
+    "sent",
+    "received",
+    "send_msgs_per_s",
+    "receive_msgs_per_s",
+    "lost",
+    "not_drained",
+    "duplicated",
+    "redelivered",
+    "unconfirmed_received",
+    "delivery",
+    "errors",
+    "negative_latencies",
+    "clipped_latencies",
+    "receivers_kept_up",
+    "measured_seconds",
+    # Send delay (the last metric) is empty in closed loop.
+    *latency_columns(),
+    "cost_per_million_usd",
+    "clock_offset_max_ms",
+    "clock_source",
+    # Declared faults (empty without): see analysis.faults.
+    "faults",
+    "send_gap_s",
+    "receive_gap_s",
+    "fault_errors",
+    "unavailable",
+]
+
+#: Earlier names of columns, as summaries written before the scopes were named hold them.
+LEGACY = {
+    **{f"{m}_p95_ms": window_column(m) for m in METRICS},
+    **{f"{m}_{q}_ms": run_column(m, q) for m in METRICS for q in ("p50", "p99", "p999", "max")},
+}
+
+V = TypeVar("V")
+
+
+def upgrade(row: Mapping[str, V]) -> dict[str, V]:
+    """A summary row with today's column names (a row of today's summaries is unchanged)."""
+    if any(column in row for column in (window_column(m) for m in METRICS)):
+        return dict(row)
+    return {LEGACY.get(key, key): value for key, value in row.items()}
+
+
+def read_summary_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a ``summary.csv``, with today's column names."""
+    with path.open(newline="") as f:
+        return [upgrade(row) for row in csv.DictReader(f)]

@@ -1,0 +1,45 @@
+"""The summary's column names (one declaration, scopes in the names, older summaries read
+with today's names) and the HdrHistogram percentile-distribution export."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.columns import SUMMARY_COLUMNS, run_column, upgrade, window_column
+from analysis.hdr import Bucket, file_name, hgrm
+
+
+def test_every_latency_column_names_its_scope() -> None:
+    latency = [c for c in SUMMARY_COLUMNS if "latency" in c or "delay" in c]
+    assert latency and all("_window_" in c or "_run_" in c for c in latency)
+    assert len(SUMMARY_COLUMNS) == len(set(SUMMARY_COLUMNS))
+    assert window_column("processing_latency") == "processing_latency_window_p95_ms"
+    assert run_column("send_delay", "p999") in SUMMARY_COLUMNS
+
+
+def test_an_older_summary_reads_with_todays_names() -> None:
+    old = {"processing_latency_p95_ms": "5", "processing_latency_p99_ms": "9", "lost": "0"}
+    assert upgrade(old) == {
+        "processing_latency_window_p95_ms": "5",
+        "processing_latency_run_p99_ms": "9",
+        "lost": "0",
+    }
+    today = {"processing_latency_window_p95_ms": "5", "send_delay_run_p99_ms": "1"}
+    assert upgrade(today) == today
+
+
+def test_hgrm_lists_each_bucket_with_its_percentile_and_count() -> None:
+    text = hgrm([Bucket(20, 1, 2.0), Bucket(10, 3, 1.0), Bucket(30, 0, 9.0)])
+    lines = text.splitlines()
+    assert lines[0].split() == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
+    first, last = lines[2].split(), lines[3].split()
+    assert first == ["1.000", "0.750000000000", "3", "4.00"]
+    assert last == ["2.000", "1.000000000000", "4"]
+    mean = float(lines[4].split("=")[1].split(",")[0])
+    assert mean == pytest.approx(1.25)
+    assert lines[5].startswith("#[Max     =        2.000, Total count    =            4]")
+
+
+def test_an_empty_histogram_gives_no_file_text_and_names_are_per_point_and_metric() -> None:
+    assert hgrm([]) == ""
+    assert file_name(0, "processing_latency") == "hdr/point-1-processing_latency.hgrm"
