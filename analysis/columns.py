@@ -54,6 +54,9 @@ SUMMARY_COLUMNS = [
     "broker",
     "point",
     "label",
+    # Repeated points (scenario ``repeat``): which run of which point this is.
+    "repeat",
+    "base_point",
     "threads",
     "sender_nodes",
     "receiver_nodes",

@@ -2,20 +2,22 @@
 
 Works on the analysed ``analysis/summary.csv`` of each run — small per-point rows, no Spark.
 Sweep points are matched by their load (threads, sender nodes, receiver nodes, message
-size), so two runs of the same scenario compare point by point even when one of them
-stopped early. Every metric knows which direction is better.
+size) and label (the swept values), so two runs of the same scenario compare point by point
+even when one of them stopped early. Every metric knows which direction is better. A point
+run more than once (``repeat``) compares by its median, and its measured range is the noise
+band.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from analysis.columns import QUANTILE_TITLES, read_summary_csv, run_column, window_column
+from analysis.repeats import Spread, spread
 from workload.errors import UserError
 
 #: The load that identifies a sweep point across runs.
@@ -70,12 +72,20 @@ class Verdict(Enum):
 
 @dataclass(frozen=True)
 class Change:
-    """One metric of one sweep point: baseline, contender and what changed."""
+    """One metric of one sweep point: baseline, contender and what changed.
+
+    With repeats (a scenario's ``repeat``), each side is the median over the point's runs and
+    carries their range: the change counts only where the two ranges do not overlap — the
+    measured spread is the noise band. Without repeats on both sides, a relative change
+    below :data:`NOISE` is reported as unchanged.
+    """
 
     point: str
     metric: Metric
     baseline: float | None
     contender: float | None
+    baseline_spread: Spread | None = None
+    contender_spread: Spread | None = None
 
     @property
     def absolute(self) -> float | None:
@@ -91,12 +101,22 @@ class Change:
         return self.absolute / abs(self.baseline)
 
     @property
+    def measured_noise(self) -> bool:
+        """Whether both sides ran repeatedly, so the noise band is their measured spread."""
+        sides = (self.baseline_spread, self.contender_spread)
+        return all(s is not None and s.n > 1 for s in sides)
+
+    @property
     def verdict(self) -> Verdict:
         delta = self.absolute
         if delta is None:
             return Verdict.UNKNOWN
         relative = self.relative
-        if delta == 0 or (relative is not None and abs(relative) < NOISE):
+        if self.measured_noise:
+            assert self.baseline_spread is not None and self.contender_spread is not None
+            if delta == 0 or self.baseline_spread.overlaps(self.contender_spread):
+                return Verdict.SAME
+        elif delta == 0 or (relative is not None and abs(relative) < NOISE):
             return Verdict.SAME
         improved = delta > 0 if self.metric.better is Better.HIGHER else delta < 0
         return Verdict.BETTER if improved else Verdict.WORSE
@@ -125,16 +145,6 @@ def load_summary(run_dir: Path) -> list[dict[str, str]]:
     return read_summary_csv(path)
 
 
-def _number(value: str | None) -> float | None:
-    if value in (None, ""):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return None if math.isnan(number) else number
-
-
 def point_name(row: dict[str, str]) -> str:
     """A readable, run-independent name of a sweep point."""
     return (
@@ -144,7 +154,15 @@ def point_name(row: dict[str, str]) -> str:
 
 
 def _key(row: dict[str, str]) -> tuple[str, ...]:
-    return tuple(str(row.get(k, "")) for k in POINT_KEY)
+    return (*(str(row.get(k, "")) for k in POINT_KEY), str(row.get("label", "")))
+
+
+def _runs(rows: Iterable[dict[str, str]]) -> dict[tuple[str, ...], list[dict[str, str]]]:
+    """Summary rows by sweep point: the runs of each (one, or ``repeat`` of them)."""
+    by_key: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for row in rows:
+        by_key.setdefault(_key(row), []).append(row)
+    return by_key
 
 
 def compare_rows(
@@ -154,26 +172,33 @@ def compare_rows(
     contender_name: str = "contender",
     metrics: tuple[Metric, ...] = METRICS,
 ) -> Comparison:
-    """Match sweep points by load and compare every metric."""
-    base = {_key(r): r for r in baseline}
-    cont = {_key(r): r for r in contender}
-    changes = [
-        Change(
-            point_name(base[key]),
-            metric,
-            _number(base[key].get(metric.column)),
-            _number(cont[key].get(metric.column)),
-        )
-        for key in base
-        if key in cont
-        for metric in metrics
-    ]
+    """Match sweep points by load and label, and compare every metric (medians and spreads
+    where a point ran more than once)."""
+    base = _runs(baseline)
+    cont = _runs(contender)
+    changes = []
+    for key in base:
+        if key not in cont:
+            continue
+        for metric in metrics:
+            b = spread(r.get(metric.column) for r in base[key])
+            c = spread(r.get(metric.column) for r in cont[key])
+            changes.append(
+                Change(
+                    point_name(base[key][0]),
+                    metric,
+                    None if b is None else b.median,
+                    None if c is None else c.median,
+                    b,
+                    c,
+                )
+            )
     return Comparison(
         baseline_name,
         contender_name,
         changes,
-        [point_name(base[k]) for k in base if k not in cont],
-        [point_name(cont[k]) for k in cont if k not in base],
+        [point_name(base[k][0]) for k in base if k not in cont],
+        [point_name(cont[k][0]) for k in cont if k not in base],
     )
 
 
@@ -189,6 +214,13 @@ def _value(value: float | None) -> str:
     if value.is_integer() or abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:,.2f}"
+
+
+def _shown(value: float | None, runs: Spread | None) -> str:
+    """A side's value, with the range of its runs where it ran more than once."""
+    if runs is None or runs.n < 2:
+        return _value(value)
+    return f"{_value(value)} [{_value(runs.low)}–{_value(runs.high)}]"
 
 
 def _delta(change: Change) -> tuple[str, str]:
@@ -212,14 +244,25 @@ def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
                 change.point,
                 change.metric.title + unit,
                 change.metric.better.value,
-                _value(change.baseline),
-                _value(change.contender),
+                _shown(change.baseline, change.baseline_spread),
+                _shown(change.contender, change.contender_spread),
                 absolute,
                 relative,
                 change.verdict.value,
             )
         )
     return rows
+
+
+def noise_band(comparison: Comparison) -> str:
+    """How "same" was decided, in words."""
+    measured = [c.measured_noise for c in comparison.changes if c.absolute is not None]
+    fixed = f"changes under {NOISE:.0%} count as the same"
+    if measured and all(measured):
+        return "the measured range of each point's repeats (ranges that overlap are the same)"
+    if any(measured):
+        return f"the measured range of repeats where both runs repeated a point; elsewhere {fixed}"
+    return f"{fixed} (no repeats: set `repeat` in the scenario to measure the noise)"
 
 
 def text_report(comparison: Comparison) -> str:
@@ -236,6 +279,7 @@ def text_report(comparison: Comparison) -> str:
     out = [
         f"baseline:  {comparison.baseline}",
         f"contender: {comparison.contender}",
+        f"noise band: {noise_band(comparison)}",
         "",
         line(COLUMNS),
         line(tuple("-" * w for w in widths)),
@@ -251,7 +295,9 @@ def text_report(comparison: Comparison) -> str:
     for name in comparison.only_contender:
         out.append(f"only in contender: {name}")
     if not rows:
-        out.append("no sweep point in common (points are matched by threads, nodes and size)")
+        out.append(
+            "no sweep point in common (points are matched by threads, nodes, size and label)"
+        )
     return "\n".join(out)
 
 

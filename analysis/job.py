@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from analysis import faults, hdr
+from analysis import faults, hdr, repeats
 from analysis import transforms as tf
 from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, run_column
 from analysis.prices import cost_per_million, load_prices
@@ -319,6 +319,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
             with contextlib.suppress(OSError):
                 (run.local / "analysis" / "summary.csv").unlink(missing_ok=True)
         raise RecordsNotWritten(run.spark_path("analysis/summary.csv"), exc) from exc
+    if repeats.repeated(summary):
+        _write_text(run, "analysis/repeats.csv", repeats.repeats_csv(repeats.summarise(summary)))
     write_parquet(series, run, "analysis/windows")
     write_parquet(histograms, run, "analysis/histograms")
     write_hgrm(histograms, run)
@@ -374,11 +376,15 @@ def write_hgrm(histograms: DataFrame, run: RunLocation) -> None:
             hdr.Bucket(row["bucket"], row["count"], row["value_ms"])
         )
     for (point, metric), buckets in sorted(by_series.items()):
-        relative = f"analysis/{hdr.file_name(point, metric)}"
-        try:
-            run.write_text(relative, hdr.hgrm(buckets))
-        except OSError as exc:
-            raise RecordsNotWritten(run.spark_path(relative), exc) from exc
+        _write_text(run, f"analysis/{hdr.file_name(point, metric)}", hdr.hgrm(buckets))
+
+
+def _write_text(run: RunLocation, relative: str, text: str) -> None:
+    """Write one small result file; a full disk or a read-only directory is one line."""
+    try:
+        run.write_text(relative, text)
+    except OSError as exc:
+        raise RecordsNotWritten(run.spark_path(relative), exc) from exc
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
@@ -407,6 +413,8 @@ def _summary_rows(context: dict[str, Any], rows: dict[int, dict[str, Any]]) -> l
             "broker": context["broker"]["system"],
             "point": point["point"],
             "label": point["label"],
+            "repeat": point.get("repeat", 0),
+            "base_point": point.get("base", point["point"]),
             "threads": load["threads"],
             "sender_nodes": load["sender_nodes"],
             "receiver_nodes": load["receiver_nodes"],

@@ -65,7 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _report(run_dir: Path) -> None:
     from analysis.job import analyse
-    from analysis.report import text_table, write_html
+    from analysis.console import run_summary
+    from analysis.report import write_html
     from analysis.session import spark_session
     from workload.context import read_context
 
@@ -77,11 +78,7 @@ def _report(run_dir: Path) -> None:
         spark.stop()
     context = read_context(run_dir)
     print()
-    print(text_table(context["broker"]["title"], rows))
-    for caveat in context["broker"].get("caveats", []):
-        print(f"  note: {caveat}")
-    if context["broker"].get("stand_in"):
-        print(f"  note: local stand-in: {context['broker']['stand_in']}")
+    print(run_summary(context, rows))
     print()
     _say(f"summary: {run_dir / 'analysis' / 'summary.csv'}")
     _say(f"report:  {write_html(run_dir, context, rows)}")

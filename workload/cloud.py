@@ -346,14 +346,17 @@ def print_summary(run_dir: Path) -> bool:
     """The fetched run's table, as a local run prints it (incomplete and not-drained points
     say so); False when the run has no analysis yet."""
     from analysis.columns import read_summary_csv
-    from analysis.report import text_table
+    from analysis.console import run_summary
 
     summary = run_dir / "analysis" / "summary.csv"
     if not summary.exists():
         return False
     rows = read_summary_csv(summary)
-    broker = rows[0].get("broker", run_dir.name) if rows else run_dir.name
-    print(text_table(broker, rows))
+    context_file = run_dir / "context.json"
+    context = json.loads(context_file.read_text()) if context_file.exists() else {}
+    if not context.get("broker"):
+        context["broker"] = {"title": rows[0].get("broker", run_dir.name) if rows else run_dir.name}
+    print(run_summary(context, rows))
     return True
 
 
