@@ -24,7 +24,7 @@ POM = files("analysis") / "s3" / "pom.xml"
 
 def hadoop_aws_jars(log: Any = print) -> list[Path]:
     """The S3A jars for local mode (fetched once into the artifact cache)."""
-    from brokers.local import cache_dir, maven_fetch
+    from brokers.jvm import cache_dir, maven_fetch
 
     with as_file(POM) as pom:  # Maven reads a file: a zip member is copied out for it
         directory = maven_fetch(pom, cache_dir(f"hadoop-aws-{HADOOP_VERSION}"), log)

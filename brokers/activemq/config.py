@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from brokers.local import java_command
+from brokers.jvm import java_command
 
 PACKAGE = "activemq"
 HOME = Path("/usr/share/activemq")

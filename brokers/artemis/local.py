@@ -20,14 +20,12 @@ from typing import Any
 from brokers.artemis import config
 from brokers.base import LocalDeployment
 from brokers.errors import BrokerUnavailable
+from brokers.jvm import cache_dir, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
     ProcessCluster,
-    cache_dir,
     free_ports,
-    jvm_missing,
-    maven_fetch,
     port_open,
     run_checked,
     start_cluster,

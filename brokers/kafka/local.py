@@ -18,15 +18,12 @@ from typing import Any
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
+from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
     ProcessCluster,
-    cache_dir,
     free_ports,
-    java_command,
-    jvm_missing,
-    maven_fetch,
     port_open,
     run_checked,
     start_cluster,

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brokers.errors import BrokerStartError, BrokerUnavailable
-from brokers.local import cache_dir, run_checked
+from brokers.jvm import cache_dir
+from brokers.local import run_checked
 
 MODULE = "github.com/FerretDB/FerretDB"
 VERSION = "v1.24.0"

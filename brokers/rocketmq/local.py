@@ -19,15 +19,12 @@ from typing import Any
 
 from brokers.base import Endpoints, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
+from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
     ProcessCluster,
-    cache_dir,
     free_ports,
-    java_command,
-    jvm_missing,
-    maven_fetch,
     start_cluster,
     wait_for_port,
     wait_until,

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 
 from brokers.errors import BrokerUnavailable
-from brokers.local import cache_dir, run_checked
+from brokers.jvm import cache_dir
+from brokers.local import run_checked
 
 SOURCE = r"""
 #define _GNU_SOURCE

@@ -26,15 +26,12 @@ from typing import Any
 from brokers import templating
 from brokers.base import Endpoints, LocalDeployment
 from brokers.errors import BrokerStartError
+from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
     ProcessCluster,
-    cache_dir,
     free_ports,
-    java_command,
-    jvm_missing,
-    maven_fetch,
     port_open,
     start_cluster,
     wait_until,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.kafka.local import KAFKA_VERSION, jar_dir
 from brokers.kafka.local import fetched as broker_jars_fetched
-from brokers.local import cache_dir, java_command, jvm_missing, maven_fetch
 
 from .base import CpuUsage, LoadSettings, Log, Measurement, PeerContext, PeerTool, ToolFailed
 from .process import run_tool

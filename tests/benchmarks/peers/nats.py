@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from brokers.local import cache_dir
+from brokers.jvm import cache_dir
 
 from .base import CpuUsage, LoadSettings, Log, Measurement, PeerContext, PeerTool, ToolFailed
 from .process import last_line, run_tool

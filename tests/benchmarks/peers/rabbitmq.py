@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from brokers.local import cache_dir, java_command, jvm_missing, maven_fetch
+from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.rabbitmq.adapter import login
 
 from .base import CpuUsage, LoadSettings, Log, Measurement, PeerContext, PeerTool, ToolFailed
