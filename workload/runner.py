@@ -35,7 +35,7 @@ from workload.progress import ProgressView
 from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
 from workload.scenario import Scenario, load_scenario
 from workload.signals import signal_name
-from workload.sweep import SweepPoint, expand
+from workload.sweep import SweepPoint, estimated_seconds, expand
 
 Console = Callable[[str], None]
 
@@ -113,9 +113,18 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
         _save_context(run_dir, context)
         console(f"run {run_id}: {len(points)} sweep point(s) → {run_dir}")
         try:
-            for point in points:
+            for position, point in enumerate(points):
                 run_point(
-                    scenario, system, endpoints, cluster, point, len(points), tag, outcome, console
+                    scenario,
+                    system,
+                    endpoints,
+                    cluster,
+                    point,
+                    len(points),
+                    tag,
+                    outcome,
+                    console,
+                    remaining_s=estimated_seconds(points[position + 1 :]),
                 )
                 if outcome.interrupted or outcome.errors:
                     break
@@ -153,8 +162,13 @@ def run_point(
     tag: str,
     outcome: RunOutcome,
     console: Console,
+    remaining_s: float = 0.0,
 ) -> None:
-    """Run one sweep point to its end; record errors and interruption in ``outcome``."""
+    """Run one sweep point to its end; record errors and interruption in ``outcome``.
+
+    ``remaining_s``: the estimated time of the points after this one, for the progress
+    view's ETA of the whole sweep (:func:`workload.sweep.estimated_seconds`).
+    """
     position = f"[{point.index + 1}/{total}]"
     label = f"{position} {point.label}"
     console(
@@ -194,7 +208,7 @@ def run_point(
         )
         for spec in specs
     ]
-    view = ProgressView(label)
+    view = ProgressView(label, point=point, remaining_s=remaining_s)
     dead_reported: set[str] = set()
     faults = start_faults(scenario, cluster, destination, point.index, console)
     try:
