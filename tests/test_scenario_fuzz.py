@@ -24,6 +24,7 @@ from brokers.base import split_host_port
 from tests.conftest import SCENARIOS
 from workload.errors import ScenarioError
 from workload.scenario import LoadSection, Scenario, load_scenario
+from workload.search import probe_point
 from workload.sweep import SweepPoint, expand
 
 WEEK = 7 * 24 * 3600.0
@@ -129,10 +130,24 @@ KEYS = [
     "options",
     "params",
     "points",
+    "repeat",
+    "slo_p99",
+    "low",
+    "high",
+    "precision",
+    "max_probes",
     "thredas",
     '"odd\\nkey"',
 ]
-TABLES = ["[load]", "[measurement]", "[broker]", "[broker.params]", "[sweep]", "[[sweep.points]]"]
+TABLES = [
+    "[load]",
+    "[measurement]",
+    "[broker]",
+    "[broker.params]",
+    "[sweep]",
+    "[[sweep.points]]",
+    "[search]",
+]
 
 
 @contextmanager
@@ -198,7 +213,7 @@ def check(path: Path) -> None:
     try:
         with time_limit(10):
             scenario = load_scenario(path)
-            points = expand(scenario)
+            points = expand(scenario) if scenario.search is None else search_bounds(scenario)
     except ScenarioError as exc:
         assert exc.lines
         for line in exc.lines:
@@ -206,6 +221,15 @@ def check(path: Path) -> None:
             assert line.isprintable(), line
         return
     check_accepted(scenario, points)
+
+
+def search_bounds(scenario: Scenario) -> list[SweepPoint]:
+    """A capacity search's probes at its lowest and highest rates (every other lies between)."""
+    assert scenario.search is not None
+    return [
+        probe_point(scenario, i, r)
+        for i, r in enumerate((scenario.search.low, scenario.search.high))
+    ]
 
 
 @st.composite

@@ -14,10 +14,14 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from brokers import registry
 from brokers.errors import BrokerError
 from workload.errors import RunFailed, ScenarioError, UserError
+
+if TYPE_CHECKING:
+    from workload.scenario import Scenario
 
 DEFAULT_RESULTS = Path("results")
 
@@ -64,8 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _report(run_dir: Path) -> None:
-    from analysis.job import analyse
     from analysis.console import run_summary
+    from analysis.job import analyse
     from analysis.report import write_html
     from analysis.session import spark_session
     from workload.context import read_context
@@ -103,24 +107,43 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from workload.scenario import format_duration, load_scenario
-    from workload.sweep import estimated_seconds, expand
+    from workload.scenario import load_scenario
 
     failed = False
     for path in args.scenarios:
         try:
-            points = expand(load_scenario(path))
+            plan = _plan(load_scenario(path))
         except ScenarioError as exc:
             failed = True
             for line in exc.lines:
                 _err(line)
         else:
-            estimate = format_duration(estimated_seconds(points))
-            _say(
-                f"{path}: ok ({len(points)} sweep point(s); estimated run time about {estimate}: "
-                "points × (duration + idle_timeout), broker start-up not included)"
-            )
+            _say(f"{path}: ok ({plan})")
     return 2 if failed else 0
+
+
+def _plan(scenario: Scenario) -> str:
+    """What a run of a valid scenario runs, and about how long it takes."""
+    from workload.scenario import format_duration
+    from workload.search import describe_search
+    from workload.search import estimated_seconds as search_seconds
+    from workload.sweep import estimated_seconds, expand
+
+    if scenario.search is not None:
+        estimate = format_duration(search_seconds(scenario))
+        return (
+            f"{describe_search(scenario)}; estimated run time up to {estimate}: max_probes × "
+            "(duration + idle_timeout), broker start-up not included"
+        )
+    points = expand(scenario)
+    repeats = ""
+    if scenario.repeat > 1:
+        repeats = f": {len(points) // scenario.repeat} × repeat {scenario.repeat}, interleaved"
+    estimate = format_duration(estimated_seconds(points))
+    return (
+        f"{len(points)} sweep point(s){repeats}; estimated run time about {estimate}: "
+        "points × (duration + idle_timeout), broker start-up not included"
+    )
 
 
 def cmd_brokers(args: argparse.Namespace) -> int:

@@ -4,6 +4,12 @@ It holds the resolved scenario and sweep points, the broker's name, version, top
 settings as read back from the servers, client library versions, the host, the times and
 the clock-sync situation: one host's clock state (``workload.clock``); every node records
 its own before each sweep point in its status.
+
+Each entry of ``points`` (:func:`point_entry`) is one sweep point as it runs: its index,
+label, swept values, resolved load and parameters, and — with ``repeat`` — which run of
+which point of the un-repeated sweep it is (``repeat``, ``base``). A capacity search's
+points are its probes, added as they start (:mod:`workload.search`; its record is
+``search``).
 """
 
 from __future__ import annotations
@@ -71,6 +77,24 @@ def clock_entry(clock: ClockState, host: str) -> dict[str, Any]:
     }
 
 
+def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> dict[str, Any]:
+    """One sweep point as the context's ``points`` list records it."""
+    return {
+        "point": point.index,
+        "label": point.label,
+        "varied": point.varied,
+        # Which run of the point this is (from 0), and the point of the un-repeated sweep
+        # it is a run of: the runs of one point share ``base``.
+        "repeat": point.repeat,
+        "base": point.base,
+        "load": point.load.model_dump(mode="json"),
+        "params": point.params,
+        "client": system.client(system.params_model.model_validate(point.params)),
+        # Processes each client node spreads its workers over (on this host).
+        "processes_per_node": processes_for(point.load),
+    }
+
+
 def build_context(
     run_id: str,
     scenario: Scenario,
@@ -79,23 +103,16 @@ def build_context(
     points: list[SweepPoint],
     broker: dict[str, Any],
 ) -> dict[str, Any]:
+    """The context of a run of ``points`` (none yet for a capacity search: its probes are
+    added with :func:`point_entry` as they start)."""
+    clients = {system.client(system.params_model.model_validate(p.params)) for p in points}
+    if not points:  # a search: every probe uses the scenario's parameters
+        clients.add(system.client(scenario.broker_params()))
     return {
         "run_id": run_id,
         "scenario_file": scenario_path,
         "scenario": recorded_scenario(scenario),
-        "points": [
-            {
-                "point": p.index,
-                "label": p.label,
-                "varied": p.varied,
-                "load": p.load.model_dump(mode="json"),
-                "params": p.params,
-                "client": system.client(system.params_model.model_validate(p.params)),
-                # Processes each client node spreads its workers over (on this host).
-                "processes_per_node": processes_for(p.load),
-            }
-            for p in points
-        ],
+        "points": [point_entry(system, p) for p in points],
         "broker": {
             "system": system.name,
             "title": system.title,
@@ -105,14 +122,7 @@ def build_context(
             **broker,
         },
         "clients": {
-            name: package_version(name)
-            for name in (
-                "brokerbench",
-                *sorted(
-                    {system.client(system.params_model.model_validate(p.params)) for p in points}
-                ),
-            )
-            if name
+            name: package_version(name) for name in ("brokerbench", *sorted(clients)) if name
         },
         "host": host_info(),
         "clock": clock_entry(SINGLE_HOST, "this host: every node of the run runs here"),

@@ -6,11 +6,18 @@ Ctrl-C all end the run with the nodes' results written and the context saying ho
 ended. A scenario's declared faults (:mod:`workload.faults`) act on the broker nodes
 during each point; a node down by declaration is not a broker that died. Turning the
 records into numbers is the analysis job's work (``analysis/``).
+
+With ``repeat`` the sweep's points run that many times, interleaved (:func:`expand`). A
+capacity search (``[search]``) runs its probes one after another as sweep points
+(:class:`Probes`): each is judged from its raw records as soon as it ends, the next rate
+follows from the verdicts (:mod:`workload.search`), and the context records every probe's
+point as it starts and the search's record after every probe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import queue
 import secrets
@@ -23,10 +30,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
-from workload.context import CONTEXT_FILE, build_context, now_iso, write_context
+from workload.context import CONTEXT_FILE, build_context, now_iso, point_entry, write_context
+from workload.errors import one_line
 from workload.faults import FaultScheduler, start_faults, write_timeline
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process, split
@@ -34,6 +44,17 @@ from workload.preflight import preflight
 from workload.progress import ProgressView
 from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
 from workload.scenario import Scenario, load_scenario
+from workload.search import (
+    CapacitySearch,
+    ProbeRecord,
+    describe_search,
+    judge,
+    measure_point,
+    probe_line,
+    probe_point,
+    sender_workers,
+    unjudged,
+)
 from workload.signals import signal_name
 from workload.sweep import SweepPoint, estimated_seconds, expand
 
@@ -92,15 +113,21 @@ def broker_endpoints(
 
 
 def run_scenario(scenario_path: Path, results_root: Path, console: Console = print) -> RunOutcome:
-    """Run every sweep point of a scenario; raises only for what happens before recording."""
+    """Run every sweep point of a scenario — or its capacity search, probe by probe; raises
+    only for what happens before recording."""
     scenario = load_scenario(scenario_path)
     system = registry.get(scenario.broker.system)
-    points = expand(scenario)
+    search = (
+        CapacitySearch(scenario.search, sender_workers(scenario))
+        if scenario.search is not None
+        else None
+    )
+    points = expand(scenario) if search is None else []
     run_id = new_run_id(scenario)
     run_dir = results_root / run_id
     outcome = RunOutcome(run_id, run_dir)
     tag = run_tag(run_id)
-    preflight(results_root, points)
+    preflight(results_root, points if search is None else _search_bound(scenario))
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
         described = system.describe(endpoints, scenario.broker_params())
         broker_info = {
@@ -110,35 +137,141 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
             **described,
         }
         context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
+        if search is not None:
+            context["search"] = search.record.model_dump(mode="json")
         _save_context(run_dir, context)
-        console(f"run {run_id}: {len(points)} sweep point(s) → {run_dir}")
+        if search is None:
+            runs = f" ({len(points) // scenario.repeat} × repeat {scenario.repeat})"
+            console(
+                f"run {run_id}: {len(points)} sweep point(s){runs if scenario.repeat > 1 else ''}"
+                f" → {run_dir}"
+            )
+        else:
+            console(f"run {run_id}: {describe_search(scenario)} → {run_dir}")
         try:
-            for position, point in enumerate(points):
-                run_point(
-                    scenario,
-                    system,
-                    endpoints,
-                    cluster,
-                    point,
-                    len(points),
-                    tag,
-                    outcome,
-                    console,
-                    remaining_s=estimated_seconds(points[position + 1 :]),
-                )
-                if outcome.interrupted or outcome.errors:
-                    break
+            if search is None:
+                remaining = estimated_seconds(points)
+                for point in points:
+                    remaining -= estimated_seconds([point])
+                    run_point(
+                        scenario,
+                        system,
+                        endpoints,
+                        cluster,
+                        point,
+                        len(points),
+                        tag,
+                        outcome,
+                        console,
+                        remaining_s=max(0.0, remaining),
+                    )
+                    if outcome.interrupted or outcome.errors:
+                        break
+            else:
+                probes = Probes(scenario, system, endpoints, cluster, tag, outcome, console)
+                probes.run(search, context)
         finally:
             context["finished"] = now_iso()
             context["status"] = (
                 "interrupted" if outcome.interrupted else "failed" if outcome.errors else "complete"
             )
             context["errors"] = outcome.errors
+            if search is not None:
+                search.stop(_why_stopped(outcome) or "the run stopped before the search ended")
+                context["search"] = search.record.model_dump(mode="json")
             try:
                 _save_context(run_dir, context)
             except RecordsNotWritten as exc:
                 outcome.errors.append(str(exc))
+    if search is not None:
+        console(search.record.result)
     return outcome
+
+
+def _why_stopped(outcome: RunOutcome) -> str:
+    """Why the run stopped a search ("" if it did not)."""
+    if outcome.interrupted:
+        return f"the run was interrupted ({outcome.signal})"
+    if outcome.errors:
+        return f"the run failed ({outcome.errors[0]})"
+    return ""
+
+
+def _search_bound(scenario: Scenario) -> list[SweepPoint]:
+    """What a search may run at most, for the checks before it starts: every probe at
+    ``high``."""
+    assert scenario.search is not None
+    high = scenario.search.high
+    return [probe_point(scenario, i, high) for i in range(scenario.search.max_probes)]
+
+
+@dataclass
+class Probes:
+    """Runs a capacity search's probes, one sweep point each, judging each as it ends."""
+
+    scenario: Scenario
+    system: BrokerSystem[Any]
+    endpoints: Endpoints
+    cluster: LocalCluster | None
+    tag: str
+    outcome: RunOutcome
+    console: Console
+
+    def run(self, search: CapacitySearch, context: dict[str, Any]) -> None:
+        """Probe until the search is over or the run stops; each probe's point is in the
+        context (saved) before it starts, and the search's record after it ends."""
+        spec = search.spec
+        warmup_s = math.ceil(self.scenario.measurement.warmup or 0)
+        load = self.scenario.load
+        index = 0
+        while (rate := search.next_rate()) is not None:
+            point = probe_point(self.scenario, index, rate)
+            context["points"].append(point_entry(self.system, point))
+            context["search"] = search.record.model_dump(mode="json")
+            if not self._save(context):
+                search.stop(_why_stopped(self.outcome))
+                return
+            run_point(
+                self.scenario,
+                self.system,
+                self.endpoints,
+                self.cluster,
+                point,
+                spec.max_probes,
+                self.tag,
+                self.outcome,
+                self.console,
+                remaining_s=(spec.max_probes - index - 1) * (load.duration + load.idle_timeout),
+            )
+            probe = self._judge(point, warmup_s, spec.slo_p99)
+            search.add(probe)
+            self.console(probe_line(probe))
+            if probe.holds is None:
+                search.stop(probe.reason)
+                return
+            index += 1
+
+    def _judge(self, point: SweepPoint, warmup_s: int, slo_p99_s: float) -> ProbeRecord:
+        """The probe's record: judged from its raw records — unless the run stopped."""
+        why = _why_stopped(self.outcome)
+        if why:
+            return unjudged(point, why)
+        try:
+            measures = measure_point(self.outcome.run_dir, point.index, warmup_s)
+        except (OSError, pa.ArrowException) as exc:
+            self.outcome.errors.append(
+                f"probe {point.index + 1}: its records cannot be read ({one_line(str(exc))})"
+            )
+            return unjudged(point, _why_stopped(self.outcome))
+        return judge(point, measures, slo_p99_s)
+
+    def _save(self, context: dict[str, Any]) -> bool:
+        try:
+            _save_context(self.outcome.run_dir, context)
+        except RecordsNotWritten as exc:
+            self.outcome.errors.append(str(exc))
+            return False
+        return True
 
 
 def _save_context(run_dir: Path, context: dict[str, Any]) -> None:
@@ -171,9 +304,11 @@ def run_point(
     """
     position = f"[{point.index + 1}/{total}]"
     label = f"{position} {point.label}"
+    rate = f" rate={point.load.rate:g}/s per sender worker" if point.load.rate else ""
+    run = f" (run {point.repeat + 1} of {scenario.repeat})" if scenario.repeat > 1 else ""
     console(
         f"point {position}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
-        f"receiver_nodes={point.receiver_nodes} message_size={point.load.message_size}"
+        f"receiver_nodes={point.receiver_nodes} message_size={point.load.message_size}{rate}{run}"
     )
     destination = destination_name(tag, point.index)
     params = system.params_model.model_validate(point.params)

@@ -26,7 +26,12 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   ``measurement.step`` ≤ ``measurement.window``; a window given in the file at most
   ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
 - a sweep of at most 10,000 points (the product of the list lengths, computed before
-  anything is expanded);
+  anything is expanded), repeats included: ``repeat`` (1–100) times the points is at most
+  10,000 too;
+- ``[search]`` (a capacity search, :class:`SearchSection`): rates of 0.001 to 10⁸ msgs/s in
+  total, ``low`` below ``high``, each at least 0.001 msgs/s per sender worker; ``precision``
+  0.001–1; ``max_probes`` 2–50; open loop and one point only: no ``load.rate``, no
+  ``[sweep]``, no ``[[faults]]``, no ``repeat`` (:func:`search_problems`);
 - at most 100 ``[[faults]]``, one at a time, each within ``load.duration``, on a local
   multi-node topology of a system whose local deployment takes faults
   (:func:`fault_problems`).
@@ -87,6 +92,10 @@ MAX_IN_FLIGHT = 1_000
 MAX_PROCESSES = 1_024
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_SWEEP_POINTS = 10_000
+MAX_REPEAT = 100
+MIN_PROBES = 2
+MAX_PROBES = 50
+MIN_PRECISION = 0.001
 MAX_FAULTS = 100
 MAX_FAULT_NODE = 1_000
 
@@ -381,6 +390,10 @@ class SweepSection(Strict):
         ]
         return axes + [(True, k, v) for k, v in self.params.items()]
 
+    def varies(self) -> bool:
+        """Whether anything is swept (value lists or explicit points)."""
+        return bool(self.points or self._axes())
+
     def size(self) -> int:
         """How many points the sweep has, without expanding it."""
         if self.points:
@@ -485,6 +498,54 @@ class FaultSpec(Strict):
         return describe_fault(self.action, self.node, self.at, self.until)
 
 
+class SearchSection(Strict):
+    """A capacity search (``[search]``): the highest open-loop rate the broker holds within
+    a processing-latency SLO, by bisection between ``low`` and ``high``
+    (:mod:`workload.search`). Rates are msgs/s in total, over every sender worker."""
+
+    slo_p99: PositiveDuration = Field(
+        description="The SLO: whole-run processing-latency p99 (after the warm-up) a rate "
+        'must hold, e.g. "50ms" or 0.05.'
+    )
+    low: float = Field(
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Total msgs/s over all sender workers known or assumed to hold; probed "
+        "first (if it fails, the capacity is below it).",
+    )
+    high: float = Field(
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Total msgs/s, the upper bound; probed second (if it holds, the capacity "
+        "is at least it).",
+    )
+    precision: float = Field(
+        0.05,
+        ge=MIN_PRECISION,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Stop when (lowest failing − highest holding) / highest holding is at "
+        "most this.",
+    )
+    max_probes: int = Field(
+        12,
+        ge=MIN_PROBES,
+        le=MAX_PROBES,
+        description="At most this many probes (sweep points), low and high included.",
+    )
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> SearchSection:
+        if self.low >= self.high:
+            raise conflict(
+                ("low", "high"),
+                f"low ({self.low:g} msgs/s) must be below high ({self.high:g} msgs/s)",
+            )
+        return self
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -503,6 +564,18 @@ class Scenario(Strict):
         max_length=MAX_FAULTS,
         description="Faults each sweep point goes through (local runs of a multi-node "
         "topology of a system that supports them), one at a time.",
+    )
+    repeat: int = Field(
+        1,
+        ge=1,
+        le=MAX_REPEAT,
+        description="Runs of each sweep point, interleaved: every point once, then every "
+        "point again, … (each run its own sweep point, with its own destination).",
+    )
+    search: SearchSection | None = Field(
+        None,
+        description="A capacity search instead of a sweep: the highest total open-loop rate "
+        "that holds the processing-latency SLO (runs locally with `brokerbench run`).",
     )
 
     @model_validator(mode="after")
@@ -523,6 +596,13 @@ class Scenario(Strict):
                 ("measurement.window", "load.duration"),
                 f"the latency window ({window:g} s) must not be longer than "
                 f"load.duration ({duration:g} s): no window would lie inside the run",
+            )
+        runs = self.sweep.size() * self.repeat
+        if runs > MAX_SWEEP_POINTS:
+            raise conflict(
+                ("repeat",),
+                f"{self.sweep.size():,} sweep point(s) × repeat {self.repeat} = {runs:,} runs; "
+                f"the limit is {MAX_SWEEP_POINTS:,}: lower repeat or sweep fewer values",
             )
         system = registry.get(self.broker.system)
         if self.load.max_in_flight > 1 and not system.can_pipeline:
@@ -615,10 +695,71 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         scenario.broker_params()
     except ValidationError as exc:
         raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
-    problems = point_problems(scenario) + fault_problems(scenario) + drain_problems(scenario)
+    problems = (
+        point_problems(scenario)
+        + fault_problems(scenario)
+        + drain_problems(scenario)
+        + search_problems(scenario)
+    )
     if problems:
         raise ScenarioError.of(problems, source, text)
     return scenario
+
+
+def search_problems(scenario: Scenario) -> list[Problem]:
+    """What a ``[search]`` cannot go with: the search sets each probe's rate and runs one
+    point at a time (no ``load.rate``, ``[sweep]``, ``[[faults]]`` or ``repeat``), and each
+    probe's rate per sender worker obeys ``load.rate``'s limits."""
+    search = scenario.search
+    if search is None:
+        return []
+    problems: list[Problem] = []
+    if scenario.load.rate is not None:
+        problems.append(
+            Problem(
+                ("load", "rate"),
+                "a capacity search sets each probe's rate itself (search.low to search.high, "
+                "msgs/s in total over all sender workers): leave out load.rate",
+            )
+        )
+    sweep = scenario.sweep
+    if sweep.varies():
+        problems.append(
+            Problem(
+                ("sweep",),
+                "a capacity search runs one point at the rates it chooses: leave out [sweep] "
+                "(search one configuration per scenario file)",
+            )
+        )
+    if scenario.faults:
+        problems.append(
+            Problem(
+                ("faults",),
+                "a capacity search runs without faults: leave out [[faults]]",
+            )
+        )
+    if scenario.repeat > 1:
+        problems.append(
+            Problem(
+                ("repeat",),
+                "repeat is not available with [search]: each probe runs once (leave out "
+                "repeat, or repeat the whole search)",
+            )
+        )
+    workers = scenario.load.threads * scenario.load.sender_nodes
+    for key in ("low", "high"):
+        total = getattr(search, key)
+        per_worker = total / workers
+        if not MIN_RATE <= per_worker <= MAX_RATE:
+            problems.append(
+                Problem(
+                    ("search", key),
+                    f"{total:g} msgs/s over {workers} sender worker(s) (load.threads × "
+                    f"load.sender_nodes) is {per_worker:g} per worker; a worker's rate is "
+                    f"{MIN_RATE:g} to {MAX_RATE:g} msgs/s",
+                )
+            )
+    return problems
 
 
 def drain_problems(scenario: Scenario) -> list[Problem]:

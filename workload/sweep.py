@@ -5,17 +5,24 @@ Value lists give their cartesian product (in the order the keys are declared);
 whole load section — a swept value obeys the same limits as one written in ``[load]`` —
 and its broker parameters against the system's model; receiver nodes default to twice the
 sender nodes at every point.
+
+With ``repeat = N`` every point runs N times, interleaved — all points once, then all
+points again, … — so that a drift over time (a broker's caches, compaction, the machine)
+does not bias one point. Each run is a sweep point of its own (its own index and
+destination); ``base`` names the point of the un-repeated sweep it repeats, ``repeat``
+which run it is. A capacity search (``[search]``) has no fixed list of points: its probes
+are chosen as results come in (:mod:`workload.search`), so :func:`expand` refuses it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from workload.errors import Loc, Problem, key_path, problems_of
+from workload.errors import Loc, Problem, UserError, key_path, problems_of
 
 if TYPE_CHECKING:  # the scenario module checks its points with this one
     from workload.scenario import LoadSection, Scenario
@@ -30,6 +37,14 @@ class SweepPoint:
     params: dict[str, Any] = field(default_factory=dict)
     #: The swept values only, for labels and the summary table.
     varied: dict[str, Any] = field(default_factory=dict)
+    #: Which run of its point this is (0-based; ``repeat = N`` runs each point N times).
+    repeat: int = 0
+    #: The index of the point in the un-repeated sweep (default: ``index``).
+    base: int = -1
+
+    def __post_init__(self) -> None:
+        if self.base < 0:
+            object.__setattr__(self, "base", self.index)  # frozen: set once, here
 
     @property
     def receiver_nodes(self) -> int:
@@ -40,8 +55,12 @@ class SweepPoint:
         return " ".join(f"{k}={v}" for k, v in self.varied.items()) or "single point"
 
 
-def expand(scenario: Scenario) -> list[SweepPoint]:
-    """All sweep points of a scenario, numbered from 0 (one point when nothing is swept).
+class NotASweep(UserError):
+    """A capacity search asked for its sweep points: they are not known before it runs."""
+
+
+def base_points(scenario: Scenario) -> list[SweepPoint]:
+    """The points of the un-repeated sweep, numbered from 0 (one when nothing is swept).
 
     Raises pydantic's ``ValidationError`` for a point that is not valid; a scenario from
     :func:`workload.scenario.load_scenario` has had every point checked already.
@@ -57,8 +76,31 @@ def expand(scenario: Scenario) -> list[SweepPoint]:
     ]
 
 
+def expand(scenario: Scenario) -> list[SweepPoint]:
+    """Every sweep point a run of the scenario runs, in order, numbered from 0: the points
+    of the sweep ``repeat`` times, interleaved (run ``r`` of point ``b`` is index
+    ``r × points + b``).
+
+    Raises :class:`NotASweep` for a capacity search, whose points are chosen as it runs
+    (``brokerbench run`` runs it; the client machines on AWS need a fixed list).
+    """
+    if scenario.search is not None:
+        raise NotASweep(
+            f"{scenario.name}: a capacity search ([search]) chooses its rates as results come "
+            "in, so it has no fixed list of sweep points: run it here with `brokerbench run` "
+            "(the client machines on AWS run a fixed list of points)"
+        )
+    base = base_points(scenario)
+    return [
+        replace(point, index=run * len(base) + point.index, repeat=run)
+        for run in range(scenario.repeat)
+        for point in base
+    ]
+
+
 def estimated_seconds(points: Sequence[SweepPoint]) -> float:
-    """A rough run time: each point sends for its duration, then receivers drain until idle.
+    """A rough run time: each point (every run of it) sends for its duration, then
+    receivers drain until idle.
 
     Broker start-up, topic creation and analysis come on top; receivers that drain early
     finish sooner.
