@@ -87,6 +87,10 @@ SUMMARY_COLUMNS = [
     "receive_gap_s",
     "fault_errors",
     "unavailable",
+    # Probes of a capacity search (empty for a sweep): see analysis.capacity.
+    "target_msgs_per_s",
+    "slo_holds",
+    "slo_reason",
 ]
 
 #: Earlier names of columns, as summaries written before the scopes were named hold them.

@@ -11,14 +11,18 @@ band.
 from __future__ import annotations
 
 import csv
+import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from analysis.capacity import Capacity, capacity
 from analysis.columns import QUANTILE_TITLES, read_summary_csv, run_column, window_column
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
+from workload.search import format_ms
 
 #: The load that identifies a sweep point across runs.
 POINT_KEY = ("threads", "sender_nodes", "receiver_nodes", "message_size")
@@ -203,8 +207,43 @@ def compare_rows(
 
 
 def compare_runs(baseline: Path, contender: Path) -> Comparison:
-    return compare_rows(
-        load_summary(baseline), load_summary(contender), baseline.name, contender.name
+    base_rows, cont_rows = load_summary(baseline), load_summary(contender)
+    comparison = compare_rows(base_rows, cont_rows, baseline.name, contender.name)
+    found = capacity(_context(baseline), base_rows), capacity(_context(contender), cont_rows)
+    if found[0] is not None and found[1] is not None:
+        comparison.changes.insert(0, capacity_change(found[0], found[1]))
+    return comparison
+
+
+def _context(run_dir: Path) -> dict[str, object]:
+    path = run_dir / "context.json"
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+
+def capacity_change(baseline: Capacity, contender: Capacity) -> Change:
+    """Two capacity searches compared: the highest rate that held on each side, with the
+    bracket each search narrowed it to as its range — a capacity is known only within its
+    bracket, so overlapping brackets are the same."""
+    slo = f"p99 ≤ {format_ms(baseline.slo_p99_ms)} ms"
+    if contender.slo_p99_ms != baseline.slo_p99_ms:
+        slo += f" vs ≤ {format_ms(contender.slo_p99_ms)} ms"
+    metric = Metric("capacity_at_slo_msgs_per_s", f"capacity at SLO {slo}", "msgs/s", Better.HIGHER)
+
+    def side(found: Capacity) -> Spread | None:
+        if found.holding is None:
+            return None
+        # The bracket is half-open: the failing rate itself is not a possible capacity.
+        top = found.holding if found.failing is None else math.nextafter(found.failing, 0.0)
+        return Spread(found.holding, found.holding, top, 2)
+
+    b, c = side(baseline), side(contender)
+    return Change(
+        "capacity search",
+        metric,
+        None if b is None else b.median,
+        None if c is None else c.median,
+        b,
+        c,
     )
 
 

@@ -1,5 +1,5 @@
-"""What the terminal shows of an analysed run: the SPEC §3 table, the broker's caveats, and
-for repeated points their medians and ranges."""
+"""What the terminal shows of an analysed run: the SPEC §3 table, the broker's caveats, a
+capacity search's result, and for repeated points their medians and ranges."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis import repeats
+from analysis.capacity import capacity
 from analysis.report import text_table
 
 
@@ -18,6 +19,8 @@ def run_summary(context: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> s
     lines += [f"  note: {caveat}" for caveat in broker.get("caveats", [])]
     if broker.get("stand_in"):
         lines.append(f"  note: local stand-in: {broker['stand_in']}")
+    if (found := capacity(context, rows)) is not None:
+        lines += ["", found.line()]
     if repeats.repeated(rows):
         lines += ["", repeats.text_table(repeats.summarise(rows))]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from analysis import faults, hdr, repeats
+from analysis import capacity, faults, hdr, repeats
 from analysis import transforms as tf
 from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, run_column
 from analysis.prices import cost_per_million, load_prices
@@ -311,6 +311,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
+    _merge(rows, capacity.probe_columns(context, rows))
     summary = _summary_rows(context, rows)
     try:
         run.write_text("analysis/summary.csv", summary_csv(summary))
