@@ -1,6 +1,7 @@
 """What a person reads: the SPEC §3 table on the terminal and a self-contained HTML report
-(inline SVG charts, no network) with the table, throughput and latency over time per sweep
-point, and the run context.
+(plotly charts with plotly.js inline: one file, no network) — where the run ran, the table,
+the latency–throughput curve with its knee, latency spectra, per sweep point throughput and
+latency over time, and the run context.
 
 Delivery is told in SPEC §5's words: a point whose records are incomplete shows
 "incomplete" where lost would be, a point stopped early gets a "not drained" column, and
@@ -13,12 +14,16 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from analysis.columns import run_column, window_column
+from analysis import charts, repeats
+from analysis.capacity import capacity
+from analysis.columns import RUN_QUANTILES, run_column, window_column
+from analysis.hdr import Bucket
 from workload.results import RecordsNotWritten
 
 TABLE = [
@@ -38,6 +43,7 @@ TABLE = [
 #: What the scope marks in the column titles mean.
 SCOPES = "[window]: the worst latency window of the period; [run]: the whole measurement period"
 
+TARGET = ("target_msgs_per_s", "target msgs/s", "{:,.0f}")
 COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
 NOT_DRAINED = ("not_drained", "not drained", "{}")
 SEND_DELAY = (run_column("send_delay", "p99"), "send delay p99 ms [run]", "{:,.2f}")
@@ -45,12 +51,14 @@ SEND_DELAY = (run_column("send_delay", "p99"), "send delay p99 ms [run]", "{:,.2
 
 def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """The table's columns: "not drained" only where a point was stopped early, send delay
-    only where a point ran open loop, cost only where a run carries it (runs on AWS)."""
+    only where a point ran open loop, cost only where a run carries it (runs on AWS), a target rate only for a
+    capacity search's probes."""
     table = list(TABLE)
     for extra, after, shown in (
         (NOT_DRAINED, "lost", any(delivery(r).startswith("not drained") for r in rows)),
         (SEND_DELAY, window_column("send_latency"), any(_has(r, SEND_DELAY[0]) for r in rows)),
         (COST, "duplicated", any(_has(r, COST[0]) for r in rows)),
+        (TARGET, "receiver_nodes", any(_has(r, TARGET[0]) for r in rows)),
     ):
         if shown:
             at = next(i for i, (key, _, _) in enumerate(table) if key == after)
@@ -83,7 +91,20 @@ def notes(row: dict[str, Any]) -> list[str]:
     found.extend(note for note in (negative_note(row), clipped_note(row)) if note)
     if fault := fault_note(row):
         found.append(fault)
+    if slo := slo_note(row):
+        found.append(slo)
     return found
+
+
+def slo_note(row: dict[str, Any]) -> str:
+    """A capacity-search probe's verdict ("" for a sweep point)."""
+    reason = row.get("slo_reason")
+    if not reason:
+        return ""
+    holds = str(row.get("slo_holds"))
+    if holds not in ("True", "False"):
+        return str(reason)
+    return ("holds the SLO: " if holds == "True" else "fails the SLO: ") + str(reason)
 
 
 def fault_note(row: dict[str, Any]) -> str:
@@ -164,56 +185,6 @@ def _delivery_cell(row: dict[str, Any]) -> str:
     return f'<td{warn} style="text-align:left">{html.escape(text)}</td>'
 
 
-def _svg_lines(
-    series: dict[str, list[tuple[float, float]]], unit: str, width: int = 560, height: int = 180
-) -> str:
-    points = [p for values in series.values() for p in values]
-    if not points:
-        return "<p class=muted>no data</p>"
-    xmin = min(x for x, _ in points)
-    xmax = max(max(x for x, _ in points), xmin + 1)
-    ymax = max(max(y for _, y in points), 1e-9) * 1.1
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-    pad, top = 40, 26
-    parts = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">']
-    parts.append(
-        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#999"/>'
-    )
-    parts.append(f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{height - 20}" stroke="#999"/>')
-    parts.append(f'<text x="2" y="{top - 2}" font-size="10">{ymax:,.1f} {html.escape(unit)}</text>')
-    parts.append(f'<text x="{pad}" y="{height - 5}" font-size="10">0 s</text>')
-    parts.append(
-        f'<text x="{width - 60}" y="{height - 5}" font-size="10">{xmax - xmin:,.0f} s</text>'
-    )
-    for i, (name, values) in enumerate(series.items()):
-        color = colors[i % len(colors)]
-        coords = " ".join(
-            f"{pad + (x - xmin) / (xmax - xmin) * (width - pad - 10):.1f},"
-            f"{height - 20 - y / ymax * (height - 20 - top):.1f}"
-            for x, y in sorted(values)
-        )
-        parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>'
-        )
-        parts.append(
-            f'<text x="{pad + 110 + 140 * i}" y="10" font-size="10" fill="{color}">'
-            f"{html.escape(name)}</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _windows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
-    directory = run_dir / "analysis" / "windows"
-    if not directory.is_dir():
-        return {}
-    table = pq.read_table(directory).to_pylist()
-    by_point: dict[int, list[dict[str, Any]]] = {}
-    for row in table:
-        by_point.setdefault(int(row["point"]), []).append(row)
-    return by_point
-
-
 def _clocks(rows: list[dict[str, Any]]) -> str:
     """The run context's clock table: per point, the largest clock offset of its nodes."""
     body = "".join(
@@ -233,10 +204,391 @@ def _clocks(rows: list[dict[str, Any]]) -> str:
     )
 
 
+#: Extra whole-run percentiles of processing latency in the HTML table (p99 is in TABLE).
+RUN_EXTRAS = {
+    "p50": (run_column("processing_latency", "p50"), "proc p50 ms [run]", "{:,.2f}"),
+    "p999": (run_column("processing_latency", "p999"), "proc p99.9 ms [run]", "{:,.1f}"),
+    "max": (run_column("processing_latency", "max"), "proc max ms [run]", "{:,.1f}"),
+}
+
+#: What the load sweeps raise; any other swept value (a message size, a broker parameter,
+#: receiver nodes) makes a curve of its own on the latency–throughput chart.
+LOAD_KEYS = ("threads", "sender_nodes", "rate", "max_in_flight")
+
+#: The latency metrics as the page names them.
+METRIC_TITLES = {
+    "processing_latency": "Processing latency",
+    "send_latency": "Send call latency",
+    "send_delay": "Send delay",
+}
+
+
+def html_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The HTML table's columns: :func:`columns`, with processing latency's whole-run p50
+    before its p99 and p99.9 and max after it."""
+    table = columns(rows)
+    at = next(
+        i for i, (key, _, _) in enumerate(table) if key == run_column("processing_latency", "p99")
+    )
+    return [
+        *table[:at],
+        RUN_EXTRAS["p50"],
+        table[at],
+        RUN_EXTRAS["p999"],
+        RUN_EXTRAS["max"],
+        *table[at + 1 :],
+    ]
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value in (None, "") else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def offered_load(load: dict[str, Any]) -> float:
+    """What a point offers the broker, to order a sweep's points by: msgs/s in open loop
+    (rate per worker × sending workers), batches in flight in closed loop."""
+    workers = (_float(load.get("threads")) or 0) * (_float(load.get("sender_nodes")) or 1)
+    rate = _float(load.get("rate"))
+    if rate:
+        return rate * workers
+    return workers * (_float(load.get("max_in_flight")) or 1)
+
+
+def curve_points(
+    rows: list[dict[str, Any]], points: list[dict[str, Any]], series: str = ""
+) -> list[charts.CurvePoint]:
+    """A run's sweep points for the latency–throughput chart: each summary row with the load
+    its context point offered (``points``: the context's; rows without one fall back to their
+    own threads and sender nodes), on a curve named ``series`` and the values swept besides
+    the load."""
+    by_index = {int(p["point"]): p for p in points if "point" in p}
+    out = []
+    for r in rows:
+        point = by_index.get(int(r["point"]), {})
+        load = point.get("load") or {k: r.get(k) for k in ("threads", "sender_nodes")}
+        others = " ".join(
+            f"{k}={v}" for k, v in (point.get("varied") or {}).items() if k not in LOAD_KEYS
+        )
+        out.append(
+            charts.CurvePoint(
+                label=str(r.get("label") or point.get("label") or f"point {int(r['point']) + 1}"),
+                load=offered_load(load),
+                receive_msgs_per_s=_float(r.get("receive_msgs_per_s")),
+                latency_ms={
+                    q: _float(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES
+                },
+                series=" · ".join(s for s in (series, others) if s),
+            )
+        )
+    return out
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def knee_text(points: list[charts.CurvePoint]) -> str:
+    """Each curve's knee in a sentence (HTML)."""
+    found = []
+    for series, curve in charts.levels(points).items():
+        if len(curve) < 2:
+            continue
+        name = f"{html.escape(series)}: " if series else ""
+        at = charts.knee(curve)
+        if at is None:
+            found.append(
+                f"<li>{name}no knee — every step still paid: the sweep did not reach saturation.</li>"
+            )
+            continue
+        level = curve[at]
+        after = curve[at + 1] if at + 1 < len(curve) else None
+        text = (
+            f"<li>{name}knee at <b>{html.escape(', '.join(level.labels))}</b>: "
+            f"{level.receive_msgs_per_s:,.0f} msgs/s, p99 {_ms(level.p99)} ms"
+        )
+        if after is not None and after.p99 is not None:
+            text += (
+                f"; the next level ({html.escape(', '.join(after.labels))}) reached "
+                f"{after.receive_msgs_per_s:,.0f} msgs/s at p99 {_ms(after.p99)} ms"
+            )
+        found.append(text + ".</li>")
+    return f"<ul>{''.join(found)}</ul>" if found else ""
+
+
+def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
+    """Each point's latency windows (``analysis/windows``), in order; time counts from the
+    point's first window, the end of its warm-up."""
+    directory = run_dir / "analysis" / "windows"
+    if not directory.is_dir():
+        return {}
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for row in pq.read_table(directory).to_pylist():
+        rows.setdefault(int(row["point"]), []).append(row)
+    out = {}
+    for point, found in rows.items():
+        found.sort(key=lambda r: r["window_start"])
+        start = found[0]["window_start"]
+        out[point] = [
+            charts.Window(
+                end_s=float(r["window_start"] - start + (r.get("window_seconds") or 1)),
+                seconds=float(r.get("window_seconds") or 1),
+                send_msgs_per_s=r.get("send_msgs_per_s"),
+                receive_msgs_per_s=r.get("receive_msgs_per_s"),
+                latency_ms={
+                    m: {q: r.get(f"{m}_{q}") for q in RUN_QUANTILES} for m in METRIC_TITLES
+                },
+            )
+            for r in found
+        ]
+    return out
+
+
+def read_histograms(run_dir: Path) -> dict[int, dict[str, list[Bucket]]]:
+    """Each point's merged whole-run histograms (``analysis/histograms``), by metric."""
+    directory = run_dir / "analysis" / "histograms"
+    if not directory.is_dir():
+        return {}
+    out: dict[int, dict[str, list[Bucket]]] = {}
+    for row in pq.read_table(directory).to_pylist():
+        out.setdefault(int(row["point"]), {}).setdefault(row["metric"], []).append(
+            Bucket(int(row["bucket"]), int(row["count"]), float(row["value_ms"]))
+        )
+    return out
+
+
+def where_it_ran(context: dict[str, Any]) -> str:
+    """One line: the AWS fleet of a run on AWS, or the one host of a local run."""
+    host = context.get("host") or {}
+    broker = context.get("broker") or {}
+    cost = context.get("cost") or {}
+    machine = host.get("machine_type")
+    if cost.get("instances"):
+        fleet = ", ".join(f"{n} × {t}" for t, n in sorted(cost["instances"].items()))
+        region = f" in {cost['region']}" if cost.get("region") else ""
+        line = f"AWS fleet{region}: {fleet}"
+        if machine and machine != "local":
+            line += f"; client machines {machine}"
+        return line
+    if not host:
+        return "not recorded (the run context names no host)"
+    cores = host.get("cpus")
+    memory = _float(host.get("memory_bytes"))
+    what = "local run on" if machine in (None, "local") else f"on a {machine} machine,"
+    line = f"{what} {host.get('hostname', '?')}, {cores} cores"
+    if memory:
+        line += f", {memory / 2**30:,.0f} GiB memory"
+    if broker.get("deployment") == "endpoints":
+        line += "; broker at " + (
+            ", ".join(map(str, broker.get("endpoints") or [])) or "given endpoints"
+        )
+    elif broker.get("deployment") == "local":
+        line += "; the broker and every client node ran on this one host"
+    return line
+
+
+def _text(value: Any) -> str:
+    if value in (None, ""):
+        return "–"
+    if isinstance(value, list):
+        return (
+            ", ".join(_text(v) if not isinstance(v, dict | list) else json.dumps(v) for v in value)
+            or "–"
+        )
+    return str(value)
+
+
+def _flat(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested settings as (dotted key, text) pairs."""
+    if isinstance(value, dict) and value:
+        return [
+            pair
+            for k, v in value.items()
+            for pair in _flat(v, f"{prefix}.{k}" if prefix else str(k))
+        ]
+    return [(prefix, _text(value))]
+
+
+def _kv_table(pairs: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in pairs)
+    return f"<table class=kv>{body}</table>"
+
+
+#: Columns of the sweep point table of the run context: (key of the point's load, title).
+POINT_LOAD = (
+    ("threads", "threads"),
+    ("sender_nodes", "senders"),
+    ("receiver_nodes", "receivers"),
+    ("message_size", "message bytes"),
+    ("max_send_batch", "max batch"),
+    ("rate", "rate per worker"),
+    ("max_in_flight", "in flight"),
+    ("duration", "duration s"),
+)
+
+
+def _from_load(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda point: (point.get("load") or {}).get(key)
+
+
+def _points_table(points: list[dict[str, Any]]) -> str:
+    """The context's sweep points: load, processes, client, the run of a repeated point
+    (from 1; only where the scenario repeats its points) and broker parameters."""
+    if not points:
+        return ""
+    columns: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+        (title, _from_load(key)) for key, title in POINT_LOAD
+    ]
+    columns += [
+        ("processes per node", lambda p: p.get("processes_per_node")),
+        ("client", lambda p: p.get("client")),
+    ]
+    if any(int(p.get("repeat") or 0) > 0 for p in points):
+        columns.append(("run", lambda p: int(p.get("repeat") or 0) + 1))
+    columns.append(
+        (
+            "broker parameters",
+            lambda p: " ".join(f"{k}={v}" for k, v in (p.get("params") or {}).items()),
+        )
+    )
+    shown = [(t, get) for t, get in columns if any(get(p) not in (None, "") for p in points)]
+    head = "<th>point</th><th class=l>label</th>" + "".join(f"<th>{t}</th>" for t, _ in shown)
+    body = "".join(
+        f"<tr><td>{int(p.get('point', 0)) + 1}</td>"
+        f"<td class=l>{html.escape(str(p.get('label', '')))}</td>"
+        + "".join(f"<td>{html.escape(_text(get(p)))}</td>" for _, get in shown)
+        + "</tr>"
+        for p in points
+    )
+    return f"<h3>Sweep points</h3><table><tr>{head}</tr>{body}</table>"
+
+
+def context_tables(context: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The run context as tables a person reads: broker and its settings read back, the
+    scenario, the sweep points, the machine and client versions, the clocks; then the raw
+    JSON, folded."""
+    broker = {
+        k: v for k, v in (context.get("broker") or {}).items() if k not in ("caveats", "stand_in")
+    }
+    scenario = context.get("scenario") or {}
+    scenario_pairs = [
+        ("name", _text(scenario.get("name"))),
+        ("description", _text(scenario.get("description"))),
+        ("file", _text(context.get("scenario_file"))),
+        *_flat(scenario.get("measurement") or {}, "measurement"),
+        *_flat(scenario.get("load") or {}, "load"),
+        ("repeat", _text(scenario.get("repeat"))),
+        ("faults", _text(scenario.get("faults"))),
+    ]
+    machine = [("where", where_it_ran(context))]
+    machine += _flat(context.get("host") or {}, "host")
+    if context.get("cost"):
+        machine += _flat(context["cost"], "fleet")
+    machine += _flat(context.get("clients") or {}, "client")
+    machine += _flat(context.get("clock") or {}, "clock")
+    raw = html.escape(json.dumps(context, indent=2, default=str))
+    return (
+        "<h2>Run context</h2><div class=ctx>"
+        f"<div><h3>Broker (read back from the servers)</h3>{_kv_table(_flat(broker))}</div>"
+        f"<div><h3>Scenario</h3>{_kv_table([p for p in scenario_pairs if p[1] != '–'])}</div>"
+        f"<div><h3>Machine and clients</h3>{_kv_table(machine)}</div></div>"
+        f"{_points_table(context.get('points') or [])}{_clocks(rows)}"
+        "<details><summary>the run context as recorded (context.json)</summary>"
+        f"<pre>{raw}</pre></details>"
+    )
+
+
+CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td.l,table.kv td,table.kv th{text-align:left}table.kv th{font-weight:normal;color:#555}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:1em 2em}
+.ctx{display:flex;gap:2em;flex-wrap:wrap;align-items:flex-start}.where{font-size:1.1em}
+.muted{color:#777}.warn{color:#b00;font-weight:bold}
+pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}"""
+
+
+class Charts:
+    """Embeds the figures of one page, each with its own id (a figure of None is nothing:
+    a chart without data)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.count = 0
+
+    def __call__(self, fig: Any) -> str:
+        if fig is None:
+            return ""
+        self.count += 1
+        return f"<div>{charts.embed(fig, f'{self.prefix}-{self.count}')}</div>"
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained page: plotly.js once, in the head; ``#chart-errors`` lists any
+    chart that failed to draw."""
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>{html.escape(title)}</title><style>{CSS}</style>
+{charts.ERROR_SCRIPT}
+{charts.plotly_script()}</head><body>
+<ul id=chart-errors class=warn hidden></ul>
+{body}
+</body></html>"""
+
+
+def _point_section(
+    row: dict[str, Any],
+    windows: list[charts.Window],
+    histograms: dict[str, list[Bucket]],
+    chart: Charts,
+) -> str:
+    number = int(row["point"]) + 1
+    label = str(row.get("label") or "")
+    figures = []
+    if windows:
+        figures.append(chart(charts.throughput_over_time(windows, "Throughput per window")))
+        for metric, title in METRIC_TITLES.items():
+            figures.append(chart(charts.latency_over_time(windows, metric, f"{title} per window")))
+    spectra = {METRIC_TITLES[m]: histograms[m] for m in METRIC_TITLES if histograms.get(m)}
+    figures.append(chart(charts.spectrum_chart(spectra, "Latency by percentile (whole run)")))
+    drawn = "".join(f for f in figures if f)
+    return f"<h3>Point {number}: {html.escape(label)}</h3>" + (
+        f"<div class=charts>{drawn}</div>"
+        if drawn
+        else "<p class=muted>no latency windows or histograms for this point</p>"
+    )
+
+
+def repeats_table(points: list[repeats.RepeatedPoint]) -> str:
+    """Repeated points as an HTML table: median (min–max) of the main figures."""
+    head = "<th>point</th><th>runs</th>" + "".join(
+        f"<th>{html.escape(title)}</th>" for _, title, _ in repeats.TABLE
+    )
+    body = "".join(
+        f'<tr><td style="text-align:left">{html.escape(p.label or str(p.base_point + 1))}</td>'
+        f"<td>{p.runs}</td>"
+        + "".join(
+            f"<td>{html.escape(repeats.show(p.spreads.get(m), fmt))}</td>"
+            for m, _, fmt in repeats.TABLE
+        )
+        + "</tr>"
+        for p in points
+    )
+    return (
+        "<h2>Repeats</h2><p>Median (min–max) over the runs of each point, run interleaved; "
+        "<code>analysis/repeats.csv</code> has every figure.</p>"
+        f"<table><tr>{head}</tr>{body}</table>"
+    )
+
+
 def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
     """Write ``analysis/report.html`` for one run and return its path."""
-    broker = context["broker"]
-    table = columns(rows)
+    broker = context.get("broker") or {}
+    scenario = context.get("scenario") or {}
+    measurement = scenario.get("measurement") or {}
+    table = html_columns(rows)
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in table)
     head += "<th>receivers kept up</th><th>delivery</th>"
     body = "".join(
@@ -247,57 +599,81 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
         + "</tr>"
         for r in rows
     )
-    sections = []
-    windows = _windows(run_dir)
-    for r in rows:
-        w = windows.get(int(r["point"]), [])
-        t0 = min((x["window_start"] for x in w), default=0)
-        rate = {
-            "send msgs/s": [(x["window_start"] - t0, x["send_msgs_per_s"] or 0) for x in w],
-            "receive msgs/s": [(x["window_start"] - t0, x["receive_msgs_per_s"] or 0) for x in w],
-        }
-        lat = {
-            "processing p95": [
-                (x["window_start"] - t0, x["processing_latency_p95"] or 0) for x in w
-            ],
-            "send p95": [(x["window_start"] - t0, x["send_latency_p95"] or 0) for x in w],
-        }
-        sections.append(
-            f"<h3>Point {int(r['point']) + 1}: {html.escape(str(r.get('label')))}</h3>"
-            f"<div class=row><div><h4>Throughput per window</h4>{_svg_lines(rate, 'msgs/s')}</div>"
-            f"<div><h4>Latency p95 per window</h4>{_svg_lines(lat, 'ms')}</div></div>"
-        )
-    range_notes = "".join(
+    point_notes = "".join(
         f"<li>Point {int(r['point']) + 1}: {html.escape(note)}</li>"
         for r in rows
-        for note in (negative_note(r), clipped_note(r))
-        if note
+        for note in notes(r)
+    )
+    chart = Charts("chart")
+    sections = []
+    points = curve_points(rows, context.get("points") or [])
+    histograms = read_histograms(run_dir)
+    found = capacity(context, rows)
+    if found is not None:
+        sections.append(
+            f"<h2>Capacity at SLO</h2><p class=capacity><b>{html.escape(found.line())}</b></p>"
+            "<p class=muted>The highest total rate (open loop) at which receivers kept up, the "
+            "senders reached the target and the whole-run processing p99 stayed within the SLO; "
+            "each probe's verdict is in the notes under the table.</p>"
+        )
+    if repeats.repeated(rows):
+        sections.append(repeats_table(repeats.summarise(rows)))
+    if any(len(curve) >= 2 for curve in charts.levels(points).values()):
+        slo_ms = None if found is None else found.slo_p99_ms
+        sections.append(
+            "<h2>Latency against throughput</h2>"
+            f"<div class=charts>{chart(charts.latency_throughput(points, slo_ms=slo_ms))}<div>"
+            "<p>Each sweep point's receive rate against its whole-run processing latency, points "
+            "in order of the load they offered (msgs/s in open loop, batches in flight in closed "
+            "loop); hover for a point's label.</p>"
+            f"{knee_text(points)}<p class=muted>{html.escape(charts.KNEE_RULE)}</p></div></div>"
+        )
+    overlay = {
+        f"{int(r['point']) + 1}: {r.get('label') or ''}": histograms[int(r["point"])][
+            "processing_latency"
+        ]
+        for r in rows
+        if histograms.get(int(r["point"]), {}).get("processing_latency")
+    }
+    if len(overlay) >= 2:
+        sections.append(
+            "<h2>Processing latency by percentile, all points</h2><div class=charts>"
+            + chart(charts.spectrum_chart(overlay, "Processing latency by percentile (whole run)"))
+            + "<div><p>Each point's whole-run histogram as HdrHistogram plots it: the latency below "
+            "which a share of messages stayed, the percentile on a log scale of 1/(1−p) so that the "
+            "tail (99 %, 99.9 %, …) gets as much room as the body. Lines end at the maximum, drawn "
+            "at 99.999 %.</p></div></div>"
+        )
+    windows = read_windows(run_dir)
+    sections.append("<h2>Sweep points</h2>")
+    sections.extend(
+        _point_section(
+            r, windows.get(int(r["point"]), []), histograms.get(int(r["point"]), {}), chart
+        )
+        for r in rows
     )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
     stand_in = broker.get("stand_in")
-    page = f"""<!doctype html><html><head><meta charset="utf-8">
-<title>brokerbench — {html.escape(context["run_id"])}</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}.row{{display:flex;gap:2em;flex-wrap:wrap}}
-.muted{{color:#888}}.warn{{color:#b00;font-weight:bold}}pre{{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}}</style></head><body>
-<h1>{html.escape(broker["title"])} — {html.escape(context["scenario"]["name"])}</h1>
-<p>Run <code>{html.escape(context["run_id"])}</code>, {html.escape(str(context.get("started")))} → {html.escape(str(context.get("finished")))}, status <b>{html.escape(str(context.get("status")))}</b>.
-Broker {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str(broker.get("topology")))} ({html.escape(str(broker.get("deployment")))}).</p>
+    run_id = str(context.get("run_id", run_dir.name))
+    title = f"{broker.get('title', broker.get('system', '?'))} — {scenario.get('name', '?')}"
+    content = f"""<h1>{html.escape(title)}</h1>
+<p class=where><b>Where it ran:</b> {html.escape(where_it_ran(context))}</p>
+<p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(context.get("started")))} → {html.escape(str(context.get("finished")))}, status <b>{html.escape(str(context.get("status")))}</b>.
+{html.escape(str(broker.get("title", "?")))} {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str(broker.get("topology")))} ({html.escape(str(broker.get("deployment")))}).</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}
 <table><tr>{head}</tr>{body}</table>
-{f"<ul class=warn>{range_notes}</ul>" if range_notes else ""}
-<p class=muted>Latencies are the maximum p95 over {html.escape(str(context["scenario"]["measurement"]["window"]))} s windows; rates are per whole second of the measurement period.
+{f"<ul class=warn>{point_notes}</ul>" if point_notes else ""}
+<p class=muted>{html.escape(SCOPES)}. The headline latencies are the maximum p95 over {html.escape(_text(measurement.get("window")))} s windows sliding by {html.escape(_text(measurement.get("step")))} s; rates are per whole second of the measurement period.
 Processing latency runs from each message's intended send time to its receipt. A send call's latency is the broker's service time (start of the call to its confirmation), in open loop too;
-there, send delay is how late a batch started against the schedule, so a stall shows in send delay and processing latency, not in the send call.</p>
+there, send delay is how late a batch started against the schedule, so a stall shows in send delay and processing latency, not in the send call.
+Times on the charts count seconds from the start of the measurement (the end of the warm-up); each window is drawn at its end.</p>
 {"".join(sections)}
-<h2>Run context</h2>{_clocks(rows)}<details><summary>scenario, sweep points, broker settings read back, clients and host</summary>
-<pre>{html.escape(json.dumps(context, indent=2, default=str))}</pre></details>
-</body></html>"""
+{context_tables(context, rows)}"""
     path = run_dir / "analysis" / "report.html"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page)
+        path.write_text(page(f"brokerbench — {run_id}", content))
     except OSError as exc:  # a full disk or a read-only directory: one line naming it
         raise RecordsNotWritten(path, exc) from exc
     return path

@@ -115,3 +115,36 @@ def test_compare_puts_the_two_capacities_side_by_side_with_their_brackets(tmp_pa
     assert first.verdict is Verdict.BETTER  # [500, 2,000) and [2,000, 8,000) do not overlap
     assert "capacity at SLO p99 ≤ 20 ms" in text_report(comparison)
     assert "500 [500–2,000]" in text_report(comparison)
+
+
+def test_table_and_report_show_each_probe_target_and_verdict_and_the_capacity(
+    tmp_path: Path,
+) -> None:
+    from analysis.report import text_table, write_html
+
+    context = search_context()
+    context.update(run_id="r", scenario={"name": "redis-capacity", "measurement": {}})
+    context["points"] = [
+        {
+            "point": p["point"],
+            "label": f"rate={p['rate']}",
+            "varied": {"rate": p["rate"]},
+            "load": {"threads": 1, "sender_nodes": 1, "rate": p["rate"]},
+        }
+        for p in context["search"]["probes"]
+    ]
+    rows = [
+        {**r, "threads": 1, "sender_nodes": 1, "receiver_nodes": 2, "receivers_kept_up": "True"}
+        for r in rows_of(context)
+    ]
+    table = text_table("Redis", rows).splitlines()
+    assert "target msgs/s" in table[1]
+    assert table[4].split()[3] == "8,000"
+    assert table[4].endswith("p99 900 ms > SLO 20 ms")
+    assert "fails the SLO: senders reached only 76 %" in table[4]
+    assert "holds the SLO: p99 3 ms ≤ SLO 20 ms" in table[3]
+    page = write_html(tmp_path, context, rows).read_text()
+    assert "<h2>Capacity at SLO</h2>" in page
+    assert "capacity at SLO p99 ≤ 20 ms: ≥ 500 and &lt; 2,000 msgs/s (4 probes)" in page
+    chart = page[page.index("Latency against throughput") :]
+    assert "SLO p99 \\u2264 20 ms" in chart or "SLO p99 ≤ 20 ms" in chart  # the SLO line

@@ -74,3 +74,14 @@ def test_without_repeats_compare_keeps_a_fixed_band_and_says_so() -> None:
     one = compare_rows([row(1, send_msgs_per_s=1000)], [row(1, send_msgs_per_s=1010)])
     assert change(one, 1, "send_msgs_per_s").verdict is Verdict.SAME
     assert "no repeats" in noise_band(one)
+
+
+def test_the_report_has_a_table_of_medians_and_ranges(tmp_path) -> None:
+    from analysis.report import write_html
+
+    rows = runs(1, 0, [1000, 1200, 900], [5, 9, 7]) + runs(4, 1, [4000, 4100, 3900], [8, 8, 8])
+    context = {"run_id": "r", "broker": {"title": "Redis"}, "scenario": {"name": "s"}}
+    page = write_html(tmp_path, context, rows).read_text()
+    repeats_part = page[page.index("<h2>Repeats</h2>") :]
+    assert "<td>1,000 (900–1,200)</td>" in repeats_part and "<td>3</td>" in repeats_part
+    assert "<td>4,000 (3,900–4,100)</td>" in repeats_part

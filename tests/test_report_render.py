@@ -1,10 +1,13 @@
 """The HTML reports: the cross-system overview's charts, and both pages rendered by a real
-headless browser (Debian's chromium; skipped only when the binary is absent)."""
+headless browser (Debian's chromium; skipped only when the binary is absent), which runs
+the inline plotly.js: the tests count the charts it drew, read their tick labels and take a
+screenshot of each page."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -14,8 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from analysis import charts
 from analysis.job import SUMMARY_COLUMNS
-from analysis.overview import load_runs, max_throughput, render, write_overview
+from analysis.overview import _series, load_runs, max_throughput, render, write_overview
 from analysis.report import write_html
 
 CHROMIUM = shutil.which("chromium") or (
@@ -35,7 +39,9 @@ def context(run_id: str, system: str, title: str) -> dict:
     }
 
 
-def summary_row(point: int, threads: int, senders: int, send: float, receive: float, p95: float):
+def summary_row(
+    point: int, threads: int, senders: int, send: float, receive: float, p95: float, p99: float = 0
+):
     row = {c: "" for c in SUMMARY_COLUMNS}
     row.update(
         broker="x",
@@ -48,6 +54,9 @@ def summary_row(point: int, threads: int, senders: int, send: float, receive: fl
         send_msgs_per_s=str(send),
         receive_msgs_per_s=str(receive),
         processing_latency_window_p95_ms=str(p95),
+        processing_latency_run_p50_ms=str(p95 / 4),
+        processing_latency_run_p99_ms=str(p99 or p95 * 1.5),
+        processing_latency_run_p999_ms=str((p99 or p95 * 1.5) * 2),
         send_latency_window_p95_ms=str(p95 / 2),
         lost="0",
         duplicated="0",
@@ -74,7 +83,8 @@ def results(tmp_path: Path) -> Path:
         "kafka-1",
         "kafka",
         "Kafka",
-        [summary_row(0, 1, 1, 1000, 990, 20), summary_row(1, 5, 2, 8000, 7900, 45)],
+        # 8× the throughput for 13× the p99: the knee is point 0.
+        [summary_row(0, 1, 1, 1000, 990, 20, 30), summary_row(1, 5, 2, 8000, 7900, 45, 400)],
     )
     write_run(
         tmp_path,
@@ -92,10 +102,13 @@ def test_overview_reads_analysed_runs_and_charts_them(results: Path) -> None:
     runs = load_runs(results)
     assert [r.name for r in runs] == ["Kafka", "Redis Streams"]
     assert max_throughput(runs) == {"Kafka": 7900.0, "Redis Streams": 11000.0}
+    # 5 threads × 2 sender nodes = 10 sending threads.
+    assert _series(runs, "receive_msgs_per_s")["Redis Streams"] == [(1, 3000.0), (10, 11000.0)]
     page = render(runs)
-    assert page.count("<svg") == 5  # max-throughput bars + 4 charts by load
-    assert "Redis Streams @ 10: 11,000.00 msgs/s" in page  # 5 threads × 2 sender nodes
-    assert "Kafka @ 1: 20.00 ms" in page
+    # Max-throughput bars, latency–throughput curves, 5 charts by load.
+    assert page.count('class="plotly-graph-div"') == 7
+    assert page.count(charts.plotly_script()) == 1  # plotly.js once, inline
+    assert not re.search(r"<script[^>]*\bsrc=|<link\b", page)  # nothing from the network
     assert 'href="redis-1/analysis/report.html"' in page
 
 
@@ -107,8 +120,50 @@ def test_same_system_twice_is_told_apart(tmp_path: Path) -> None:
     assert write_overview(tmp_path / "nothing") is None
 
 
+LATENCIES = ("processing_latency", "send_latency", "send_delay")
+QUANTILE_FACTORS = {"p50": 1, "p95": 2, "p99": 4, "p999": 9, "max": 30}
+
+
+def write_series(run_dir: Path, open_loop: set[int]) -> None:
+    """Latency windows and whole-run histograms of points 0 and 1 (send delay only where a
+    point ran open loop), as the analysis job writes them."""
+    windows: dict[str, list] = {"run_id": [], "point": [], "window_start": [], "window_seconds": []}
+    windows |= {"send_msgs_per_s": [], "receive_msgs_per_s": []}
+    windows |= {f"{m}_{q}": [] for m in LATENCIES for q in ("p50", "p95", "p99", "p999", "max")}
+    histograms: dict[str, list] = {
+        k: [] for k in ("run_id", "point", "metric", "bucket", "count", "value_ms")
+    }
+    for point, scale in ((0, 1.0), (1, 8.0)):
+        for i in range(6):
+            windows["run_id"].append(run_dir.name)
+            windows["point"].append(point)
+            windows["window_start"].append(1_700_000_000 + 100 * point + i)
+            windows["window_seconds"].append(5)
+            windows["send_msgs_per_s"].append(1000.0 * scale + 10 * i)
+            windows["receive_msgs_per_s"].append(990.0 * scale + 10 * i)
+            for m, base in zip(LATENCIES, (2.0, 0.5, 0.05), strict=True):
+                present = m != "send_delay" or point in open_loop
+                for q, factor in QUANTILE_FACTORS.items():
+                    windows[f"{m}_{q}"].append(base * factor * scale if present else None)
+        for m, base in zip(LATENCIES, (2.0, 0.5, 0.05), strict=True):
+            if m == "send_delay" and point not in open_loop:
+                continue
+            for bucket, count in ((-1, 1), (100, 5000), (150, 3000), (200, 400), (300, 5)):
+                histograms["run_id"].append(run_dir.name)
+                histograms["point"].append(point)
+                histograms["metric"].append(m)
+                histograms["bucket"].append(bucket)
+                histograms["count"].append(count)
+                histograms["value_ms"].append(0.0 if bucket < 0 else base * scale * bucket / 100)
+    for name, table in (("windows", windows), ("histograms", histograms)):
+        directory = run_dir / "analysis" / name
+        directory.mkdir()
+        pq.write_table(pa.table(table), directory / "part-0.parquet")
+
+
 def render_in_chromium(page: Path, tmp_path: Path) -> str:
-    """Screenshot ``page`` and return the DOM as the browser parsed it."""
+    """Screenshot ``page`` and return the DOM after its scripts ran (plotly draws the charts
+    into it)."""
     assert CHROMIUM is not None
     common = [
         CHROMIUM,
@@ -119,45 +174,43 @@ def render_in_chromium(page: Path, tmp_path: Path) -> str:
         "--disable-component-update",
         "--disable-sync",
         "--no-first-run",
+        "--virtual-time-budget=5000",
         f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}",
     ]
-    shot = tmp_path / f"{page.stem}.png"
+    shot = tmp_path / f"{page.parent.parent.name}-{page.stem}.png"
     subprocess.run(
-        [*common, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
+        [*common, f"--screenshot={shot}", "--window-size=1400,4000", page.as_uri()],
         capture_output=True,
         timeout=120,
         check=True,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert shot.stat().st_size > 10_000  # charts and tables drew something
-    dom = subprocess.run(
+    assert shot.stat().st_size > 50_000  # charts and tables drew something
+    return subprocess.run(
         [*common, "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     ).stdout
-    return dom
+
+
+def drawn(dom: str, prefix: str) -> int:
+    """How many of the page's figures plotly drew (it marks their divs ``js-plotly-plot``
+    and puts its ``main-svg`` in them)."""
+    plots = re.findall(rf'<div id="{prefix}-\d+" class="plotly-graph-div js-plotly-plot"', dom)
+    assert dom.count('class="main-svg"') >= len(plots)
+    return len(plots)
+
+
+#: What ``#chart-errors`` looks like when no chart failed.
+NO_CHART_ERRORS = '<ul id="chart-errors" class="warn" hidden=""></ul>'
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> None:
     run_dir = results / "kafka-1"
-    windows = run_dir / "analysis" / "windows"
-    windows.mkdir()
-    pq.write_table(
-        pa.table(
-            {
-                "point": [0, 0, 0, 1, 1, 1],
-                "window_start": [10, 11, 12, 30, 31, 32],
-                "send_msgs_per_s": [900.0, 1000.0, 1100.0, 7000.0, 8000.0, 9000.0],
-                "receive_msgs_per_s": [880.0, 990.0, 1080.0, 6900.0, 7900.0, 8800.0],
-                "processing_latency_p95": [18.0, 20.0, 22.0, 40.0, 45.0, 50.0],
-                "send_latency_p95": [9.0, 10.0, 11.0, 20.0, 22.0, 25.0],
-            }
-        ),
-        windows / "part-0.parquet",
-    )
+    write_series(run_dir, open_loop={1})
     rows = list(csv.DictReader((run_dir / "analysis" / "summary.csv").open()))
     run_page = write_html(run_dir, context("kafka-1", "kafka", "Kafka"), rows)
     overview = write_overview(results)
@@ -165,12 +218,36 @@ def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> N
 
     dom = render_in_chromium(run_page, tmp_path)
     assert "<h1>Kafka — kafka-sweep</h1>" in dom
-    assert dom.count("<polyline") == 8  # 2 points × (2 rate + 2 latency series)
+    assert NO_CHART_ERRORS in dom
+    # The latency–throughput curve, the spectra of both points overlaid, then per point:
+    # throughput, processing latency, send call and (point 1, open loop) send delay over
+    # time, and its spectrum.
+    assert drawn(dom, "chart") == 2 + 4 + 5
+    assert dom.count(">99.9%</text>") == 3  # the spectra's percentile axes
+    assert dom.count(">99.999%</text>") == 3
+    assert dom.count(">knee</text>") == 2  # the star on point 0's p99, and its legend
+    assert ">receive throughput (msgs/s)</text>" in dom  # axis titles with units
+    assert ">processing latency (ms)</text>" in dom
 
     dom = render_in_chromium(overview, tmp_path)
-    assert dom.count("<svg") == 5
-    assert dom.count("<rect") == 2
-    assert "Redis Streams" in dom
+    assert NO_CHART_ERRORS in dom
+    assert drawn(dom, "overview") == 7
+    assert ">Redis Streams</text>" in dom  # a legend entry
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_a_page_without_plotly_js_shows_that_its_charts_failed(
+    results: Path, tmp_path: Path
+) -> None:
+    run_dir = results / "kafka-1"
+    write_series(run_dir, open_loop=set())
+    rows = list(csv.DictReader((run_dir / "analysis" / "summary.csv").open()))
+    page = write_html(run_dir, context("kafka-1", "kafka", "Kafka"), rows)
+    page.write_text(page.read_text().replace(charts.plotly_script(), ""))
+    dom = render_in_chromium(page, tmp_path)
+    assert drawn(dom, "chart") == 0
+    assert NO_CHART_ERRORS not in dom
+    assert "a chart could not be drawn: Uncaught ReferenceError: Plotly is not defined" in dom
 
 
 def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None:
