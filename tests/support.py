@@ -13,8 +13,30 @@ from typing import Any
 
 import pytest
 
-from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster, Received
+from brokers.base import (
+    BrokerParams,
+    BrokerSystem,
+    Destination,
+    Endpoints,
+    LocalCluster,
+    Received,
+    Topology,
+)
 from brokers.local import ProcessCluster
+
+
+def memory_system(adapter: Any) -> BrokerSystem[Any]:
+    """A system whose every connection is ``adapter`` (an in-memory stand-in), for tests
+    that run node code without a broker."""
+    return BrokerSystem(
+        name="memory",
+        title="Memory",
+        params_model=BrokerParams,
+        connect=lambda endpoints, params, destination: adapter,
+        prepare=lambda endpoints, params, destination: None,
+        describe=lambda endpoints, params: {},
+        reference_topology=Topology({"broker": 1}),
+    )
 
 
 def receive_bodies(adapter: Any, wanted: set[bytes], timeout: float = 60) -> list[bytes]:

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import Adapter, BrokerParams, BrokerSystem, Endpoints, Received, Topology
+from brokers.base import Adapter, Endpoints, Received
+from tests.support import memory_system
 from workload import message
 from workload.histogram import bucket_of, bucket_value, percentile_of
 from workload.node import Interval, NodeSpec, Progress, run_node
@@ -131,15 +132,7 @@ def test_a_receiver_node_reports_every_latency_once_and_its_redeliveries(
     payloads = [b"x" * 100] * 3000
     bodies = stamper.stamp_batch(payloads, 0, time.time_ns(), time.time_ns() - 5_000_000)
     adapter = Delivering([(body, i % 100 == 0) for i, body in enumerate(bodies)])
-    system = BrokerSystem(
-        name="memory",
-        title="Memory",
-        params_model=BrokerParams,
-        connect=lambda endpoints, params, destination: adapter,
-        prepare=lambda endpoints, params, destination: None,
-        describe=lambda endpoints, params: {},
-        reference_topology=Topology({"broker": 1}),
-    )
+    system = memory_system(adapter)
     monkeypatch.setattr(registry, "get", lambda name: system)
     spec = NodeSpec(
         run_dir=tmp_path,

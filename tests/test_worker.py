@@ -16,14 +16,12 @@ from brokers import registry
 from brokers.base import (
     Adapter,
     AsyncAdapter,
-    BrokerParams,
-    BrokerSystem,
     Confirmation,
     Confirmed,
     Endpoints,
     Received,
-    Topology,
 )
+from tests.support import memory_system
 from workload import message
 from workload.clock import ClockState
 from workload.histogram import ALPHA, NEGATIVE, Histogram
@@ -253,15 +251,7 @@ def test_a_node_on_a_machine_of_its_own_records_its_clock_in_its_status(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = Memory()
-    system = BrokerSystem(
-        name="memory",
-        title="Memory",
-        params_model=BrokerParams,
-        connect=lambda endpoints, params, destination: memory,
-        prepare=lambda endpoints, params, destination: None,
-        describe=lambda endpoints, params: {},
-        reference_topology=Topology({"broker": 1}),
-    )
+    system = memory_system(memory)
     monkeypatch.setattr(registry, "get", lambda name: system)
     clock = ClockState(-0.000021503, "chrony: 169.254.169.123 (stratum 4)")
     monkeypatch.setattr("workload.node.read_clock", lambda: clock)
