@@ -34,10 +34,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from workload.faults import FaultRecord, PointTimeline, read_timelines
-from workload.results import TABLES, raw_dir
+from workload.results import read_point
 
 NS = 1_000_000_000
 
@@ -109,8 +108,8 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
     results = {}
     for point, timeline in timelines.items():
         confirmed, missing = _missing(
-            _read(run_dir, "sent_ranges", point, ["node", "worker", "seq_lo", "seq_hi"]),
-            _read(run_dir, "received", point, ["sender_node", "sender_worker", "seq"]),
+            read_point(run_dir, "sent_ranges", point, ["node", "worker", "seq_lo", "seq_hi"]),
+            read_point(run_dir, "received", point, ["sender_node", "sender_worker", "seq"]),
         )
         lost, unavailable = split_missing(missing, timeline)
         results[point] = PointFaults(
@@ -127,7 +126,7 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
 def point_effects(run_dir: Path, timeline: PointTimeline) -> list[FaultEffect]:
     """Each fault of one point and what it did, from that point's raw ``seconds`` rows only."""
     columns = ["role", "second", "sent", "received", "errors"]
-    return fault_effects(timeline, _read(run_dir, "seconds", timeline.point, columns))
+    return fault_effects(timeline, read_point(run_dir, "seconds", timeline.point, columns))
 
 
 def fault_effects(timeline: PointTimeline, seconds: pa.Table) -> list[FaultEffect]:
@@ -208,15 +207,6 @@ def timeline_lines(result: PointFaults) -> list[str]:
 
 def _gap(gap: Gap) -> str:
     return f"{gap.seconds} s" + ("" if gap.resumed else " (to the end)")
-
-
-def _read(run_dir: Path, table: str, point: int, columns: list[str]) -> pa.Table:
-    """The given columns of one raw table's files of one point (an empty table if none)."""
-    files = sorted(raw_dir(run_dir, table).glob(f"p{point}-*.parquet"))
-    if not files:
-        schema = TABLES[table]
-        return pa.table({c: pa.array([], schema.field(c).type) for c in columns})
-    return pa.concat_tables(pq.read_table(f, columns=columns) for f in files)
 
 
 def _activity(rows: Iterable[dict[str, int]], role: str, column: str) -> Activity:

@@ -16,7 +16,7 @@ from workload.context import build_context
 from workload.errors import ScenarioError, UserError
 from workload.naming import destination_name, run_tag
 from workload.remote import _point
-from workload.search import read_seconds
+from workload.results import read_point
 from workload.sweep import estimated_seconds, expand
 
 SWEPT = """
@@ -146,7 +146,7 @@ def test_a_repeated_sweep_runs_every_point_again_on_a_fresh_destination(tmp_path
     ]
     assert any("(run 2 of 2)" in line for line in lines)
     for point in range(4):
-        seconds = read_seconds(outcome.run_dir, point)
+        seconds = read_point(outcome.run_dir, "seconds", point)
         assert set(seconds["point"].to_pylist()) == {point}
         sent = pc.sum(seconds["sent"]).as_py()
         received = pc.sum(seconds["received"]).as_py()

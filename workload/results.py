@@ -169,6 +169,17 @@ def raw_dir(run_dir: Path, table: str) -> Path:
     return run_dir / "raw" / table
 
 
+def read_point(run_dir: Path, table: str, point: int, columns: list[str] | None = None) -> pa.Table:
+    """One raw table's rows of one sweep point, from every node part's file (``columns``
+    only, when given); an empty table of the same schema when the point has none."""
+    schema = TABLES[table]
+    files = sorted(raw_dir(run_dir, table).glob(f"p{point}-*.parquet"))
+    if not files:
+        empty = schema.empty_table()
+        return empty.select(columns) if columns is not None else empty
+    return pa.concat_tables(pq.read_table(f, columns=columns, schema=schema) for f in files)
+
+
 def node_file(point: int, role: str, node: int, part: int = 0) -> str:
     return f"p{point}-{role}-{node}.{part}"
 

@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from workload.histogram import percentile_of
-from workload.results import SECONDS_SCHEMA, raw_dir
+from workload.results import read_point
 from workload.sweep import SweepPoint
 
 if TYPE_CHECKING:
@@ -141,17 +140,9 @@ class Measures:
     processing_latency_p99_ms: float | None
 
 
-def read_seconds(run_dir: Path, point: int) -> pa.Table:
-    """A point's raw ``seconds`` rows (every node part's file; empty if there is none)."""
-    files = sorted(raw_dir(run_dir, "seconds").glob(f"p{point}-*.parquet"))
-    if not files:
-        return SECONDS_SCHEMA.empty_table()
-    return pa.concat_tables(pq.read_table(f, schema=SECONDS_SCHEMA) for f in files)
-
-
 def measure_point(run_dir: Path, point: int, warmup_s: int) -> Measures:
     """:func:`measure` of one point of a run directory."""
-    return measure(read_seconds(run_dir, point), warmup_s)
+    return measure(read_point(run_dir, "seconds", point), warmup_s)
 
 
 _ENTRIES = pa.list_(
