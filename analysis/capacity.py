@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.columns import run_column
-from analysis.repeats import number
+from analysis.columns import number, run_column
 from workload.search import SearchRecord, format_ms, format_rate, verdict
 
 #: The summary columns of a probe (empty for the points of a sweep).

@@ -19,7 +19,6 @@ other axis whose values span more than :data:`LOG_SPAN` to one.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.columns import QUANTILE_TITLES, RUN_QUANTILES
 from analysis.hdr import Bucket
+from analysis.repeats import spread
 from workload.errors import UserError
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ class Level:
 
 
 def _median(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    found = spread(values)
+    return None if found is None else found.median
 
 
 def levels(points: Iterable[CurvePoint]) -> dict[str, list[Level]]:

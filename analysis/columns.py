@@ -16,6 +16,7 @@ through :func:`upgrade`.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -107,6 +108,18 @@ def upgrade(row: Mapping[str, V]) -> dict[str, V]:
     if any(column in row for column in (window_column(m) for m in METRICS)):
         return dict(row)
     return {LEGACY.get(key, key): value for key, value in row.items()}
+
+
+def number(value: object) -> float | None:
+    """A summary cell (or any loosely typed figure) as a number: None when empty, not a
+    number, or NaN."""
+    if value in (None, ""):
+        return None
+    try:
+        result = float(str(value))
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(result) else result
 
 
 def read_summary_csv(path: Path) -> list[dict[str, str]]:

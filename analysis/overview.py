@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import charts
-from analysis.columns import read_summary_csv, run_column, window_column
+from analysis.columns import number, read_summary_csv, run_column, window_column
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
 
@@ -34,13 +34,6 @@ class RunSummary:
     name: str = ""
     #: The context's sweep points (their load orders the latency–throughput curve).
     points: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return None if value in (None, "") else float(value)
-    except ValueError:
-        return None
 
 
 def load_runs(results: Path) -> list[RunSummary]:
@@ -89,7 +82,7 @@ def _series(runs: list[RunSummary], column: str) -> dict[str, list[tuple[int, fl
     for run in runs:
         best: dict[int, float] = {}
         for row in run.rows:
-            value = _float(row.get(column))
+            value = number(row.get(column))
             if value is None:
                 continue
             x = concurrency(row)
@@ -105,7 +98,7 @@ def max_throughput(runs: list[RunSummary]) -> dict[str, float]:
     out = {}
     for run in runs:
         rates = [
-            _float(r.get("receive_msgs_per_s")) or _float(r.get("send_msgs_per_s")) or 0.0
+            number(r.get("receive_msgs_per_s")) or number(r.get("send_msgs_per_s")) or 0.0
             for r in run.rows
         ]
         if rates:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.columns import latency_columns
+from analysis.columns import latency_columns, number
 
 #: The metrics summarised over repeats (rates, latencies, delivery), in table order.
 METRICS = (
@@ -46,17 +45,6 @@ class Spread:
 
     def overlaps(self, other: Spread) -> bool:
         return self.low <= other.high and other.low <= self.high
-
-
-def number(value: object) -> float | None:
-    """A summary cell as a number (None when empty or not a number)."""
-    if value in (None, ""):
-        return None
-    try:
-        result = float(str(value))
-    except ValueError:
-        return None
-    return None if math.isnan(result) else result
 
 
 def spread(values: Iterable[object]) -> Spread | None:

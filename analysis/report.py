@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from analysis import charts, repeats
 from analysis.capacity import capacity
-from analysis.columns import RUN_QUANTILES, run_column, window_column
+from analysis.columns import RUN_QUANTILES, number, run_column, window_column
 from analysis.hdr import Bucket
 from workload.results import RecordsNotWritten
 
@@ -240,21 +240,14 @@ def html_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     ]
 
 
-def _float(value: Any) -> float | None:
-    try:
-        return None if value in (None, "") else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def offered_load(load: dict[str, Any]) -> float:
     """What a point offers the broker, to order a sweep's points by: msgs/s in open loop
     (rate per worker × sending workers), batches in flight in closed loop."""
-    workers = (_float(load.get("threads")) or 0) * (_float(load.get("sender_nodes")) or 1)
-    rate = _float(load.get("rate"))
+    workers = (number(load.get("threads")) or 0) * (number(load.get("sender_nodes")) or 1)
+    rate = number(load.get("rate"))
     if rate:
         return rate * workers
-    return workers * (_float(load.get("max_in_flight")) or 1)
+    return workers * (number(load.get("max_in_flight")) or 1)
 
 
 def curve_points(
@@ -276,9 +269,9 @@ def curve_points(
             charts.CurvePoint(
                 label=str(r.get("label") or point.get("label") or f"point {int(r['point']) + 1}"),
                 load=offered_load(load),
-                receive_msgs_per_s=_float(r.get("receive_msgs_per_s")),
+                receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
                 latency_ms={
-                    q: _float(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES
+                    q: number(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES
                 },
                 series=" · ".join(s for s in (series, others) if s),
             )
@@ -377,7 +370,7 @@ def where_it_ran(context: dict[str, Any]) -> str:
     if not host:
         return "not recorded (the run context names no host)"
     cores = host.get("cpus")
-    memory = _float(host.get("memory_bytes"))
+    memory = number(host.get("memory_bytes"))
     what = "local run on" if machine in (None, "local") else f"on a {machine} machine,"
     line = f"{what} {host.get('hostname', '?')}, {cores} cores"
     if memory:
