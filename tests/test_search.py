@@ -19,7 +19,7 @@ from tests.conftest import SCENARIOS
 from workload import cli
 from workload.errors import ScenarioError
 from workload.histogram import bucket_of
-from workload.results import SECONDS_SCHEMA, raw_dir
+from workload.results import SECONDS_SCHEMA, raw_dir, read_point
 from workload.scenario import SearchSection, load_scenario
 from workload.search import (
     CapacitySearch,
@@ -478,3 +478,36 @@ def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(tmp_pat
     assert lines[-1] == (
         "capacity at SLO p99 ≤ 20 ms: not known — incomplete: the run was interrupted (SIGINT)"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_probe_measure_agrees_with_the_spark_analysis(spark, tmp_path: Path) -> None:
+    """The runner judges a probe with pyarrow, the analysis with Spark: on the same records
+    both must give the same period, rates and p99 (the verdicts would differ otherwise)."""
+    from analysis import transforms as tf
+    from analysis.job import spark_schema
+
+    fast, slow = bucket_of(1 * MS), bucket_of(40 * MS)
+    rows = [row("sender", w, s, sent=10 + w) for w in (0, 1, 2) for s in range(100 + w, 112)]
+    rows += [
+        row("receiver", w, s, acked=14, processing_latency=[(fast, 9), (slow, int(s % 3 == 0))])
+        for w in (0, 1)
+        for s in range(100, 114)
+    ]
+    write_seconds(tmp_path, "p0-mixed-0.0", rows)
+    for warmup in (0, 2, 5):
+        measured = measure_point(tmp_path, 0, warmup_s=warmup)
+        records = read_point(tmp_path, "seconds", 0).to_pylist()
+        histograms = ("send_latency", "processing_latency", "send_delay")
+        for record in records:  # Spark takes a map as a dict, Arrow gives (key, value) pairs
+            record.update({h: dict(record[h]) for h in histograms})
+        seconds = spark.createDataFrame(records, spark_schema(SECONDS_SCHEMA))
+        periods = tf.measurement_periods(seconds, warmup)
+        (rates,) = tf.throughput(tf.counters_per_second(seconds), periods).collect()
+        whole = tf.whole_run(tf.run_histograms(tf.histogram_per_second(seconds), periods))
+        (processing,) = [r for r in whole.collect() if r["metric"] == "processing_latency"]
+        assert measured.measured_seconds == rates["measured_seconds"]
+        assert measured.send_msgs_per_s == pytest.approx(rates["send_msgs_per_s"])
+        assert measured.receive_msgs_per_s == pytest.approx(rates["receive_msgs_per_s"])
+        assert measured.processing_latency_p99_ms == pytest.approx(processing["p99_ms"])
