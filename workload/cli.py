@@ -127,7 +127,7 @@ def _plan(scenario: Scenario) -> str:
     from workload.scenario import format_duration
     from workload.search import describe_search
     from workload.search import estimated_seconds as search_seconds
-    from workload.sweep import estimated_seconds, expand
+    from workload.sweep import describe_points, estimated_seconds, expand
 
     if scenario.search is not None:
         estimate = format_duration(search_seconds(scenario))
@@ -136,12 +136,9 @@ def _plan(scenario: Scenario) -> str:
             "(duration + idle_timeout), broker start-up not included"
         )
     points = expand(scenario)
-    repeats = ""
-    if scenario.repeat > 1:
-        repeats = f": {len(points) // scenario.repeat} × repeat {scenario.repeat}, interleaved"
     estimate = format_duration(estimated_seconds(points))
     return (
-        f"{len(points)} sweep point(s){repeats}; estimated run time about {estimate}: "
+        f"{describe_points(points, scenario.repeat)}; estimated run time about {estimate}: "
         "points × (duration + idle_timeout), broker start-up not included"
     )
 

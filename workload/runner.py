@@ -55,8 +55,9 @@ from workload.search import (
     sender_workers,
     unjudged,
 )
+from workload.search import estimated_seconds as search_seconds
 from workload.signals import signal_name
-from workload.sweep import SweepPoint, estimated_seconds, expand
+from workload.sweep import SweepPoint, describe_points, estimated_seconds, expand
 
 Console = Callable[[str], None]
 
@@ -141,11 +142,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
             context["search"] = search.record.model_dump(mode="json")
         _save_context(run_dir, context)
         if search is None:
-            runs = f" ({len(points) // scenario.repeat} × repeat {scenario.repeat})"
-            console(
-                f"run {run_id}: {len(points)} sweep point(s){runs if scenario.repeat > 1 else ''}"
-                f" → {run_dir}"
-            )
+            console(f"run {run_id}: {describe_points(points, scenario.repeat)} → {run_dir}")
         else:
             console(f"run {run_id}: {describe_search(scenario)} → {run_dir}")
         try:
@@ -222,7 +219,6 @@ class Probes:
         context (saved) before it starts, and the search's record after it ends."""
         spec = search.spec
         warmup_s = math.ceil(self.scenario.measurement.warmup or 0)
-        load = self.scenario.load
         index = 0
         while (rate := search.next_rate()) is not None:
             point = probe_point(self.scenario, index, rate)
@@ -241,7 +237,7 @@ class Probes:
                 self.tag,
                 self.outcome,
                 self.console,
-                remaining_s=(spec.max_probes - index - 1) * (load.duration + load.idle_timeout),
+                remaining_s=search_seconds(self.scenario, spec.max_probes - index - 1),
             )
             probe = self._judge(point, warmup_s, spec.slo_p99)
             search.add(probe)

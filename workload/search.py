@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from workload.histogram import percentile_of
 from workload.results import read_point
 from workload.sweep import SweepPoint
+from workload.sweep import estimated_seconds as sweep_seconds
 
 if TYPE_CHECKING:
     from workload.scenario import Scenario, SearchSection
@@ -421,8 +422,9 @@ def describe_search(scenario: Scenario) -> str:
     )
 
 
-def estimated_seconds(scenario: Scenario) -> float:
-    """An upper bound of a search's run time: ``max_probes`` × (duration + idle_timeout)."""
+def estimated_seconds(scenario: Scenario, probes: int | None = None) -> float:
+    """An upper bound of the run time of ``probes`` probes (default ``max_probes``: the
+    whole search), each estimated as a sweep point is (:func:`workload.sweep.estimated_seconds`)."""
     assert scenario.search is not None
-    load = scenario.load
-    return scenario.search.max_probes * (load.duration + load.idle_timeout)
+    count = scenario.search.max_probes if probes is None else probes
+    return count * sweep_seconds([probe_point(scenario, 0, scenario.search.low)])

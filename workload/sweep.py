@@ -98,6 +98,14 @@ def expand(scenario: Scenario) -> list[SweepPoint]:
     ]
 
 
+def describe_points(points: Sequence[SweepPoint], repeat: int) -> str:
+    """``6 sweep point(s): 3 × repeat 2, interleaved`` (just the count without repeats)."""
+    text = f"{len(points)} sweep point(s)"
+    if repeat > 1:
+        text += f": {len(points) // repeat} × repeat {repeat}, interleaved"
+    return text
+
+
 def estimated_seconds(points: Sequence[SweepPoint]) -> float:
     """A rough run time: each point (every run of it) sends for its duration, then
     receivers drain until idle.
