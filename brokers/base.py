@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from brokers.errors import BrokerError
+from brokers.netns import NodeHosts
 
 
 class BrokerParams(BaseModel):
@@ -169,7 +170,7 @@ class Topology:
         return sum(self.roles.values())
 
 
-#: What a scenario's fault does to a node (``isolate`` is not available for local runs yet).
+#: What a scenario's fault does to a node (``isolate`` only where :attr:`FaultSupport.isolates`).
 FAULT_ACTIONS = ("kill", "stop", "pause", "isolate")
 #: The node selectors a fault may name besides a node index.
 FAULT_ROLES = ("leader", "follower")
@@ -191,6 +192,9 @@ class FaultSupport:
     fails_over: bool
     #: A killed or stopped node starts again from its data directory (``until`` with kill/stop).
     restarts: bool = True
+    #: Its nodes can run each in a network namespace of its own (:mod:`brokers.netns`), so a
+    #: node can be cut off from its peers and clients (``isolate``).
+    isolates: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +229,13 @@ class LocalCluster(abc.ABC):
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def fault(self, name: str, action: str) -> None:
-        """Kill, stop or pause the node ``name`` (one of :data:`FAULT_ACTIONS`)."""
+        """Kill, stop, pause or isolate the node ``name`` (one of :data:`FAULT_ACTIONS`)."""
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def recover(self, name: str, action: str, wait: float = 0.0) -> None:
-        """Undo ``action`` on ``name``: resume a paused node, restart a killed or stopped one
-        from its data directory; wait up to ``wait`` seconds for it to be ready."""
+        """Undo ``action`` on ``name``: resume a paused node, reconnect an isolated one,
+        restart a killed or stopped one from its data directory; wait up to ``wait`` seconds
+        for it to be ready."""
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def __enter__(self) -> LocalCluster:
@@ -258,8 +263,12 @@ class LocalDeployment(abc.ABC):
         """Fetch what ``missing`` reports (artifacts beyond Debian packages)."""
 
     @abc.abstractmethod
-    def start(self, topology: str, params: Any, workdir: Path) -> LocalCluster:
-        """Start the topology under ``workdir`` and wait until it is ready."""
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> LocalCluster:
+        """Start the topology under ``workdir`` and wait until it is ready; its nodes on
+        ``hosts`` (loopback when None; other hosts only where :meth:`fault_support` says
+        the topology ``isolates``)."""
 
     def fault_support(self, topology: str) -> FaultSupport | None:
         """The faults ``topology`` can take here; None when the system takes none yet."""

@@ -1,7 +1,9 @@
 """Shared machinery for brokers started on this machine: ports, processes, readiness, clean-up.
 
 Broker folders use these helpers to build their :class:`~brokers.base.LocalCluster`; the
-helpers know nothing about any particular system. Servers listen on loopback only.
+helpers know nothing about any particular system. Servers listen on loopback, or — for a
+scenario that isolates nodes — each node in a network namespace of its own
+(:mod:`brokers.netns`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path
 
 from brokers.base import Destination, Endpoints, FaultTarget, LocalCluster
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
+from brokers.netns import LOOPBACK, NodeHosts
 from brokers.watchdog import WATCHDOG
 
-LOOPBACK = "127.0.0.1"
+__all__ = ["LOOPBACK", "NodeHosts"]
 
 
 def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
@@ -226,6 +229,10 @@ class ProcessCluster(LocalCluster):
     directory and ``cleanup`` (unless ``keep`` is set, for debugging). Safe to call twice.
     Should this process die first, the :mod:`~brokers.watchdog` ends the nodes and deletes
     the directories instead.
+
+    ``hosts`` says where the nodes listen (:mod:`brokers.netns`): a node added with a
+    ``slot`` runs on that slot's host (:meth:`host`); where the hosts are namespaces, such
+    a node can be isolated (``fault(name, "isolate")``) and reconnected.
     """
 
     #: Node-name prefixes stopped group after group.
@@ -233,18 +240,32 @@ class ProcessCluster(LocalCluster):
     #: Seconds a node may take to stop before it is killed.
     stop_timeout: float = 15.0
 
-    def __init__(self, topology: str, workdir: Path, keep: bool = False) -> None:
+    def __init__(
+        self, topology: str, workdir: Path, keep: bool = False, hosts: NodeHosts | None = None
+    ) -> None:
         self.topology = topology
         self.workdir = workdir
         self.keep = keep
+        self.hosts = hosts or NodeHosts()
         self.nodes: list[ManagedProcess] = []
+        #: The host slot of each node added with one.
+        self.slots: dict[str, int] = {}
         #: Further directories removed with the work directory (e.g. data owned by another user).
         self.cleanup: list[Path] = []
         self.endpoints = Endpoints(hosts=())
         self._stopped = False
         self._watched: list[Path] = []
 
-    def add(self, node: ManagedProcess) -> ManagedProcess:
+    def host(self, slot: int) -> str:
+        """The address the node in ``slot`` listens on (loopback unless the hosts are
+        network namespaces)."""
+        return self.hosts.address(slot)
+
+    def add(self, node: ManagedProcess, slot: int | None = None) -> ManagedProcess:
+        """Start ``node`` (on the host of ``slot``, when given) and keep it."""
+        if slot is not None:
+            node.cmd = self.hosts.command(slot, node.cmd)
+            self.slots[node.name] = slot
         if not self.keep:
             for directory in [self.workdir, *self.cleanup]:
                 if directory not in self._watched:
@@ -293,6 +314,8 @@ class ProcessCluster(LocalCluster):
             node.stop(timeout=self.stop_timeout)
         elif action == "pause":
             node.pause()
+        elif action == "isolate":
+            self.hosts.cut(self._slot(name))
         else:
             raise BrokerError(f"{action} is not available for nodes started here")
 
@@ -300,8 +323,15 @@ class ProcessCluster(LocalCluster):
         node = self.node(name)
         if action == "pause":
             node.resume()
+        elif action == "isolate":
+            self.hosts.mend(self._slot(name))
         else:
             node.restart(wait)
+
+    def _slot(self, name: str) -> int:
+        if name not in self.slots:
+            raise BrokerError(f"{name} does not run on a host of its own: it cannot be isolated")
+        return self.slots[name]
 
     def stop(self) -> None:
         if self._stopped:
@@ -314,6 +344,7 @@ class ProcessCluster(LocalCluster):
             if group:
                 with ThreadPoolExecutor(max_workers=len(group)) as pool:
                     list(pool.map(self._stop_node, group))
+        self.hosts.close()
         if not self.keep:
             for directory in [self.workdir, *self.cleanup]:
                 shutil.rmtree(directory, ignore_errors=True)

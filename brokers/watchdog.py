@@ -7,11 +7,13 @@ with their data. The guard closes that gap. It is a small process of its own, st
 the first broker, that reads from a pipe only the coordinator holds open:
 
 * ``+group <pgid>`` / ``-group <pgid>`` — a broker's process group started / stopped;
-* ``+dir <path>`` / ``-dir <path>`` — a work directory created / removed.
+* ``+dir <path>`` / ``-dir <path>`` — a work directory created / removed;
+* ``+netns <name>`` / ``-netns <name>`` and ``+link <name>`` / ``-link <name>`` — a network
+  namespace and a bridge of :mod:`brokers.netns` created / removed.
 
 When the pipe closes while groups are still registered (the coordinator is gone: it
-exited, or was killed, whatever the signal), the guard kills those groups and deletes those
-directories, then exits. A coordinator that stops its brokers itself unregisters them first,
+exited, or was killed, whatever the signal), the guard kills those groups, deletes those
+directories and removes those namespaces and links, then exits. A coordinator that stops its brokers itself unregisters them first,
 so the guard then has nothing to do.
 """
 
@@ -46,6 +48,18 @@ class Watchdog:
 
     def release_dir(self, path: Path) -> None:
         self._send(f"-dir {path}")
+
+    def watch_namespace(self, name: str) -> None:
+        self._send(f"+netns {name}")
+
+    def release_namespace(self, name: str) -> None:
+        self._send(f"-netns {name}")
+
+    def watch_link(self, name: str) -> None:
+        self._send(f"+link {name}")
+
+    def release_link(self, name: str) -> None:
+        self._send(f"-link {name}")
 
     def _send(self, line: str) -> None:
         with self._lock:
@@ -87,20 +101,24 @@ WATCHDOG = Watchdog()
 def guard(lines: IO[str]) -> None:
     """Read registrations until the pipe closes, then end what is still registered."""
     groups: set[int] = set()
-    dirs: set[str] = set()
+    named: dict[str, set[str]] = {"dir": set(), "netns": set(), "link": set()}
     for line in lines:
         op, _, value = line.rstrip("\n").partition(" ")
-        if op in ("+group", "-group") and value.isdigit():
+        kind = op[1:]
+        if kind == "group" and value.isdigit():
             (groups.add if op[0] == "+" else groups.discard)(int(value))
-        elif op in ("+dir", "-dir") and value:
-            (dirs.add if op[0] == "+" else dirs.discard)(value)
+        elif kind in named and value:
+            (named[kind].add if op[0] == "+" else named[kind].discard)(value)
     for pgid in groups:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
-    for path in dirs:
+    for path in named["dir"]:
         shutil.rmtree(path, ignore_errors=True)
+    for what in ("netns", "link"):  # namespaces first: their veth ends go with them
+        for name in named[what]:
+            subprocess.run(["ip", what, "delete", name], capture_output=True, check=False)
 
 
 if __name__ == "__main__":

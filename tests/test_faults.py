@@ -178,7 +178,7 @@ def test_processes_are_killed_paused_and_restarted_with_their_command(tmp_path: 
         assert cluster.dead_nodes() == [node.name]
         cluster.recover(node.name, "stop")
         assert node.alive()
-        with pytest.raises(BrokerError, match="isolate is not available"):
+        with pytest.raises(BrokerError, match="cannot be isolated"):
             cluster.fault(node.name, "isolate")
     finally:
         cluster.stop()

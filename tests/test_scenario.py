@@ -479,7 +479,6 @@ def test_faults_parse_with_durations_and_selectors(tmp_path: Path) -> None:
         ('at = "5s"\naction = "kill"\nnode = 0\nuntil = "31s"', "faults[0].until", "load.duration"),
         ('at = "5s"\naction = "kill"\nnode = 3', "faults[0].node", "3 nodes (0 to 2)"),
         ('at = "5s"\naction = "kill"\nnode = 0\nwhen = 1', "faults[0].when", "unknown key"),
-        ('at = "5s"\naction = "isolate"\nnode = 0', "faults[0].action", "network namespace"),
     ],
 )
 def test_bad_faults_name_file_key_and_line(
@@ -488,6 +487,14 @@ def test_bad_faults_name_file_key_and_line(
     (line,) = error_lines(tmp_path, faults(entry))
     assert line.startswith(f"{tmp_path / 's.toml'}: {key}: ")
     assert words in line and "(line " in line
+
+
+def test_isolate_needs_a_system_whose_nodes_run_in_namespaces(tmp_path: Path) -> None:
+    isolate = 'at = "5s"\naction = "isolate"\nnode = 0\nuntil = "10s"'
+    (line,) = error_lines(tmp_path, faults(isolate, system="rabbitmq"))
+    assert line.startswith(f"{tmp_path / 's.toml'}: faults[0].action: ")
+    assert "network namespace" in line and "RabbitMQ" in line
+    assert load_scenario(write(tmp_path, faults(isolate))).faults[0].action == "isolate"
 
 
 def test_overlapping_faults_are_an_error(tmp_path: Path) -> None:

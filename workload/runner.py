@@ -35,6 +35,7 @@ import pyarrow as pa
 from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
+from brokers.netns import Namespaces, NodeHosts
 from workload.context import CONTEXT_FILE, build_context, now_iso, point_entry, write_context
 from workload.errors import one_line
 from workload.faults import FaultScheduler, start_faults, write_timeline
@@ -95,11 +96,16 @@ def broker_endpoints(
     if reason:
         raise BrokerUnavailable(reason)
     workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-{system.name}-"))
-    console(f"starting {system.title} ({section.topology}) on this machine…")
+    # Nodes a fault isolates need hosts of their own (a network namespace each).
+    isolating = any(f.action == "isolate" for f in scenario.faults)
+    hosts = Namespaces() if isolating else NodeHosts()
+    where = "on this machine, a network namespace per node" if isolating else "on this machine"
+    console(f"starting {system.title} ({section.topology}) {where}…")
     started = time.monotonic()
     try:
-        cluster = system.local.start(section.topology, scenario.broker_params(), workdir)
+        cluster = system.local.start(section.topology, scenario.broker_params(), workdir, hosts)
     except BaseException:
+        hosts.close()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     console(

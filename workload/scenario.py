@@ -439,11 +439,13 @@ class SweepSection(Strict):
         return self
 
 
-ISOLATE_UNAVAILABLE = (
-    "isolate is not available for local runs yet: the servers started here all share the "
-    "loopback interface, and cutting one off from its peers and clients needs each node in "
-    "its own network namespace, which brokerbench does not build yet"
-)
+def isolate_unavailable(title: str) -> str:
+    """Why a system's nodes cannot be isolated here."""
+    return (
+        f"isolate is not available for {title} here: its nodes started here all share the "
+        "loopback interface, and brokerbench does not run them each in a network namespace "
+        "of its own yet (see the README's fault table for the systems it does)"
+    )
 
 
 def check_selector(value: Any) -> Any:
@@ -468,7 +470,8 @@ class FaultSpec(Strict):
     )
     action: Literal["kill", "stop", "pause", "isolate"] = Field(
         description="kill (SIGKILL), stop (clean shutdown), pause (SIGSTOP until `until`), "
-        "isolate (cut off from peers and clients; not available for local runs yet)."
+        "isolate (cut off from peers and clients until `until`; systems whose nodes run in "
+        "network namespaces of their own)."
     )
     node: Annotated[
         Literal["leader", "follower"] | Annotated[int, Field(ge=0, le=MAX_FAULT_NODE)],
@@ -819,8 +822,8 @@ def fault_problems(scenario: Scenario) -> list[Problem]:
     for i, fault in enumerate(faults):
         at: Loc = ("faults", i)
         ends = fault.until if fault.until is not None else duration
-        if fault.action == "isolate":
-            problems.append(Problem((*at, "action"), ISOLATE_UNAVAILABLE))
+        if fault.action == "isolate" and not support.isolates:
+            problems.append(Problem((*at, "action"), isolate_unavailable(system.title)))
         if isinstance(fault.node, int) and fault.node >= support.nodes:
             problems.append(
                 Problem(

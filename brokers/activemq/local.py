@@ -17,6 +17,7 @@ from brokers.errors import BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     start_cluster,
@@ -42,7 +43,9 @@ class ActiveMQLocal(LocalDeployment):
             return f"{config.RUN_JAR} not found: install the Debian package activemq"
         return None
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         problem = self.missing()
         if problem:
             raise BrokerUnavailable(problem)

@@ -24,6 +24,7 @@ from brokers.jvm import cache_dir, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     port_open,
@@ -80,7 +81,9 @@ class ArtemisLocal(LocalDeployment):
         (partial / config.DISTRIBUTION).rename(home)
         shutil.rmtree(partial, ignore_errors=True)
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         problem = self.missing()
         if problem:
             raise BrokerUnavailable(problem)

@@ -20,8 +20,8 @@ from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
-    LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     port_open,
@@ -176,15 +176,18 @@ class KafkaLocal(LocalDeployment):
             leader="the leader of partition 0 of the point's topic",
             follower="a node that does not lead partition 0",
             fails_over=True,
+            isolates=True,
         )
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(
                 f"Kafka {KAFKA_VERSION} jars are missing from {jar_dir()}: run 'brokerbench setup'"
             )
         count = 3 if topology == "cluster" else 1
-        cluster = KafkaCluster(topology, workdir)
+        cluster = KafkaCluster(topology, workdir, hosts=hosts)
         return start_cluster(cluster, lambda c: self._build(c, params, count))
 
     def _build(self, cluster: ProcessCluster, params: Any, count: int) -> None:
@@ -192,8 +195,8 @@ class KafkaLocal(LocalDeployment):
         nodes = [
             NodeConfig(
                 node_id=i + 1,
-                bind=LOOPBACK,
-                advertised_host=LOOPBACK,
+                bind=cluster.host(i),
+                advertised_host=cluster.host(i),
                 port=ports[2 * i],
                 controller_port=ports[2 * i + 1],
                 log_dir=str(cluster.workdir / f"node{i + 1}" / "data"),
@@ -251,10 +254,11 @@ class KafkaLocal(LocalDeployment):
                     java_command("kafka.Kafka", classpath, heap, args=[str(conf)], jvm=jvm),
                     cluster.workdir / f"node{node.node_id}.log",
                     cwd=Path(node.log_dir).parent,
-                    ready=lambda port=node.port: port_open(LOOPBACK, port),  # type: ignore[misc]
-                )
+                    ready=lambda n=node: port_open(n.bind, n.port),  # type: ignore[misc]
+                ),
+                slot=i,
             )
-            for node, conf in zip(nodes, configs, strict=True)
+            for i, (node, conf) in enumerate(zip(nodes, configs, strict=True))
         ]
         deadline = time.monotonic() + START_TIMEOUT
         for process in started:

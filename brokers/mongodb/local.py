@@ -30,6 +30,7 @@ from brokers.errors import BrokerStartError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     find_binary,
     free_ports,
@@ -96,7 +97,9 @@ class FerretDBLocal(LocalDeployment):
     def install(self, log: Callable[[str], None]) -> None:
         ferretdb.build(log)
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         if not ferretdb.built():
             raise BrokerStartError(
                 f"FerretDB is missing from {ferretdb.build_dir()}: run 'brokerbench setup'"

@@ -21,8 +21,8 @@ from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.credentials import generate, write_private
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.local import (
-    LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     find_binary,
     free_ports,
@@ -111,19 +111,19 @@ class NatsCluster(ProcessCluster):
     """JetStream servers; for faults the leader is the point's stream leader (JetStream
     elects a new one from the stream's replicas by itself)."""
 
-    def __init__(self, topology: str, workdir: Path) -> None:
-        super().__init__(topology, workdir)
-        #: Server name → monitoring port.
-        self.monitors: dict[str, int] = {}
+    def __init__(self, topology: str, workdir: Path, hosts: NodeHosts | None = None) -> None:
+        super().__init__(topology, workdir, hosts=hosts)
+        #: Server name → monitoring address (host, port).
+        self.monitors: dict[str, tuple[str, int]] = {}
 
     def leader(self, destination: Destination) -> str:
         from brokers.nats.adapter import stream_name
 
-        for name, port in self.monitors.items():
+        for name, (host, port) in self.monitors.items():
             if not self.node(process_name(name)).alive():
                 continue
             try:
-                leader = jetstream_leader(LOOPBACK, port, stream_name(destination))
+                leader = jetstream_leader(host, port, stream_name(destination))
             except (OSError, urllib.error.URLError, ValueError):
                 continue
             if leader:
@@ -146,6 +146,7 @@ class NatsLocal(LocalDeployment):
             leader="the leader of the point's stream",
             follower="a server that does not lead the stream",
             fails_over=True,
+            isolates=True,
         )
 
     def missing(self) -> str | None:
@@ -155,9 +156,11 @@ class NatsLocal(LocalDeployment):
             return str(exc)
         return None
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
-        cluster = NatsCluster(topology, workdir)
+        cluster = NatsCluster(topology, workdir, hosts)
         return start_cluster(cluster, lambda _: _build(cluster, size))
 
 
@@ -170,17 +173,18 @@ def _build(cluster: NatsCluster, size: int) -> None:
         ports[2 * size :],
     )
     names = [f"n{i + 1}" for i in range(size)]
+    hosts = [cluster.host(i) for i in range(size)]
     credentials = generate()
     nodes = []
     for i, name in enumerate(names):
         node_dir = cluster.workdir / name
         (node_dir / "jetstream").mkdir(parents=True)
         routes = (
-            [f"{LOOPBACK}:{p}" for j, p in enumerate(cluster_ports) if j != i] if size > 1 else []
+            [f"{hosts[j]}:{p}" for j, p in enumerate(cluster_ports) if j != i] if size > 1 else []
         )
         text = render_config(
             name,
-            LOOPBACK,
+            hosts[i],
             client_ports[i],
             cluster_ports[i],
             monitor_ports[i],
@@ -190,31 +194,32 @@ def _build(cluster: NatsCluster, size: int) -> None:
             password=credentials.password,
         )
         conf = write_private(node_dir / "nats-server.conf", text)
-        cluster.monitors[name] = monitor_ports[i]
+        monitor = cluster.monitors[name] = (hosts[i], monitor_ports[i])
         nodes.append(
             cluster.add(
                 ManagedProcess(
                     process_name(name),
                     [binary, "-c", str(conf)],
                     cluster.workdir / f"{name}.log",
-                    ready=lambda port=monitor_ports[i]: healthy(LOOPBACK, port, size > 1),  # type: ignore[misc]
-                )
+                    ready=lambda m=monitor: healthy(m[0], m[1], size > 1),  # type: ignore[misc]
+                ),
+                slot=i,
             )
         )
-    for node, port in zip(nodes, client_ports, strict=True):
-        wait_for_port(node, LOOPBACK, port, timeout=START_TIMEOUT)
-    for node, port in zip(nodes, monitor_ports, strict=True):
+    for node, host, port in zip(nodes, hosts, client_ports, strict=True):
+        wait_for_port(node, host, port, timeout=START_TIMEOUT)
+    for node, host, port in zip(nodes, hosts, monitor_ports, strict=True):
         wait_until(
-            lambda port=port: healthy(LOOPBACK, port, size > 1),  # type: ignore[misc]
-            f"{node.name} JetStream (/healthz on {LOOPBACK}:{port})",
+            lambda host=host, port=port: healthy(host, port, size > 1),  # type: ignore[misc]
+            f"{node.name} JetStream (/healthz on {host}:{port})",
             timeout=START_TIMEOUT,
             log_path=node.log_path,
             process=node,
         )
     cluster.endpoints = Endpoints(
-        hosts=tuple(f"{LOOPBACK}:{p}" for p in client_ports),
+        hosts=tuple(f"{h}:{p}" for h, p in zip(hosts, client_ports, strict=True)),
         extra=(
-            ("monitor", ",".join(f"{LOOPBACK}:{p}" for p in monitor_ports)),
+            ("monitor", ",".join(f"{h}:{p}" for h, p in zip(hosts, monitor_ports, strict=True))),
             *credentials.extra(),
         ),
     )

@@ -25,6 +25,7 @@ from brokers.errors import BrokerConnectionError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     find_binary,
     free_ports,
@@ -69,6 +70,7 @@ def render_config(
     socket_dir: str,
     standbys: tuple[str, ...],
     primary_conninfo: str,
+    listen_address: str = LOOPBACK,
 ) -> str:
     """postgresql.conf of one node; used locally and (with other addresses) on AWS."""
     sync_names = f"ANY 1 ({', '.join(standbys)})" if standbys else ""
@@ -77,7 +79,7 @@ def render_config(
         "postgresql.conf.j2",
         role=role,
         name=name,
-        listen_address=LOOPBACK,
+        listen_address=listen_address,
         port=port,
         socket_dir=socket_dir,
         max_connections=300,
@@ -106,6 +108,7 @@ class PostgresLocal(LocalDeployment):
             leader="the primary (node 0)",
             follower="a streaming standby",
             fails_over=False,
+            isolates=True,
         )
 
     def missing(self) -> str | None:
@@ -119,8 +122,10 @@ class PostgresLocal(LocalDeployment):
     def _binary(self, name: str) -> str:
         return find_binary(name, "postgresql", _bin_dirs())
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
-        cluster = PostgresCluster(topology, workdir)
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
+        cluster = PostgresCluster(topology, workdir, hosts=hosts)
         return start_cluster(cluster, lambda c: self._build(c, topology == "cluster"))
 
     def _build(self, cluster: ProcessCluster, replicated: bool) -> None:
@@ -136,25 +141,29 @@ class PostgresLocal(LocalDeployment):
             shutil.chown(workdir, owner, owner)
         standbys = STANDBYS if replicated else ()
         ports = free_ports(1 + len(standbys))
+        hosts = [cluster.host(i) for i in range(1 + len(standbys))]
         credentials = generate()
         pgpass = f"*:*:*:{credentials.user}:{credentials.password}\n"
         # libpq reads the password from here: pg_basebackup, and each standby's WAL receiver.
         passfile = {"PGPASSFILE": str(write_private(workdir / "pgpass", pgpass, owner))}
         primary_dir = workdir / "primary"
         self._initdb(primary_dir, credentials, workdir, prefix, owner)
-        self._configure(primary_dir, "primary", "primary", ports[0], workdir, standbys, "")
-        primary = cluster.add(
-            self._server("primary", primary_dir, workdir, prefix, passfile, ports[0])
+        self._configure(
+            cluster, 0, primary_dir, "primary", "primary", ports[0], workdir, standbys, ""
         )
-        _wait_accepting(primary, _endpoints(ports[:1], credentials))
-        for name, port in zip(standbys, ports[1:], strict=True):
+        primary = cluster.add(
+            self._server("primary", primary_dir, workdir, prefix, passfile, hosts[0], ports[0]),
+            slot=0,
+        )
+        _wait_accepting(primary, _endpoints(hosts[:1], ports[:1], credentials))
+        for slot, (name, port) in enumerate(zip(standbys, ports[1:], strict=True), start=1):
             data = workdir / name
             run_checked(
                 [
                     *prefix,
                     self._binary("pg_basebackup"),
                     "-h",
-                    LOOPBACK,
+                    hosts[0],
                     "-p",
                     str(ports[0]),
                     "-U",
@@ -170,12 +179,14 @@ class PostgresLocal(LocalDeployment):
                 env={**os.environ, **passfile},
             )
             conninfo = (
-                f"host={LOOPBACK} port={ports[0]} user={credentials.user} application_name={name}"
+                f"host={hosts[0]} port={ports[0]} user={credentials.user} application_name={name}"
             )
-            self._configure(data, name, "standby", port, workdir, (), conninfo)
-            node = cluster.add(self._server(name, data, workdir, prefix, passfile, port))
-            _wait_accepting(node, _endpoints([port], credentials))
-        cluster.endpoints = _endpoints(ports, credentials)
+            self._configure(cluster, slot, data, name, "standby", port, workdir, (), conninfo)
+            node = cluster.add(
+                self._server(name, data, workdir, prefix, passfile, hosts[slot], port), slot=slot
+            )
+            _wait_accepting(node, _endpoints([hosts[slot]], [port], credentials))
+        cluster.endpoints = _endpoints(hosts, ports, credentials)
         if standbys:
             _wait_for_sync_standbys(cluster.endpoints, len(standbys))
 
@@ -206,6 +217,8 @@ class PostgresLocal(LocalDeployment):
 
     def _configure(
         self,
+        cluster: ProcessCluster,
+        slot: int,
         data: Path,
         name: str,
         role: str,
@@ -216,10 +229,12 @@ class PostgresLocal(LocalDeployment):
     ) -> None:
         (data / "postgresql.auto.conf").write_text("")
         (data / "postgresql.conf").write_text(
-            render_config(name, role, port, str(workdir), standbys, conninfo)
+            render_config(name, role, port, str(workdir), standbys, conninfo, cluster.host(slot))
         )
         (data / "pg_hba.conf").write_text(
-            templating.render(__file__, "pg_hba.conf.j2", client_cidr="127.0.0.1/32", auth=AUTH)
+            templating.render(
+                __file__, "pg_hba.conf.j2", client_cidr=cluster.hosts.network(), auth=AUTH
+            )
         )
 
     def _server(
@@ -229,6 +244,7 @@ class PostgresLocal(LocalDeployment):
         workdir: Path,
         prefix: list[str],
         env: dict[str, str],
+        host: str,
         port: int,
     ) -> ManagedProcess:
         return ManagedProcess(
@@ -236,14 +252,15 @@ class PostgresLocal(LocalDeployment):
             cmd=[*prefix, self._binary("postgres"), "-D", str(data)],
             log_path=workdir / f"{name}.log",
             env=env,
-            ready=lambda: port_open(LOOPBACK, port),
+            ready=lambda: port_open(host, port),
         )
 
 
-def _endpoints(ports: list[int], credentials: Credentials) -> Endpoints:
-    """The servers on these ports (the primary first), reached with the run's credentials."""
+def _endpoints(hosts: list[str], ports: list[int], credentials: Credentials) -> Endpoints:
+    """The servers at these addresses (the primary first), reached with the run's
+    credentials."""
     return Endpoints(
-        hosts=tuple(f"{LOOPBACK}:{p}" for p in ports),
+        hosts=tuple(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True)),
         extra=(("dbname", "postgres"), *credentials.extra()),
     )
 

@@ -23,6 +23,7 @@ from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     run_checked,
@@ -110,7 +111,9 @@ class PulsarLocal(LocalDeployment):
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, dist_root(), log, goal_args=["dependency:unpack"])
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(
                 f"Pulsar {version()} is missing from {dist_root()}: run 'brokerbench setup'"

@@ -26,6 +26,7 @@ from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     find_binary,
     free_ports,
@@ -128,7 +129,9 @@ class RabbitMQLocal(LocalDeployment):
             fails_over=True,
         )
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
         cluster = RabbitCluster(topology, workdir)
         return start_cluster(cluster, lambda c: _build(c, size))

@@ -18,8 +18,8 @@ from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.credentials import Credentials, generate, write_private
 from brokers.errors import BrokerUnavailable
 from brokers.local import (
-    LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     find_binary,
     free_ports,
@@ -88,6 +88,7 @@ class RedisLocal(LocalDeployment):
             leader="the master (node 0)",
             follower="a replica",
             fails_over=False,
+            isolates=True,
         )
 
     def missing(self) -> str | None:
@@ -97,9 +98,11 @@ class RedisLocal(LocalDeployment):
             return str(exc)
         return None
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         kind = ProcessCluster if topology == "sharded" else ReplicatedRedis
-        cluster = kind(topology, workdir)
+        cluster = kind(topology, workdir, hosts=hosts)
         credentials = generate(USER)
         if topology == "sharded":
             return start_cluster(cluster, lambda c: self._build_sharded(c, params, credentials))
@@ -110,6 +113,7 @@ class RedisLocal(LocalDeployment):
     def _server(
         self,
         cluster: ProcessCluster,
+        slot: int,
         name: str,
         port: int,
         params: Any,
@@ -118,9 +122,10 @@ class RedisLocal(LocalDeployment):
     ) -> ManagedProcess:
         data = cluster.workdir / name
         data.mkdir(parents=True, exist_ok=True)
+        host = cluster.host(slot)
         text = render_config(
             name,
-            LOOPBACK,
+            host,
             port,
             str(data),
             params.appendfsync,
@@ -134,10 +139,11 @@ class RedisLocal(LocalDeployment):
                 f"redis {name}",
                 [binary, str(conf)],
                 cluster.workdir / f"{name}.log",
-                ready=lambda: port_open(LOOPBACK, port),
-            )
+                ready=lambda: port_open(host, port),
+            ),
+            slot=slot,
         )
-        wait_for_port(node, LOOPBACK, port, timeout=30)
+        wait_for_port(node, host, port, timeout=30)
         return node
 
     def _build_sharded(
@@ -149,6 +155,7 @@ class RedisLocal(LocalDeployment):
         for i, (port, bus) in enumerate(zip(ports, bus_ports, strict=True)):
             self._server(
                 cluster,
+                i,
                 f"node{i}",
                 port,
                 params,
@@ -162,7 +169,7 @@ class RedisLocal(LocalDeployment):
                 find_binary("redis-cli", "redis-tools"),
                 "--cluster",
                 "create",
-                *(f"{LOOPBACK}:{p}" for p in ports),
+                *(f"{cluster.host(i)}:{p}" for i, p in enumerate(ports)),
                 "--cluster-replicas",
                 str(REPLICAS_PER_SHARD),
                 "--cluster-yes",
@@ -172,7 +179,7 @@ class RedisLocal(LocalDeployment):
             env={**os.environ, "REDISCLI_AUTH": credentials.password},
         )
         cluster.endpoints = Endpoints(
-            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports[:SHARDS]),
+            hosts=tuple(f"{cluster.host(i)}:{p}" for i, p in enumerate(ports[:SHARDS])),
             extra=(("mode", "cluster"), *credentials.extra()),
         )
         _wait_for_cluster(cluster.endpoints, count)
@@ -182,11 +189,12 @@ class RedisLocal(LocalDeployment):
     ) -> None:
         names = ["master", "replica1", "replica2"] if replicated else ["master"]
         ports = free_ports(len(names))
-        for name, port in zip(names, ports, strict=True):
-            replica_of = "" if name == "master" else f"{LOOPBACK} {ports[0]}"
-            self._server(cluster, name, port, params, credentials, replica_of=replica_of)
+        for i, (name, port) in enumerate(zip(names, ports, strict=True)):
+            replica_of = "" if name == "master" else f"{cluster.host(0)} {ports[0]}"
+            self._server(cluster, i, name, port, params, credentials, replica_of=replica_of)
         cluster.endpoints = Endpoints(
-            hosts=tuple(f"{LOOPBACK}:{p}" for p in ports), extra=credentials.extra()
+            hosts=tuple(f"{cluster.host(i)}:{p}" for i, p in enumerate(ports)),
+            extra=credentials.extra(),
         )
         if replicated:
             _wait_for_replicas(cluster.endpoints, len(names) - 1)

@@ -23,6 +23,7 @@ from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     start_cluster,
@@ -112,7 +113,9 @@ class RocketMQLocal(LocalDeployment):
             log("building RocketMQ's loopback-bind library…")
         loopback.build()
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(
                 f"RocketMQ {version()} jars are missing from {jar_dir()}: run 'brokerbench setup'"

@@ -30,6 +30,7 @@ from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
+    NodeHosts,
     ProcessCluster,
     free_ports,
     port_open,
@@ -90,7 +91,9 @@ class ElasticMQLocal(LocalDeployment):
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, jar_dir(), log)
 
-    def start(self, topology: str, params: Any, workdir: Path) -> ProcessCluster:
+    def start(
+        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+    ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(
                 f"ElasticMQ jars are missing from {jar_dir()}: run 'brokerbench setup'"
