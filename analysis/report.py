@@ -108,18 +108,36 @@ def slo_note(row: dict[str, Any]) -> str:
 
 
 def fault_note(row: dict[str, Any]) -> str:
-    """The note on a point with declared faults ("" without any): what was done, the longest
-    stretches without a confirmed send and without a receive, and what stayed unavailable."""
+    """The note on a point with declared faults ("" without any): that it had some (what
+    they did is in :func:`fault_lines`), and what stayed unavailable."""
     if not row.get("faults"):
         return ""
-    note = (
-        f"fault: {row['faults']}; no confirmed send for {row.get('send_gap_s')} s, "
-        f"no receive for {row.get('receive_gap_s')} s, {row.get('fault_errors')} errors"
-    )
+    note = "declared faults (what they did: Faults, below)"
     unavailable = row.get("unavailable")
     if unavailable not in (None, "", 0, "0"):
         note += f"; {unavailable} confirmed messages unavailable (left on a node that is down)"
     return note
+
+
+def fault_lines(row: dict[str, Any]) -> list[str]:
+    """What a point's declared faults did, from its summary row (none without faults): the
+    faults, the failover gaps, the errors, duplicates and redeliveries within the faults'
+    windows, and the point's lost, unavailable, duplicated and redelivered messages."""
+    if not row.get("faults"):
+        return []
+
+    def count(key: str) -> str:
+        return cell(row, key, "{:,.0f}")
+
+    return [
+        f"faults: {row['faults']}",
+        f"failover gap: no confirmed send for {count('send_gap_s')} s, "
+        f"no receive for {count('receive_gap_s')} s",
+        f"through the faults: {count('fault_errors')} errors, "
+        f"{count('fault_duplicated')} duplicated, {count('fault_redelivered')} redelivered",
+        f"whole point: lost {count('lost')}, unavailable {count('unavailable')}, "
+        f"duplicated {count('duplicated')}, redelivered {count('redelivered')}",
+    ]
 
 
 def negative_note(row: dict[str, Any]) -> str:
