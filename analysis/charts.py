@@ -10,7 +10,9 @@ other axis whose values span more than :data:`LOG_SPAN` to one.
   y: whole-run processing latency), its points in order of the load the sweep offered, with
   the saturation knee (:func:`knee`) marked;
 * :func:`throughput_over_time` and :func:`latency_over_time` — one sweep point's latency
-  windows: rates, and p50/p95/p99/p99.9/max of a latency metric, per window;
+  windows: rates, and p50/p95/p99/p99.9/max of a latency metric, per window; the point's
+  declared faults (:class:`FaultMark`) as shaded bands from the action to the node's
+  return, each with a labelled line at its action;
 * :func:`spectrum_chart` — percentile spectra as HdrHistogram plots them (x: the percentile
   on a log scale of 1/(1−p), y: latency), from merged histograms (:func:`spectrum`);
 * :func:`bar_chart` and :func:`by_load` — the cross-system overview's bars and lines.
@@ -168,6 +170,21 @@ class Window:
     receive_msgs_per_s: float | None
     #: metric → quantile (:data:`RUN_QUANTILES` names) → ms; None where the window had none.
     latency_ms: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FaultMark:
+    """One declared fault on a point's time-series charts, on their time axis (seconds
+    since the start of the measurement): its action, e.g. ``kill n2 (leader)``, when it was
+    issued, and when its node came back (None: it did not, before the point ended)."""
+
+    label: str
+    start_s: float
+    end_s: float | None
+
+
+#: The colour of fault markers: a band and a line at the action.
+FAULT_COLOR = "#b00"
 
 
 @dataclass(frozen=True)
@@ -394,8 +411,11 @@ def latency_throughput(
     return _decades(fig)
 
 
-def throughput_over_time(windows: Sequence[Window], title: str = "Throughput") -> go.Figure:
-    """Send and receive msgs/s per latency window, over the measurement."""
+def throughput_over_time(
+    windows: Sequence[Window], title: str = "Throughput", faults: Sequence[FaultMark] = ()
+) -> go.Figure:
+    """Send and receive msgs/s per latency window, over the measurement; ``faults`` marked
+    (:func:`mark_faults`)."""
     rates = [w.send_msgs_per_s for w in windows] + [w.receive_msgs_per_s for w in windows]
     fig = _figure(
         title,
@@ -422,12 +442,15 @@ def throughput_over_time(windows: Sequence[Window], title: str = "Throughput") -
                 hovertemplate=f"{name} %{{y:,.0f}} msgs/s<br>%{{customdata}}<extra></extra>",
             )
         )
-    return _decades(fig)
+    return mark_faults(_decades(fig), faults, windows)
 
 
-def latency_over_time(windows: Sequence[Window], metric: str, title: str) -> go.Figure | None:
-    """p50, p95, p99, p99.9 and max of ``metric`` per latency window (log y); None when no
-    window has a value (send delay in closed loop)."""
+def latency_over_time(
+    windows: Sequence[Window], metric: str, title: str, faults: Sequence[FaultMark] = ()
+) -> go.Figure | None:
+    """p50, p95, p99, p99.9 and max of ``metric`` per latency window (log y), ``faults``
+    marked (:func:`mark_faults`); None when no window has a value (send delay in closed
+    loop)."""
     values = {
         q: [w.latency_ms.get(metric, {}).get(q) for w in windows]
         for q in ("p50", "p95", "p99", "p999", "max")
@@ -456,11 +479,57 @@ def latency_over_time(windows: Sequence[Window], metric: str, title: str) -> go.
                 ),
             )
         )
-    return _decades(fig)
+    return mark_faults(_decades(fig), faults, windows)
 
 
 def _window_text(w: Window) -> str:
     return f"window {w.end_s - w.seconds:,.0f}–{w.end_s:,.0f} s"
+
+
+def mark_faults(
+    fig: go.Figure, faults: Sequence[FaultMark], windows: Sequence[Window]
+) -> go.Figure:
+    """Each fault on a time-series chart: a shaded band from its action to its node's
+    return (to the end of the chart, the last window's end, when the node did not come
+    back) and a dashed vertical line at the action, labelled at the top. Shapes span the
+    plot's height (paper coordinates), so they sit right on a log y axis too."""
+    chart_end = max((w.end_s for w in windows), default=0.0)
+    for i, fault in enumerate(faults):
+        end = fault.end_s if fault.end_s is not None else max(chart_end, fault.start_s)
+        common = {"xref": "x", "yref": "paper", "y0": 0, "y1": 1, "layer": "below"}
+        fig.add_shape(
+            type="rect",
+            x0=fault.start_s,
+            x1=end,
+            fillcolor=FAULT_COLOR,
+            opacity=0.08,
+            line={"width": 0},
+            name=f"fault {i} band",
+            **common,
+        )
+        fig.add_shape(
+            type="line",
+            x0=fault.start_s,
+            x1=fault.start_s,
+            line={"color": FAULT_COLOR, "width": 1.5, "dash": "dash"},
+            name=f"fault {i} action",
+            **common,
+        )
+        back = "not back" if fault.end_s is None else f"back at {fault.end_s:,.1f} s"
+        fig.add_annotation(
+            x=fault.start_s,
+            xref="x",
+            y=1,
+            yref="paper",
+            yanchor="bottom" if i % 2 == 0 else "top",
+            xanchor="left",
+            text=fault.label,
+            hovertext=f"{fault.label} at {fault.start_s:,.1f} s, {back}",
+            showarrow=False,
+            font={"color": FAULT_COLOR, "size": 11},
+            bgcolor="rgba(255,255,255,0.7)",
+        )
+    return fig
 
 
 def spectrum_chart(series: Mapping[str, Iterable[Bucket]], title: str) -> go.Figure | None:

@@ -82,11 +82,15 @@ SUMMARY_COLUMNS = [
     "cost_per_million_usd",
     "clock_offset_max_ms",
     "clock_source",
-    # Declared faults (empty without): see analysis.faults.
+    # Declared faults (empty without): see analysis.faults. The errors, duplicates and
+    # redeliveries within the faults' windows; ``duplicated`` and ``redelivered`` above are
+    # the point's totals.
     "faults",
     "send_gap_s",
     "receive_gap_s",
     "fault_errors",
+    "fault_duplicated",
+    "fault_redelivered",
     "unavailable",
     # Probes of a capacity search (empty for a sweep): see analysis.capacity.
     "target_msgs_per_s",

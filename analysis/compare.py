@@ -41,6 +41,8 @@ class Metric:
     title: str
     unit: str
     better: Better
+    #: Compared only where a side's point declared faults (empty elsewhere).
+    faults: bool = False
 
 
 METRICS: tuple[Metric, ...] = (
@@ -64,6 +66,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("duplicated", "duplicated messages", "msgs", Better.LOWER),
     Metric("redelivered", "redelivered messages", "msgs", Better.LOWER),
     Metric("errors", "errors", "", Better.LOWER),
+    # What declared faults did (analysis.faults).
+    Metric("send_gap_s", "failover gap, sends", "s", Better.LOWER, faults=True),
+    Metric("receive_gap_s", "failover gap, receives", "s", Better.LOWER, faults=True),
+    Metric("fault_errors", "errors through the faults", "", Better.LOWER, faults=True),
+    Metric("unavailable", "unavailable messages", "msgs", Better.LOWER, faults=True),
+    Metric("fault_duplicated", "duplicated through the faults", "msgs", Better.LOWER, faults=True),
+    Metric(
+        "fault_redelivered", "redelivered through the faults", "msgs", Better.LOWER, faults=True
+    ),
 )
 
 
@@ -177,14 +188,18 @@ def compare_rows(
     metrics: tuple[Metric, ...] = METRICS,
 ) -> Comparison:
     """Match sweep points by load and label, and compare every metric (medians and spreads
-    where a point ran more than once)."""
+    where a point ran more than once); the faults' metrics only where a side's point
+    declared faults."""
     base = _runs(baseline)
     cont = _runs(contender)
     changes = []
     for key in base:
         if key not in cont:
             continue
+        faulted = any(r.get("faults") for r in (*base[key], *cont[key]))
         for metric in metrics:
+            if metric.faults and not faulted:
+                continue
             b = spread(r.get(metric.column) for r in base[key])
             c = spread(r.get(metric.column) for r in cont[key])
             changes.append(

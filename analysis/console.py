@@ -1,5 +1,6 @@
-"""What the terminal shows of an analysed run: the SPEC §3 table, the broker's caveats, a
-capacity search's result, and for repeated points their medians and ranges."""
+"""What the terminal shows of an analysed run: the SPEC §3 table, the broker's caveats, what
+each point's declared faults did, a capacity search's result, and for repeated points their
+medians and ranges."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from analysis import repeats
 from analysis.capacity import capacity
-from analysis.report import text_table
+from analysis.report import fault_lines, text_table
 
 
 def run_summary(context: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> str:
@@ -19,6 +20,13 @@ def run_summary(context: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> s
     lines += [f"  note: {caveat}" for caveat in broker.get("caveats", [])]
     if broker.get("stand_in"):
         lines.append(f"  note: local stand-in: {broker['stand_in']}")
+    faulted = [row for row in rows if fault_lines(row)]
+    if faulted:
+        lines += ["", "Faults"]
+    for row in faulted:
+        first, *rest = fault_lines(row)
+        lines.append(f"  point {int(row['point']) + 1} ({row.get('label') or ''}): {first}")
+        lines += [f"    {line}" for line in rest]
     if (found := capacity(context, rows)) is not None:
         lines += ["", found.line()]
     if repeats.repeated(rows):

@@ -1,6 +1,6 @@
 """What a sweep point's declared faults did (issue 12): the fault timeline, the failover
-gaps, the errors during each fault, and confirmed messages not received split into lost
-and unavailable.
+gaps, the errors, duplicates and redeliveries through each fault, and confirmed messages
+not received split into lost and unavailable.
 
 Inputs are a run directory's fault timelines (``faults/p<point>.json``, written by
 :mod:`workload.faults`) and its raw tables (:mod:`workload.results`), read with pyarrow —
@@ -15,8 +15,18 @@ seconds:
   shorter than a second, or one that straddles a second boundary without emptying a
   whole second, shows as 0. A gap that lasts to the end of the records has
   ``resumed = False``.
-* **errors** — failed calls of every worker from the second of the fault's action to the
-  later of the node's return and the end of the gaps it opened.
+* **errors**, **duplicated** and **redelivered** through a fault — within the fault's
+  *window*, from the second of its action to the next fault's action (or to the end of
+  the point's records): failed calls of every worker, duplicate receipts (each receipt of
+  a message after its first, counted at the second it arrived) and messages the
+  receivers' clients flagged as redelivered (the ``redelivered`` counter of the
+  ``seconds`` rows). A window does not end when the node comes back: what a fault causes
+  often comes after — a client's reconnection, what a dead consumer had not acknowledged
+  delivered again once a claim timeout passes (a Redis master killed in
+  ``redis-failover``: every redelivery in the second after it came back, none during the
+  gap). Windows follow one another (a second counts for the latest fault begun by then),
+  so a point's figures through its faults are their sums: from its first fault's action
+  on. Its totals (every second of its records, before the faults too) go with them.
 * **unavailable** — confirmed, not received, at a point where a fault left a leader down
   that nothing replaced (a system without automatic fail-over, a fault without
   ``until``): the messages stayed on that node. Otherwise such messages are **lost**. The
@@ -65,6 +75,27 @@ class FaultEffect:
     send_gap: Gap
     receive_gap: Gap
     errors: int
+    duplicated: int = 0
+    redelivered: int = 0
+
+    @property
+    def label(self) -> str:
+        """What was done to which node, e.g. ``kill n2 (leader)``."""
+        role = "leader" if self.record.leader else "not the leader"
+        return f"{self.record.action} {self.record.node} ({role})"
+
+
+@dataclass(frozen=True)
+class Through:
+    """A point's faults and what happened through them together (from the first fault's
+    action on: the union of their windows), and the point's totals."""
+
+    faults: list[FaultEffect]
+    errors: int = 0
+    duplicated: int = 0
+    redelivered: int = 0
+    duplicated_total: int = 0
+    redelivered_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,12 +103,16 @@ class PointFaults:
     """A sweep point's faults, and its confirmed messages that were not received."""
 
     point: int
-    faults: list[FaultEffect]
+    through: Through
     confirmed: int
     #: Confirmed and never received: ``lost`` + ``unavailable``.
     missing: int
     lost: int
     unavailable: int
+
+    @property
+    def faults(self) -> list[FaultEffect]:
+        return self.through.faults
 
 
 @dataclass
@@ -114,7 +149,7 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
         lost, unavailable = split_missing(missing, timeline)
         results[point] = PointFaults(
             point=point,
-            faults=point_effects(run_dir, timeline),
+            through=point_effects(run_dir, timeline),
             confirmed=confirmed,
             missing=missing,
             lost=lost,
@@ -123,39 +158,54 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
     return results
 
 
-def point_effects(run_dir: Path, timeline: PointTimeline) -> list[FaultEffect]:
-    """Each fault of one point and what it did, from that point's raw ``seconds`` rows only."""
-    columns = ["role", "second", "sent", "received", "errors"]
-    return fault_effects(timeline, read_point(run_dir, "seconds", timeline.point, columns))
+def point_effects(run_dir: Path, timeline: PointTimeline) -> Through:
+    """What one point's faults did, from its raw ``seconds`` rows and its receipts."""
+    columns = ["role", "second", "sent", "received", "errors", "redelivered"]
+    return fault_effects(
+        timeline,
+        read_point(run_dir, "seconds", timeline.point, columns),
+        read_point(run_dir, "received", timeline.point, RECEIPT_COLUMNS),
+    )
 
 
-def fault_effects(timeline: PointTimeline, seconds: pa.Table) -> list[FaultEffect]:
-    """Each fault's gaps and errors from a point's raw ``seconds`` rows (any workers)."""
+#: The columns of the ``received`` rows that the duplicates need.
+RECEIPT_COLUMNS = ["sender_node", "sender_worker", "seq", "second"]
+
+
+def fault_effects(
+    timeline: PointTimeline, seconds: pa.Table, received: pa.Table | None = None
+) -> Through:
+    """Each fault's gaps, errors, duplicates and redeliveries from a point's raw ``seconds``
+    rows (any workers) and its ``received`` rows (:data:`RECEIPT_COLUMNS`; None: no
+    duplicates counted), and the same through all of them together."""
     by_second = seconds.group_by(["role", "second"]).aggregate(
-        [("sent", "sum"), ("received", "sum"), ("errors", "sum")]
+        [("sent", "sum"), ("received", "sum"), ("errors", "sum"), ("redelivered", "sum")]
     )
     rows = by_second.to_pylist()
     sending = _activity(rows, "sender", "sent_sum")
     receiving = _activity(rows, "receiver", "received_sum")
     errors: dict[int, int] = defaultdict(int)
+    redelivered: dict[int, int] = defaultdict(int)
     for row in rows:
         errors[row["second"]] += row["errors_sum"]
+        redelivered[row["second"]] += row["redelivered_sum"]
+    duplicated = _duplicates(received)
     origin = sending.first
     clock = timeline.sending_ns if timeline.sending_ns is not None else (origin or 0) * NS
     effects = []
+    union: set[int] = set()
+    last = max(sending.last or 0, receiving.last or 0)
     for record in timeline.faults:
         if record.began_ns is None or origin is None:
             effects.append(FaultEffect(record, None, None, Gap(), Gap(), 0))
             continue
         begins = record.began_ns // NS
         back = record.ended_ns if record.ended_ns is not None else None
-        ends = back // NS if back is not None else max(sending.last or begins, receiving.last or 0)
+        ends = back // NS if back is not None else max(begins, last)
         send_gap = _longest_gap(sending, begins, ends)
         receive_gap = _longest_gap(receiving, begins, ends)
-        gaps = (send_gap, receive_gap)  # still in absolute seconds here
-        settled = max(
-            [ends] + [int(g.start_s) + g.seconds - 1 for g in gaps if g.start_s is not None]
-        )
+        window = range(begins, _next_action(timeline, record, last + 1))
+        union.update(window)
         effects.append(
             FaultEffect(
                 record,
@@ -163,44 +213,95 @@ def fault_effects(timeline: PointTimeline, seconds: pa.Table) -> list[FaultEffec
                 ended_s=(back - clock) / NS if back is not None else None,
                 send_gap=_relative(send_gap, clock),
                 receive_gap=_relative(receive_gap, clock),
-                errors=sum(n for s, n in errors.items() if begins <= s <= settled),
+                errors=_within(errors, window),
+                duplicated=_within(duplicated, window),
+                redelivered=_within(redelivered, window),
             )
         )
-    return effects
+    return Through(
+        effects,
+        errors=_within(errors, union),
+        duplicated=_within(duplicated, union),
+        redelivered=_within(redelivered, union),
+        duplicated_total=sum(duplicated.values()),
+        redelivered_total=sum(redelivered.values()),
+    )
+
+
+def _next_action(timeline: PointTimeline, record: FaultRecord, end: int) -> int:
+    """The second the next fault after ``record`` began (in the order they began; the
+    earlier in the scenario first), or ``end`` when none did."""
+    assert record.began_ns is not None
+    mine = (record.began_ns, record.index)
+    later = [
+        r.began_ns // NS
+        for r in timeline.faults
+        if r.began_ns is not None and (r.began_ns, r.index) > mine
+    ]
+    return min(later, default=end)
+
+
+def _within(counts: dict[int, int], seconds: Iterable[int]) -> int:
+    return sum(counts.get(s, 0) for s in seconds)
+
+
+def _duplicates(received: pa.Table | None) -> dict[int, int]:
+    """Per second, the receipts of messages received before (rows beyond the first receipt
+    of each identity: their sum is the point's ``duplicated``)."""
+    if received is None or received.num_rows == 0:
+        return {}
+    identity = ["sender_node", "sender_worker", "seq"]
+    rows = received.group_by("second").aggregate([([], "count_all")])
+    firsts = (
+        received.group_by(identity)
+        .aggregate([("second", "min")])
+        .group_by("second_min")
+        .aggregate([([], "count_all")])
+    )
+    out = dict(zip(rows["second"].to_pylist(), rows["count_all"].to_pylist(), strict=True))
+    for second, count in zip(
+        firsts["second_min"].to_pylist(), firsts["count_all"].to_pylist(), strict=True
+    ):
+        out[second] -= count
+    return {second: n for second, n in out.items() if n}
 
 
 def summary_columns(result: PointFaults) -> dict[str, object]:
     """Flat columns for ``summary.csv`` and the text table: :func:`effect_columns` and the
     unavailable messages."""
-    return {**effect_columns(result.faults), "unavailable": result.unavailable}
+    return {**effect_columns(result.through), "unavailable": result.unavailable}
 
 
-def effect_columns(effects: list[FaultEffect]) -> dict[str, object]:
-    """The faults in words, the longest gaps (whole seconds) and the errors during them."""
+def effect_columns(through: Through) -> dict[str, object]:
+    """The faults in words, the longest gaps (whole seconds), and the errors, duplicates
+    and redeliveries through them (from the first fault's action on)."""
+    effects = through.faults
     return {
         "faults": "; ".join(
             f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in effects
         ),
         "send_gap_s": max((e.send_gap.seconds for e in effects), default=0),
         "receive_gap_s": max((e.receive_gap.seconds for e in effects), default=0),
-        "fault_errors": sum(e.errors for e in effects),
+        "fault_errors": through.errors,
+        "fault_duplicated": through.duplicated,
+        "fault_redelivered": through.redelivered,
     }
 
 
-def timeline_lines(result: PointFaults) -> list[str]:
+def timeline_lines(effects: Iterable[FaultEffect]) -> list[str]:
     """One line per fault, for the console and the report."""
     lines = []
-    for e in result.faults:
+    for e in effects:
         record = e.record
         if e.began_s is None:
             lines.append(f"fault {record.index}: {record.describe()}: {record.error or 'no data'}")
             continue
         back = f", back at {e.ended_s:.1f} s" if e.ended_s is not None else ", not back"
-        role = "leader" if record.leader else "not the leader"
         lines.append(
-            f"fault {record.index}: {record.action} {record.node} ({role}) at {e.began_s:.1f} s"
+            f"fault {record.index}: {e.label} at {e.began_s:.1f} s"
             f"{back}; no confirmed send for {_gap(e.send_gap)}, no receive for "
-            f"{_gap(e.receive_gap)}; {e.errors} errors"
+            f"{_gap(e.receive_gap)}; {e.errors} errors, {e.duplicated} duplicated, "
+            f"{e.redelivered} redelivered"
         )
     return lines
 

@@ -331,9 +331,11 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Per point with declared faults: what they did (from its ``seconds`` rows; the
-    accounting is Spark's, above), and its confirmed messages that were not received split
-    into lost and unavailable (a drained point only: elsewhere lost is not known)."""
+    """Per point with declared faults: what they did (from its ``seconds`` and ``received``
+    rows, read with pyarrow: gaps, and the errors, duplicates and redeliveries within the
+    faults' windows; the totals are Spark's, above), and its confirmed messages that were
+    not received split into lost and unavailable (a drained point only: elsewhere lost is
+    not known)."""
     columns: dict[int, dict[str, Any]] = {}
     for point, timeline in read_timelines(run_dir).items():
         columns[point] = faults.effect_columns(faults.point_effects(run_dir, timeline))

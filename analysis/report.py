@@ -1,7 +1,9 @@
 """What a person reads: the SPEC §3 table on the terminal and a self-contained HTML report
 (plotly charts with plotly.js inline: one file, no network) — where the run ran, the table,
 the latency–throughput curve with its knee, latency spectra, per sweep point throughput and
-latency over time, and the run context.
+latency over time, and the run context. A point with declared faults gets them marked on
+its time-series charts and a block of what they did (:mod:`analysis.faults`); so does the
+terminal (:func:`fault_lines`).
 
 Delivery is told in SPEC §5's words: a point whose records are incomplete shows
 "incomplete" where lost would be, a point stopped early gets a "not drained" column, and
@@ -20,11 +22,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from analysis import charts, repeats
+from analysis import charts, faults, repeats
 from analysis.capacity import capacity
 from analysis.columns import RUN_QUANTILES, number, run_column, window_column
 from analysis.hdr import Bucket
+from workload.faults import read_timelines
 from workload.results import RecordsNotWritten
+
+NS = 1_000_000_000
 
 TABLE = [
     ("threads", "threads", "{}"),
@@ -108,18 +113,36 @@ def slo_note(row: dict[str, Any]) -> str:
 
 
 def fault_note(row: dict[str, Any]) -> str:
-    """The note on a point with declared faults ("" without any): what was done, the longest
-    stretches without a confirmed send and without a receive, and what stayed unavailable."""
+    """The note on a point with declared faults ("" without any): that it had some (what
+    they did is in :func:`fault_lines`), and what stayed unavailable."""
     if not row.get("faults"):
         return ""
-    note = (
-        f"fault: {row['faults']}; no confirmed send for {row.get('send_gap_s')} s, "
-        f"no receive for {row.get('receive_gap_s')} s, {row.get('fault_errors')} errors"
-    )
+    note = "declared faults (what they did: Faults, below)"
     unavailable = row.get("unavailable")
     if unavailable not in (None, "", 0, "0"):
         note += f"; {unavailable} confirmed messages unavailable (left on a node that is down)"
     return note
+
+
+def fault_lines(row: dict[str, Any]) -> list[str]:
+    """What a point's declared faults did, from its summary row (none without faults): the
+    faults, the failover gaps, the errors, duplicates and redeliveries within the faults'
+    windows, and the point's lost, unavailable, duplicated and redelivered messages."""
+    if not row.get("faults"):
+        return []
+
+    def count(key: str) -> str:
+        return cell(row, key, "{:,.0f}")
+
+    return [
+        f"faults: {row['faults']}",
+        f"failover gap: no confirmed send for {count('send_gap_s')} s, "
+        f"no receive for {count('receive_gap_s')} s",
+        f"through the faults: {count('fault_errors')} errors, "
+        f"{count('fault_duplicated')} duplicated, {count('fault_redelivered')} redelivered",
+        f"whole point: lost {count('lost')}, unavailable {count('unavailable')}, "
+        f"duplicated {count('duplicated')}, redelivered {count('redelivered')}",
+    ]
 
 
 def negative_note(row: dict[str, Any]) -> str:
@@ -313,9 +336,26 @@ def knee_text(points: list[charts.CurvePoint]) -> str:
     return f"<ul>{''.join(found)}</ul>" if found else ""
 
 
+def window_origins(run_dir: Path) -> dict[int, int]:
+    """Each point's time 0 on its time-series charts: the second its first latency window
+    starts (the end of its warm-up), wall-clock."""
+    directory = run_dir / "analysis" / "windows"
+    if not directory.is_dir():
+        return {}
+    table = pq.read_table(directory, columns=["point", "window_start"])
+    starts = table.group_by("point").aggregate([("window_start", "min")])
+    return dict(
+        zip(
+            (int(p) for p in starts["point"].to_pylist()),
+            (int(s) for s in starts["window_start_min"].to_pylist()),
+            strict=True,
+        )
+    )
+
+
 def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
     """Each point's latency windows (``analysis/windows``), in order; time counts from the
-    point's first window, the end of its warm-up."""
+    point's first window, the end of its warm-up (:func:`window_origins`)."""
     directory = run_dir / "analysis" / "windows"
     if not directory.is_dir():
         return {}
@@ -339,6 +379,51 @@ def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
             for r in found
         ]
     return out
+
+
+def fault_marks(through: faults.Through, origin_s: int) -> list[charts.FaultMark]:
+    """A point's performed faults on its charts' time axis (seconds since ``origin_s``, the
+    wall-clock second its first window starts)."""
+    return [
+        charts.FaultMark(
+            label=e.label,
+            start_s=e.record.began_ns / NS - origin_s,
+            end_s=None if e.record.ended_ns is None else e.record.ended_ns / NS - origin_s,
+        )
+        for e in through.faults
+        if e.record.began_ns is not None
+    ]
+
+
+def faults_block(row: dict[str, Any], through: faults.Through | None, origin_s: int | None) -> str:
+    """A point's "Faults" block: one line per fault (:func:`analysis.faults.timeline_lines`,
+    when its timeline is there, with its action's time on the charts when they are drawn:
+    ``origin_s``), then what they did together (:func:`fault_lines`)."""
+    summary = fault_lines(row)
+    if not summary and through is None:
+        return ""
+    items = ""
+    if through is not None:
+        for effect, line in zip(through.faults, faults.timeline_lines(through.faults), strict=True):
+            began = effect.record.began_ns
+            on_charts = (
+                f" (at {began / NS - origin_s:,.1f} s on the charts)"
+                if began is not None and origin_s is not None
+                else ""
+            )
+            items += f"<li>{html.escape(line + on_charts)}</li>"
+    return (
+        "<h4>Faults</h4>"
+        + (f"<ul class=faults>{items}</ul>" if items else "")
+        + "".join(
+            f"<p class=faults>{html.escape(line)}</p>" for line in summary[1 if items else 0 :]
+        )
+        + "<p class=muted>A fault's time counts seconds from the first confirmed send (when "
+        "the faults' clock started); the charts draw each fault on their own time axis, a "
+        "shaded band from its action to its node's return. Errors, duplicates and "
+        "redeliveries through a fault count from its action to the next fault's action or "
+        "the end of the point: much of what a fault causes comes after its node is back.</p>"
+    )
 
 
 def read_histograms(run_dir: Path) -> dict[int, dict[str, list[Bucket]]]:
@@ -536,18 +621,22 @@ def _point_section(
     windows: list[charts.Window],
     histograms: dict[str, list[Bucket]],
     chart: Charts,
+    marks: list[charts.FaultMark],
+    block: str,
 ) -> str:
     number = int(row["point"]) + 1
     label = str(row.get("label") or "")
     figures = []
     if windows:
-        figures.append(chart(charts.throughput_over_time(windows, "Throughput per window")))
+        figures.append(chart(charts.throughput_over_time(windows, "Throughput per window", marks)))
         for metric, title in METRIC_TITLES.items():
-            figures.append(chart(charts.latency_over_time(windows, metric, f"{title} per window")))
+            figures.append(
+                chart(charts.latency_over_time(windows, metric, f"{title} per window", marks))
+            )
     spectra = {METRIC_TITLES[m]: histograms[m] for m in METRIC_TITLES if histograms.get(m)}
     figures.append(chart(charts.spectrum_chart(spectra, "Latency by percentile (whole run)")))
     drawn = "".join(f for f in figures if f)
-    return f"<h3>Point {number}: {html.escape(label)}</h3>" + (
+    return f"<h3>Point {number}: {html.escape(label)}</h3>{block}" + (
         f"<div class=charts>{drawn}</div>"
         if drawn
         else "<p class=muted>no latency windows or histograms for this point</p>"
@@ -638,13 +727,30 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
             "at 99.999 %.</p></div></div>"
         )
     windows = read_windows(run_dir)
+    origins = window_origins(run_dir)
+    through = {
+        point: faults.point_effects(run_dir, timeline)
+        for point, timeline in read_timelines(run_dir).items()
+    }
     sections.append("<h2>Sweep points</h2>")
-    sections.extend(
-        _point_section(
-            r, windows.get(int(r["point"]), []), histograms.get(int(r["point"]), {}), chart
+    for r in rows:
+        point = int(r["point"])
+        found_faults = through.get(point)
+        marks = (
+            fault_marks(found_faults, origins[point])
+            if found_faults is not None and point in origins
+            else []
         )
-        for r in rows
-    )
+        sections.append(
+            _point_section(
+                r,
+                windows.get(point, []),
+                histograms.get(point, {}),
+                chart,
+                marks,
+                faults_block(r, found_faults, origins.get(point)),
+            )
+        )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
     stand_in = broker.get("stand_in")
     run_id = str(context.get("run_id", run_dir.name))

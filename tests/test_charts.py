@@ -184,6 +184,33 @@ def test_window_charts_have_rates_and_five_percentiles_on_log_axes() -> None:
     assert charts.latency_over_time(windows, "send_delay", "d") is None  # closed loop
 
 
+def test_faults_are_bands_from_the_action_to_the_return_with_a_labelled_line() -> None:
+    windows = [
+        Window(5.0 + i, 5.0, 1000.0, 990.0, {"processing_latency": {"p50": 1.0, "max": 9.0}})
+        for i in range(10)
+    ]  # the chart ends at 14 s
+    marks = [
+        charts.FaultMark("kill n1 (not the leader)", 3.5, 8.0),
+        charts.FaultMark("kill n2 (leader)", 11.25, None),
+    ]
+    for fig in (
+        charts.throughput_over_time(windows, "t", marks),
+        charts.latency_over_time(windows, "processing_latency", "p", marks),
+    ):
+        assert fig is not None
+        bands = [s for s in fig.layout.shapes if s.type == "rect"]
+        lines = [s for s in fig.layout.shapes if s.type == "line"]
+        assert [(b.x0, b.x1) for b in bands] == [(3.5, 8.0), (11.25, 14.0)]  # to the end
+        assert [(line.x0, line.x1) for line in lines] == [(3.5, 3.5), (11.25, 11.25)]
+        assert {(s.xref, s.yref, s.y0, s.y1) for s in fig.layout.shapes} == {("x", "paper", 0, 1)}
+        assert [(a.text, a.x) for a in fig.layout.annotations] == [
+            ("kill n1 (not the leader)", 3.5),
+            ("kill n2 (leader)", 11.25),
+        ]
+        assert fig.layout.annotations[1].hovertext == "kill n2 (leader) at 11.2 s, not back"
+    assert not charts.throughput_over_time(windows).layout.shapes  # no faults, no marks
+
+
 def test_spectrum_chart_has_percentile_ticks_and_a_line_per_histogram() -> None:
     fig = charts.spectrum_chart(
         {

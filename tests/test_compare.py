@@ -22,6 +22,9 @@ from analysis.compare_cli import register
 from analysis.job import SUMMARY_COLUMNS
 from workload.errors import UserError
 
+#: The metrics every run has (the faults' only where a point declared some).
+EVERY_RUN = [m for m in METRICS if not m.faults]
+
 
 def row(threads: int, **values: object) -> dict[str, str]:
     base = {c: "" for c in SUMMARY_COLUMNS}
@@ -83,12 +86,30 @@ def test_points_are_matched_by_load_not_position() -> None:
     )
     assert change(comparison, 5, "send_msgs_per_s").relative == -0.5
     assert change(comparison, 1, "send_msgs_per_s").verdict is Verdict.SAME
-    assert len(comparison.changes) == 2 * len(METRICS)
+    assert len(comparison.changes) == 2 * len(EVERY_RUN)
     assert comparison.only_baseline == ["threads=25 senders=1 receivers=1 size=100"]
     assert comparison.only_contender == ["threads=50 senders=1 receivers=1 size=100"]
     text = text_report(comparison)
     assert "only in baseline:  threads=25 senders=1" in text
     assert "+50.0%" not in text and "-50.0%" in text
+
+
+def test_failover_gaps_and_what_faults_did_compare_where_a_point_had_faults() -> None:
+    faults = {"faults": "kill leader at 6 s until 12 s (n0)", "fault_redelivered": 0}
+    comparison = compare_rows(
+        [row(1, **faults, send_gap_s=9, receive_gap_s=9, fault_duplicated=0), row(2)],
+        [row(1, **faults, send_gap_s=3, receive_gap_s=3, fault_duplicated=40), row(2)],
+    )
+    assert change(comparison, 1, "send_gap_s").verdict is Verdict.BETTER
+    assert change(comparison, 1, "receive_gap_s").absolute == -6
+    assert change(comparison, 1, "fault_duplicated").verdict is Verdict.WORSE
+    assert change(comparison, 1, "fault_redelivered").verdict is Verdict.SAME
+    assert change(comparison, 1, "unavailable").verdict is Verdict.UNKNOWN
+    shown = {c.metric.column for c in comparison.changes if c.point.startswith("threads=2 ")}
+    assert "lost" in shown and "send_gap_s" not in shown  # no faults at that point
+    text = text_report(comparison)
+    line = next(x for x in text.splitlines() if "failover gap, sends" in x)
+    assert line.split()[-4:] == ["3", "-6", "-66.7%", "better"]
 
 
 def write_run(directory: Path, rows: list[dict[str, str]]) -> Path:
@@ -132,4 +153,4 @@ def test_write_csv_round_trip(tmp_path: Path) -> None:
     comparison = compare_rows([row(1, lost=0)], [row(1, lost=0)])
     write_csv(comparison, tmp_path / "x.csv")
     with (tmp_path / "x.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == len(METRICS)
+        assert len(list(csv.DictReader(f))) == len(EVERY_RUN)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.console import run_summary
 from analysis.faults import (
     PointFaults,
     analyse_faults,
@@ -18,6 +19,7 @@ from analysis.faults import (
     summary_columns,
     timeline_lines,
 )
+from analysis.job import fault_columns
 from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
@@ -204,12 +206,23 @@ def test_clusters_without_faults_say_so(tmp_path: Path) -> None:
 T0 = 1_800_000_000  # the first second with a confirmed send
 
 
-def synthetic_run(tmp_path: Path, timeline: PointTimeline, received_upto: int) -> Path:
+def synthetic_run(
+    tmp_path: Path,
+    timeline: PointTimeline,
+    received_upto: int,
+    again: dict[int, list[int]] | None = None,
+) -> Path:
     """One sender worker confirming 10 messages a second for 10 s, nothing in seconds
     4–6 (errors instead, for the receiver too); one receiver getting each batch a second
-    later, except seq ≥ ``received_upto``."""
+    later, except seq ≥ ``received_upto``; and at each second of ``again`` those sequence
+    numbers once more, flagged redelivered."""
     sender = WorkerRecorder("sender", 0, 0)
     receiver = WorkerRecorder("receiver", 0, 0)
+    for s, seqs in (again or {}).items():
+        now = (T0 + s) * NS + NS // 2
+        receiver.received_batch(
+            now, [0] * len(seqs), [0] * len(seqs), seqs, [now] * len(seqs), len(seqs)
+        )
     seq = 0
     for s in range(10):
         now = (T0 + s) * NS
@@ -264,10 +277,48 @@ def test_gaps_errors_and_loss_through_a_fault(tmp_path: Path) -> None:
     columns = summary_columns(result)
     assert columns["send_gap_s"] == 3 and columns["fault_errors"] == 6
     assert columns["faults"] == "kill leader at 4 s until 7 s (n0)"
-    (line,) = timeline_lines(result)
+    (line,) = timeline_lines(result.faults)
     assert (
         "kill n0 (leader) at 4.2 s, back at 7.0 s" in line and "no confirmed send for 3 s" in line
     )
+
+
+#: Messages received again: 0 and 1 (first received at second 1) at second 2, before the
+#: fault; 30–32 (first at 4) and 40 (first at 8, the same second) at second 8, after the
+#: node came back at 7.
+AGAIN = {2: [0, 1], 8: [30, 31, 32, 40]}
+
+
+def test_duplicates_and_redeliveries_after_a_fault_count_through_it(tmp_path: Path) -> None:
+    run = synthetic_run(tmp_path, kill(leader=True, fails_over=True, ended=True), 70, AGAIN)
+    (result,) = analyse_faults(run).values()
+    (effect,) = result.faults
+    assert (effect.errors, effect.duplicated, effect.redelivered) == (6, 4, 4)
+    through = result.through
+    assert (through.errors, through.duplicated, through.redelivered) == (6, 4, 4)
+    assert (through.duplicated_total, through.redelivered_total) == (6, 6)
+    assert result.missing == 0  # copies are no receipts of the missing
+    columns = summary_columns(result)
+    assert (columns["fault_duplicated"], columns["fault_redelivered"]) == (4, 4)
+    assert "6 errors, 4 duplicated, 4 redelivered" in timeline_lines(result.faults)[0]
+
+
+def test_each_fault_counts_until_the_next_one_begins(tmp_path: Path) -> None:
+    timeline = kill(leader=True, fails_over=True, ended=True)
+    second = timeline.faults[0].model_copy(
+        update={"index": 1, "selector": "follower", "at_s": 8.0, "until_s": None, "node": "n1"}
+        | {"leader": False, "began_ns": (T0 + 8) * NS + NS // 2, "ended_ns": None}
+    )
+    timeline = timeline.model_copy(update={"faults": [second, timeline.faults[0]]})
+    run = synthetic_run(tmp_path, timeline, 70, AGAIN)
+    (result,) = analyse_faults(run).values()
+    by_index = {e.record.index: e for e in result.faults}
+    # The first fault's errors (4–6) are its own; the copies at 8 are the second's.
+    assert (by_index[0].errors, by_index[0].duplicated, by_index[0].redelivered) == (6, 0, 0)
+    assert (by_index[1].errors, by_index[1].duplicated, by_index[1].redelivered) == (0, 4, 4)
+    assert (result.through.errors, result.through.duplicated) == (6, 4)
+    columns = summary_columns(result)
+    assert (columns["fault_errors"], columns["fault_duplicated"]) == (6, 4)
 
 
 def test_missing_messages_of_a_leader_that_never_came_back_are_unavailable(
@@ -288,6 +339,32 @@ def test_otherwise_missing_messages_are_lost(leader: bool, fails_over: bool, end
     assert split_missing(7, None) == (7, 0)
 
 
+def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) -> None:
+    run = synthetic_run(tmp_path, kill(leader=True, fails_over=True, ended=True), 65, AGAIN)
+    # Spark's accounting gave the point's lost (here: missing) and totals.
+    (columns,) = fault_columns(run, {0: {"lost": 5}}).values()
+    assert columns == {
+        "faults": "kill leader at 4 s until 7 s (n0)",
+        "send_gap_s": 3,
+        "receive_gap_s": 3,
+        "fault_errors": 6,
+        "fault_duplicated": 4,
+        "fault_redelivered": 4,
+        "lost": 5,
+        "unavailable": 0,
+    }
+    row = {"point": 0, "label": "threads=1", "duplicated": 6, "redelivered": 6} | columns
+    text = run_summary({"broker": {"title": "Kafka"}}, [row])
+    assert text.splitlines()[-5:] == [
+        "Faults",
+        "  point 1 (threads=1): faults: kill leader at 4 s until 7 s (n0)",
+        "    failover gap: no confirmed send for 3 s, no receive for 3 s",
+        "    through the faults: 6 errors, 4 duplicated, 4 redelivered",
+        "    whole point: lost 5, unavailable 0, duplicated 6, redelivered 6",
+    ]
+    assert "Faults" not in run_summary({}, [{"point": 0, "faults": ""}])
+
+
 # -- whole runs against real brokers --------------------------------------------------------
 
 
@@ -304,7 +381,7 @@ def run_failover(tmp_path: Path, scenario: str, analysis: bool = False) -> tuple
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run,) = tmp_path.iterdir()
     (result,) = analyse_faults(run).values()
-    print("\n".join(timeline_lines(result)), summary_columns(result), result)
+    print("\n".join(timeline_lines(result.faults)), summary_columns(result), result)
     return done.stdout, result
 
 

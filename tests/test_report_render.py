@@ -21,6 +21,9 @@ from analysis import charts
 from analysis.job import SUMMARY_COLUMNS
 from analysis.overview import _series, load_runs, max_throughput, render, write_overview
 from analysis.report import write_html
+from workload.faults import FaultRecord, PointTimeline, write_timeline
+
+NS = 1_000_000_000
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
@@ -248,6 +251,49 @@ def test_a_page_without_plotly_js_shows_that_its_charts_failed(
     assert drawn(dom, "chart") == 0
     assert NO_CHART_ERRORS not in dom
     assert "a chart could not be drawn: Uncaught ReferenceError: Plotly is not defined" in dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_a_fault_run_draws_its_faults_on_every_time_series_chart(
+    results: Path, tmp_path: Path
+) -> None:
+    run_dir = results / "kafka-1"
+    write_series(run_dir, open_loop=set())
+    start = 1_700_000_000  # point 0's first window: 0 s on its charts
+    faults = [
+        FaultRecord(
+            index=0, action="kill", selector="leader", at_s=8, until_s=11, node="n2"
+        ).model_copy(
+            update={"leader": True, "began_ns": (start + 2) * NS, "ended_ns": (start + 5) * NS}
+        ),
+        FaultRecord(index=1, action="pause", selector="1", at_s=13, node="n1").model_copy(
+            update={"began_ns": (start + 7) * NS}
+        ),
+    ]
+    write_timeline(run_dir, PointTimeline(point=0, sending_ns=(start - 6) * NS, faults=faults))
+    rows = list(csv.DictReader((run_dir / "analysis" / "summary.csv").open()))
+    rows[0] |= {"faults": "kill leader at 8 s until 11 s (n2); pause 1 at 13 s (n1)"}
+    rows[0] |= {"send_gap_s": "3", "receive_gap_s": "4", "fault_duplicated": "7", "lost": "2"}
+    page = write_html(run_dir, context("kafka-1", "kafka", "Kafka"), rows)
+
+    dom = render_in_chromium(page, tmp_path)
+    assert NO_CHART_ERRORS in dom
+    # Point 0's throughput, processing and send call latency charts (closed loop: no send
+    # delay); each with a band and a line per fault, the line labelled.
+    for label in ("kill n2 (leader)", "pause n1 (not the leader)"):
+        assert dom.count(f'data-unformatted="{label}"') == 3
+    # On each chart's own time axis: the kill 2–5 s, the pause from 7 s to the end (10 s).
+    bands = re.findall(r'fill-rule="evenodd" d="M([\d.]+),[\d.]+H([\d.]+)V', dom)
+    lines = re.findall(r'fill-rule="evenodd" d="M([\d.]+),[\d.]+L([\d.]+),', dom)
+    assert len(bands) == len(lines) == 2 * 3
+    for (kill, back), (pause, end) in zip(bands[::2], bands[1::2], strict=True):
+        second = (float(back) - float(kill)) / 3
+        assert (float(pause) - float(kill)) / second == pytest.approx(5, abs=0.02)
+        assert (float(end) - float(pause)) / second == pytest.approx(3, abs=0.02)
+    assert [x for x, _ in lines] == [x for x, _ in bands]  # a line at each action
+    assert "failover gap: no confirmed send for 3 s, no receive for 4 s" in dom
+    assert "whole point: lost 2, unavailable –, duplicated 0, redelivered –" in dom
+    assert "(at 2.0 s on the charts)" in dom and "(at 7.0 s on the charts)" in dom
 
 
 def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None:
