@@ -80,6 +80,7 @@ class RedisCloud(CloudRecipe):
     def faults_for(self, roles: dict[str, int]) -> CloudFaults | None:
         """None for Redis Cluster (several masters): not supported yet."""
         return None if roles.get("master", 0) > 1 else self.faults
+
     service_user = "redis"
 
     def install_commands(self) -> list[str]:
