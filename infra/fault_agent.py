@@ -280,10 +280,12 @@ def _parse(key: str) -> tuple[str, int, int, str] | None:
     return key, int(found.group(1)), int(found.group(2)), found.group(3)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python3 -m infra.fault_agent``: the service a broker machine runs with faults."""
+def arguments() -> argparse.ArgumentParser:
+    """The command line of ``python3 -m infra.fault_agent``."""
     parser = argparse.ArgumentParser(
-        prog="python3 -m infra.fault_agent", description=__doc__.splitlines()[0]
+        prog="python3 -m infra.fault_agent",
+        description="The fault agent of a broker machine on AWS: acts on this node's fault "
+        "markers in the run's S3 prefix and acknowledges them.",
     )
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--run-id", required=True)
@@ -292,7 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unit", required=True, help="the broker's systemd unit")
     parser.add_argument("--ports", default="", help="the broker's TCP ports, comma-separated")
     parser.add_argument("--address", default="", help="this node's private address")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m infra.fault_agent``: the service a broker machine runs with faults."""
+    args = arguments().parse_args(argv)
     import boto3
 
     def log(line: str) -> None:
