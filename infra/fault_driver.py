@@ -121,17 +121,21 @@ class PointFaults:
         record = self.records[i]
         try:
             index, leads = self._target(self.selectors[i])
-        except Exception as exc:
+            record.node, record.leader = self.nodes[index], leads
+            self.begins[i] = self._post(i, BEGIN, "at")
+        except Exception as exc:  # no leader known, S3 refused the marker …
             record.error = f"not performed: {_one_line(exc)}"
             self.log(f"point {self.point}: fault {i} ({record.describe()}) {record.error}")
             return
-        record.node, record.leader = self.nodes[index], leads
-        self.begins[i] = self._post(i, BEGIN, "at")
         role = "leader" if leads else "not the leader"
         self.log(f"point {self.point}: fault {i}: {record.action} {record.node} ({role})")
 
     def _end(self, i: int, why: str) -> None:
-        self.ends[i] = self._post(i, END, why)
+        try:
+            self.ends[i] = self._post(i, END, why)
+        except Exception as exc:
+            record = self.records[i]
+            record.error = f"{record.node} could not be brought back: {_one_line(exc)}"
 
     def _post(self, i: int, kind: str, why: str) -> Posted:
         record = self.records[i]
@@ -188,7 +192,8 @@ class PointFaults:
         for i, record in enumerate(self.records):
             if restore and record.down_at_end and not record.error:
                 self._end(i, "restore")
-                record.restored_ns = self._acted(i, self.ends[i])
+                if i in self.ends:
+                    record.restored_ns = self._acted(i, self.ends[i])
         return PointTimeline(point=self.point, sending_ns=self.sending_ns, faults=self.records)
 
     def _acted(self, i: int, posted: Posted) -> int | None:
