@@ -306,6 +306,24 @@ CLUSTER_SECRET = CloudSecret("cluster", "BROKERBENCH_CLUSTER_SECRET")
 CLOUD_SECRETS = (BROKER_PASSWORD, CLUSTER_SECRET)
 
 
+@dataclass(frozen=True, slots=True)
+class CloudFaults:
+    """How a scenario's faults reach a broker node on AWS: the node's fault agent
+    (:mod:`infra.fault_agent`) acts on the systemd ``unit`` that runs the broker process.
+
+    A fault's ``node = <index>`` counts the nodes of ``roles``, role by role in this order
+    and each role's nodes by index (as the local clusters count them). ``fails_over`` says
+    whether the system elects a new leader by itself (see :class:`FaultSupport`);
+    ``leader`` is the index of the node that always leads where nothing fails over (the
+    primary, the master), else None.
+    """
+
+    unit: str
+    roles: tuple[str, ...] = ("broker",)
+    fails_over: bool = True
+    leader: int | None = None
+
+
 class CloudRecipe(abc.ABC):
     """How a broker node on AWS is installed and configured (rendered into cloud-init).
 
@@ -319,6 +337,8 @@ class CloudRecipe(abc.ABC):
     data_dir: str = "/data"
     #: Owner of the files that hold a secret (installed 0600); must exist once installed.
     service_user: str = "root"
+    #: The systemd unit of the broker process, for faults on AWS; None: no faults on AWS.
+    faults: CloudFaults | None = None
 
     @abc.abstractmethod
     def install_commands(self) -> list[str]:
@@ -340,6 +360,28 @@ class CloudRecipe(abc.ABC):
     def ports(self) -> list[int]:
         """TCP ports clients and peers use (opened inside the security group only)."""
         return []
+
+    def faults_for(self, roles: dict[str, int]) -> CloudFaults | None:
+        """The faults a stack of these roles takes (by default :attr:`faults`)."""
+        return self.faults
+
+    @property
+    def finds_leader(self) -> bool:
+        """Whether faults on AWS may name ``"leader"`` and ``"follower"``: the leader is
+        fixed (``faults.leader``) or :meth:`fault_leader` asks the running brokers."""
+        if self.faults is None:
+            return False
+        return self.faults.leader is not None or (
+            type(self).fault_leader is not CloudRecipe.fault_leader
+        )
+
+    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+        """The fault index (see :class:`CloudFaults`) of the node leading the sweep point's
+        ``destination`` now, asked over the network from a client machine. Systems that
+        cannot ask leave it out; with a fixed ``faults.leader`` that is the answer."""
+        if self.faults is not None and self.faults.leader is not None:
+            return self.faults.leader
+        raise BrokerError(f"{type(self).__name__} cannot tell which node leads")
 
     def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
         """Where clients connect: by default every node on the first port."""

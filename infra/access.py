@@ -4,7 +4,10 @@
   ``runs/<run-id>/*`` (results and the point barriers); list only those two prefixes; and,
   with a managed queue, use the run's SQS queues (names starting with the queue's name).
   They read the broker password of the stack (its parameter only, see :mod:`infra.secrets`).
-* Broker machines (instance profile): read the stack's secrets, nothing else.
+* Broker machines (instance profile): read the stack's secrets; with faults, also read
+  the wheel (their fault agent runs from it), list ``runs/<run-id>/control/faults/``, read
+  the fault markers there (``*.begin``, ``*.end``) and write only acknowledgements
+  (``*.ack``), see :mod:`infra.fault_agent`.
 * The analysis job (EMR Serverless execution role): read the run's results and artifacts,
   write only ``runs/<run-id>/analysis/*``.
 """
@@ -19,8 +22,10 @@ import pulumi
 import pulumi_aws as aws
 
 from brokers.base import BROKER_PASSWORD
+from infra.fault_agent import ACK, BEGIN, END, FAULTS_PREFIX
 from infra.plan import RunLayout
 
+BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
 CLIENT_SQS_ACTIONS = [
     "sqs:CreateQueue",
     "sqs:DeleteQueue",
@@ -44,6 +49,8 @@ class RunAccessArgs:
     queue_arn: pulumi.Input[str] | None = None
     #: Secret name → ARN of its parameter (:class:`infra.secrets.StackSecrets`).
     secret_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+    #: The scenario declares faults: broker machines run a fault agent (:func:`broker_s3_policy`).
+    faults: bool = False
 
 
 class RunAccess(pulumi.ComponentResource):
@@ -107,7 +114,8 @@ class RunAccess(pulumi.ComponentResource):
                     read_parameters_policy
                 )
                 if args.secret_arns
-                else None
+                else None,
+                "s3": bucket.apply(lambda b: broker_s3_policy(b, layout)) if args.faults else None,
             },
         )
         broker_profile = aws.iam.InstanceProfile(
@@ -180,6 +188,53 @@ def client_s3_policy(bucket: str, layout: RunLayout) -> str:
                     "Resource": f"{objects}{layout.run_prefix}*",
                 },
                 _list_statement(bucket, layout),
+            ],
+        }
+    )
+
+
+def fault_markers_prefix(layout: RunLayout) -> str:
+    """Where the run's fault markers and their acknowledgements are."""
+    return f"{layout.run_prefix}{FAULTS_PREFIX}"
+
+
+def broker_s3_policy(bucket: str, layout: RunLayout) -> str:
+    """A broker machine's fault agent: the wheel it runs from, the run's fault markers to
+    list and read, acknowledgements to write — nothing else of the bucket."""
+    objects = f"arn:aws:s3:::{bucket}/"
+    faults = fault_markers_prefix(layout)
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadWheel",
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": f"{objects}{layout.wheel_key}",
+                },
+                {
+                    "Sid": "ReadFaultMarkers",
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": [
+                        f"{objects}{faults}*{BEGIN_SUFFIX}",
+                        f"{objects}{faults}*{END_SUFFIX}",
+                    ],
+                },
+                {
+                    "Sid": "WriteFaultAcks",
+                    "Effect": "Allow",
+                    "Action": "s3:PutObject",
+                    "Resource": f"{objects}{faults}*{ACK}",
+                },
+                {
+                    "Sid": "ListFaultMarkers",
+                    "Effect": "Allow",
+                    "Action": "s3:ListBucket",
+                    "Resource": f"arn:aws:s3:::{bucket}",
+                    "Condition": {"StringLike": {"s3:prefix": [f"{faults}*"]}},
+                },
             ],
         }
     )

@@ -13,6 +13,11 @@
    installation failed) is not waited for: the coordinator closes each of its points by
    posting its done marker and node statuses saying so, which ``brokerbench cloud status``
    and the analysis report; if the node starts after all, it skips the closed points.
+   With ``[[faults]]`` (a scenario of an AWS stack, :mod:`infra.fault_driver`), the
+   coordinator starts the faults' clock when it starts its own sender node, posts each
+   fault's begin and end markers for the broker machines' fault agents at their times,
+   and, once every node of the point is done, brings a node still down back (another point
+   follows) and uploads the point's timeline ``faults/p<K>.json``.
 3. Uploads are retried; a file that still cannot be uploaded stays on the machine and the
    done marker and the log say so.
 
@@ -24,7 +29,6 @@ agent with one line naming the permission and the object.
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -32,17 +36,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
+from infra.fault_driver import PointFaults, RunFaults
+from infra.runstore import RunStore, StoreDenied, now
 from workload.context import read_context
 from workload.errors import UserError
+from workload.faults import timeline_path, write_timeline
 from workload.preflight import preflight
 from workload.results import NodeStatus, write_status
-from workload.scenario import load_scenario
+from workload.scenario import Scenario, load_scenario
 from workload.sweep import SweepPoint, expand
 
 Log = Callable[[str], None]
-T = TypeVar("T")
 #: Names the parameter that holds the stack's broker password (set in the node's env file).
 PASSWORD_PARAMETER_ENV = "BROKERBENCH_PASSWORD_PARAMETER"
 
@@ -68,142 +74,6 @@ def read_parameter(
             time.sleep(pause)
     log(f"cannot read {name} from the parameter store: {error}")
     return None
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class ObjectStore(Protocol):
-    """The few S3 operations the agent needs (a boto3 S3 client provides them)."""
-
-    def put_object(self, **kwargs: Any) -> Any: ...
-    def get_object(self, **kwargs: Any) -> Any: ...
-    def upload_file(self, Filename: str, Bucket: str, Key: str) -> Any: ...
-    def list_objects_v2(self, **kwargs: Any) -> Any: ...
-
-
-class StoreDenied(Exception):
-    """S3 refused a request of this machine's role: one line naming the permission and the
-    object (or the listed prefix)."""
-
-
-@dataclass
-class RunStore:
-    """One run's prefix in the results bucket.
-
-    Whether a key exists is asked with a listing of exactly that key (``s3:ListBucket``,
-    which the stack grants for prefixes under the run), never by reading it: S3 answers a
-    GetObject of a missing key 404 only to a caller that may list the bucket *for that
-    request*, and the stack grants ListBucket only under an ``s3:prefix`` condition, which
-    a GetObject does not carry — so S3 answers it 403, as for an object one may not read.
-    A request S3 refuses raises :class:`StoreDenied`.
-    """
-
-    s3: ObjectStore
-    bucket: str
-    run_id: str
-
-    @property
-    def prefix(self) -> str:
-        return f"runs/{self.run_id}/"
-
-    def uri(self, key: str) -> str:
-        return f"s3://{self.bucket}/{self.prefix}{key}"
-
-    def put_json(self, key: str, value: dict[str, Any]) -> None:
-        body = json.dumps(value).encode()
-        self._request(
-            "s3:PutObject",
-            self.uri(key),
-            lambda: self.s3.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body),
-        )
-
-    def exists(self, key: str) -> bool:
-        """Whether the run holds ``key`` (a listing: the key sorts first under itself)."""
-        full = self.prefix + key
-        page = self._list(full, MaxKeys=1)
-        return any(item["Key"] == full for item in page.get("Contents", []))
-
-    def get_json(self, key: str) -> dict[str, Any] | None:
-        """A JSON object of the run; None while there is none."""
-        return self.read_json(key) if self.exists(key) else None
-
-    def read_json(self, key: str) -> dict[str, Any] | None:
-        """A JSON object known to exist (listed); None if it has gone since."""
-        try:
-            response = self._request(
-                "s3:GetObject",
-                self.uri(key),
-                lambda: self.s3.get_object(Bucket=self.bucket, Key=self.prefix + key),
-            )
-        except Exception as exc:
-            if _is_missing(exc):
-                return None
-            raise
-        value: dict[str, Any] = json.loads(response["Body"].read())
-        return value
-
-    def keys(self, under: str) -> set[str]:
-        """Keys (relative to the run prefix) starting with ``under``."""
-        found: set[str] = set()
-        token: str | None = None
-        while True:
-            extra = {"ContinuationToken": token} if token else {}
-            page = self._list(self.prefix + under, **extra)
-            found.update(item["Key"][len(self.prefix) :] for item in page.get("Contents", []))
-            token = page.get("NextContinuationToken")
-            if not token:
-                return found
-
-    def upload(self, path: Path, key: str) -> None:
-        self._request(
-            "s3:PutObject",
-            self.uri(key),
-            lambda: self.s3.upload_file(str(path), self.bucket, self.prefix + key),
-        )
-
-    def _list(self, prefix: str, **extra: Any) -> Any:
-        return self._request(
-            "s3:ListBucket",
-            f"s3://{self.bucket} (prefix {prefix})",
-            lambda: self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix, **extra),
-        )
-
-    def _request(self, permission: str, target: str, request: Callable[[], T]) -> T:
-        try:
-            return request()
-        except Exception as exc:
-            if _is_denied(exc):
-                code, _ = _error_of(exc)
-                raise StoreDenied(
-                    f"S3 refused {permission} on {target} ({code}): "
-                    "this machine's role lacks that permission there"
-                ) from exc
-            raise
-
-
-def _error_of(exc: BaseException) -> tuple[str, int]:
-    """S3's error code and HTTP status in an exception, or in the client error it wraps
-    (boto3's upload_file raises its own error in place of the client error)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        response = getattr(seen, "response", None)
-        if isinstance(response, dict):
-            error = response.get("Error", {})
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            return str(error.get("Code", "")), int(status or 0)
-        seen = seen.__cause__ or seen.__context__
-    return "", 0
-
-
-def _is_missing(exc: Exception) -> bool:
-    return _error_of(exc)[0] in ("NoSuchKey", "404", "NotFound")
-
-
-def _is_denied(exc: Exception) -> bool:
-    code, status = _error_of(exc)
-    return code == "AccessDenied" or (status == 403 and code in ("403", "Forbidden"))
 
 
 def ready_key(point: int) -> str:
@@ -378,7 +248,11 @@ class ClientAgent:
     #: installing); the coordinator waits no longer for a node that has not.
     start_grace: float = 900.0
     uploader: Uploader | None = None
+    #: How long the coordinator waits for a broker machine to act on a fault marker.
+    fault_ack_timeout: float = 300.0
     _began: float = field(default=0.0, init=False)
+    _faults: RunFaults | None = field(default=None, init=False)
+    _point_faults: PointFaults | None = field(default=None, init=False)
     _posted: set[int] = field(default_factory=set, init=False)
 
     @property
@@ -400,13 +274,14 @@ class ClientAgent:
         points = expand(scenario)
         mine = [p.index for p in points if (self.role, self.node) in participants(p)]
         try:
-            return self._run(list(scenario.broker.endpoints), points, mine)
+            return self._run(scenario, points, mine)
         except StoreDenied as exc:
             self.log(str(exc))
             self._fail([index for index in mine if index not in self._posted], str(exc))
             return 1
 
-    def _run(self, endpoints: list[str], points: list[SweepPoint], mine: list[int]) -> int:
+    def _run(self, scenario: Scenario, points: list[SweepPoint], mine: list[int]) -> int:
+        endpoints = list(scenario.broker.endpoints)
         uploader = self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
         self.log(
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
@@ -433,12 +308,18 @@ class ClientAgent:
                 "give every run its own run id (pulumi config set brokerbench:runId …)"
             )
             return 1
+        if self.coordinator:
+            self._faults = RunFaults.of(self.store, scenario, self.log)
+            if self._faults is not None:
+                self._faults.ack_timeout = self.fault_ack_timeout
+                self._faults.poll = self.poll
         ok = True
         start = time.monotonic()
         for position, point in enumerate(points):
             if self.coordinator:
                 if position > 0:
                     self._await_previous(points[position - 1])
+                    ok = self._close_faults(restore=True) and ok
                 prepared, message = self.commands.prepare(point.index)
                 uploader.upload_new()
                 self.store.put_json(
@@ -462,14 +343,37 @@ class ClientAgent:
                 self._done(point.index, False, f"point {point.index} {reason}", [])
                 continue
             self.log(f"point {point.index} ({point.label}): running {self.role} node {self.node}")
+            if self._faults is not None:  # the faults' clock starts with this sender node
+                self._point_faults = self._faults.point(point)
+                self._point_faults.start()
             succeeded, message = self.commands.run_node(point.index)
             failed = uploader.upload_new()
             ok = ok and succeeded and not failed
             self._done(point.index, succeeded, "" if succeeded else message, failed)
         if self.coordinator and points:  # close the last point too (nodes that never started)
             self._await_previous(points[-1])
+            ok = self._close_faults(restore=False) and ok
+            if self._faults is not None:
+                self._faults.finish()
         self.log(f"{self.role} node {self.node}: {'finished' if ok else 'finished with errors'}")
         return 0 if ok else 1
+
+    def _close_faults(self, restore: bool) -> bool:
+        """Write and upload the timeline of the point that just ended (after bringing back a
+        node still down when ``restore``); False when a fault failed or was not performed."""
+        faults, self._point_faults = self._point_faults, None
+        if faults is None:
+            return True
+        timeline = faults.finish(restore)
+        write_timeline(self.run_dir, timeline)
+        key = timeline_path(Path(), timeline.point).as_posix()
+        uploaded = self.uploader is not None and key not in self.uploader.upload_new()
+        errors = [
+            f"fault {r.index} ({r.describe()}): {r.error}" for r in timeline.faults if r.error
+        ]
+        for error in errors:
+            self.log(f"point {timeline.point}: {error}")
+        return uploaded and not errors
 
     def _budget(self, point: SweepPoint) -> float:
         return point.load.duration + point.load.idle_timeout + self.point_slack

@@ -2,7 +2,9 @@
 
 Broker nodes mount their data volume, install the pinned broker and write the
 configuration files of the system's :class:`~brokers.base.CloudRecipe` (rendered from the
-same templates the local clusters use), then start it. Client nodes install brokerbench
+same templates the local clusters use), then start it; with faults, the nodes a fault may
+act on also run the fault agent (:mod:`infra.fault_agent`) as a systemd service, from the
+uploaded wheel. Client nodes install brokerbench
 from the wheel the stack uploaded, with the versions of the constraints file uploaded next
 to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
 which waits for the brokers, runs the node's role for every sweep point and uploads the
@@ -114,6 +116,8 @@ class RunContext:
     #: Secret name → its parameter-store name (:mod:`infra.secrets`); values never come here.
     secret_parameters: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    #: The scenario declares faults: broker nodes run the fault agent (needs ``bucket``).
+    faults: bool = False
 
     @property
     def wheel_name(self) -> str:
@@ -186,6 +190,10 @@ def broker_user_data(
         "secrets": secrets,
         "secret_files": secret_files,
         "service_user": recipe.service_user if recipe is not None else "root",
+        "fault_agent_unit": fault_agent_unit(context, node, recipe, cluster)
+        if not placeholder
+        else "",
+        "fault_agent_name": FAULT_AGENT_UNIT,
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -205,6 +213,62 @@ def broker_user_data(
         node_env=env,
         mount_script=render("mount-data.sh.j2"),
         node_script=render("broker-node.sh.j2", **values),
+    )
+
+
+#: Where a broker node keeps the wheel its fault agent runs from.
+FAULT_AGENT_WHEEL = "/opt/brokerbench/brokerbench.whl"
+FAULT_AGENT_UNIT = "brokerbench-faults.service"
+
+
+def fault_agent_unit(
+    context: RunContext, node: BrokerNode, recipe: CloudRecipe | None, cluster: dict[str, list[str]]
+) -> str:
+    """The systemd unit of the node's fault agent; "" where no fault acts on this node."""
+    roles = {role: len(addresses) for role, addresses in cluster.items()}
+    faults = recipe.faults_for(roles) if recipe is not None and context.faults else None
+    if faults is None or node.role not in faults.roles:
+        return ""
+    if not context.bucket:
+        raise ValueError(f"{context.system}: faults on AWS need the results bucket in user-data")
+    assert recipe is not None
+    command = [
+        "/usr/bin/python3",
+        "-m",
+        "infra.fault_agent",
+        "--bucket",
+        context.bucket,
+        "--run-id",
+        context.run_id,
+        "--region",
+        context.region,
+        "--node",
+        node.name,
+        "--unit",
+        faults.unit,
+        "--ports",
+        ",".join(str(port) for port in recipe.ports()),
+        "--address",
+        node.address,
+    ]
+    fetch = [
+        "/usr/bin/aws",
+        "s3",
+        "cp",
+        "--only-show-errors",
+        "--region",
+        context.region,
+        f"s3://{context.bucket}/{context.wheel_key}",
+        FAULT_AGENT_WHEEL,
+    ]
+    return render(
+        "brokerbench-faults.service.j2",
+        node=node,
+        run_id=context.run_id,
+        unit=faults.unit,
+        wheel=FAULT_AGENT_WHEEL,
+        fetch=" ".join(shlex.quote(a) for a in fetch),
+        command=" ".join(shlex.quote(a) for a in command),
     )
 
 

@@ -33,8 +33,9 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   0.001–1; ``max_probes`` 2–50; open loop and one point only: no ``load.rate``, no
   ``[sweep]``, no ``[[faults]]``, no ``repeat`` (:func:`search_problems`);
 - at most 100 ``[[faults]]``, one at a time, each within ``load.duration``, on a local
-  multi-node topology of a system whose local deployment takes faults
-  (:func:`fault_problems`).
+  multi-node topology of a system whose local deployment takes faults, or on an AWS
+  stack's brokers (``aws_topology``, with several nodes) whose cloud recipe names the
+  broker's systemd unit (:func:`fault_problems`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from pydantic import (
 )
 
 from brokers import registry
-from brokers.base import FAULT_ROLES, BrokerParams, Endpoints
+from brokers.base import FAULT_ROLES, BrokerParams, Endpoints, FaultSupport
 from workload.errors import Loc, Problem, ScenarioError, conflict, one_line, problems_of
 from workload.message import HEADER_MAX
 from workload.sweep import point_problems
@@ -213,6 +214,12 @@ class BrokerSection(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict, description="System parameters, checked against the system's model."
     )
+    aws_topology: dict[Word, Annotated[int, Field(ge=0, le=MAX_FAULT_NODE + 1)]] | None = Field(
+        None,
+        description="Written by brokerbench into the scenario of an AWS stack's client "
+        "machines (with deployment = 'endpoints'): the stack's broker nodes by role, which "
+        "[[faults]] act on through the fault agent of each broker machine.",
+    )
 
     @field_validator("system")
     @classmethod
@@ -229,6 +236,8 @@ class BrokerSection(Strict):
             raise ValueError("deployment = 'endpoints' needs endpoints = [\"host:port\", …]")
         if self.deployment == "local" and self.endpoints:
             raise ValueError("endpoints are only used with deployment = 'endpoints'")
+        if self.deployment == "local" and self.aws_topology is not None:
+            raise ValueError("aws_topology is only used with deployment = 'endpoints'")
         system = registry.get(self.system)
         if self.deployment == "local":
             if system.local is None:
@@ -797,23 +806,32 @@ def fault_problems(scenario: Scenario) -> list[Problem]:
     section = scenario.broker
     system = registry.get(section.system)
     first: Loc = ("faults", 0, "action")
-    if section.deployment != "local":
+    on_aws = section.deployment == "endpoints" and section.aws_topology is not None
+    if section.deployment != "local" and not on_aws:
         return [
             Problem(
                 first,
-                "faults need deployment = 'local': brokerbench acts only on broker nodes it "
-                "started itself",
+                "faults need deployment = 'local' or an AWS stack's brokers: brokerbench acts "
+                "only on broker nodes it started itself",
             )
         ]
-    assert system.local is not None  # checked with the broker section
-    support = system.local.fault_support(section.topology)
-    if support is None:
-        return [Problem(first, f"faults are not supported for {system.title} yet")]
+    if on_aws:
+        assert section.aws_topology is not None
+        found = aws_fault_support(scenario, section.aws_topology)
+        if isinstance(found, Problem):
+            return [found]
+        support, topology = found, "of the stack"
+    else:
+        assert system.local is not None  # checked with the broker section
+        local_support = system.local.fault_support(section.topology)
+        if local_support is None:
+            return [Problem(first, f"faults are not supported for {system.title} yet")]
+        support, topology = local_support, repr(section.topology)
     if support.nodes < 2:
         return [
             Problem(
                 ("faults", 0, "node"),
-                f"topology {section.topology!r} has one node: a fault would take the whole "
+                f"topology {topology} has one node: a fault would take the whole "
                 "broker down; use a topology with several nodes",
             )
         ]
@@ -828,7 +846,7 @@ def fault_problems(scenario: Scenario) -> list[Problem]:
             problems.append(
                 Problem(
                     (*at, "node"),
-                    f"node {fault.node} does not exist: topology {section.topology!r} has "
+                    f"node {fault.node} does not exist: topology {topology} has "
                     f"{support.nodes} nodes (0 to {support.nodes - 1})",
                 )
             )
@@ -878,4 +896,33 @@ def fault_problems(scenario: Scenario) -> list[Problem]:
                         f"({fault.describe()}): faults happen one at a time",
                     )
                 )
+    if on_aws:  # the broker machines cut a node off with a firewall rule
+        problems = [problem for problem in problems if problem.message != ISOLATE_UNAVAILABLE]
     return sorted(problems, key=lambda problem: problem.loc[:2])
+
+
+def aws_fault_support(scenario: Scenario, roles: dict[str, int]) -> FaultSupport | Problem:
+    """What faults an AWS stack of ``roles`` takes (from the system's cloud recipe), or the
+    one problem that rules them out: no systemd unit declared, or ``"leader"`` and
+    ``"follower"`` where a client machine cannot tell which node leads."""
+    system = registry.get(scenario.broker.system)
+    recipe = system.cloud
+    faults = recipe.faults_for(roles) if recipe is not None else None
+    if recipe is None or faults is None:
+        return Problem(
+            ("faults", 0, "action"),
+            f"faults on AWS are not supported for {system.title} yet (its cloud recipe names "
+            "no systemd unit of the broker for the fault agent)",
+        )
+    for i, fault in enumerate(scenario.faults):
+        if fault.node in FAULT_ROLES and not recipe.finds_leader:
+            return Problem(
+                ("faults", i, "node"),
+                f'on AWS a {system.title} fault names a node index, not "{fault.node}": '
+                "a client machine cannot tell which node leads",
+            )
+    nodes = sum(roles.get(role, 0) for role in faults.roles)
+    leader = f"node {faults.leader}" if faults.leader is not None else "the leader"
+    return FaultSupport(
+        nodes=nodes, leader=leader, follower="another node", fails_over=faults.fails_over
+    )

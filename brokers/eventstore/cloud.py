@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import CloudFaults, CloudRecipe, Endpoints
 
 VERSION = "25.0.0"
 REPOSITORY = "https://packages.kurrent.io/public/kurrent-latest/setup.deb.sh"
@@ -46,6 +46,7 @@ class EventStoreCloud(CloudRecipe):
     """KurrentDB cluster nodes; every node starts the same way."""
 
     data_dir = DATA_DIR
+    faults = CloudFaults(f"{SERVICE}.service", (ROLE,))
 
     def install_commands(self) -> list[str]:
         return [

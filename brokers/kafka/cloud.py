@@ -9,7 +9,8 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe
+from brokers.base import CloudFaults, CloudRecipe, Destination, Endpoints
+from brokers.errors import BrokerError
 from brokers.kafka.local import (
     KAFKA_VERSION,
     ClusterSizes,
@@ -59,9 +60,13 @@ def node_config(index: int, brokers: list[str]) -> NodeConfig:
 
 
 class KafkaCloud(CloudRecipe):
-    """One combined broker + controller per node of the ``broker`` role."""
+    """One combined broker + controller per node of the ``broker`` role (node id = index + 1).
+
+    For faults the leader is the broker leading partition 0 of the point's topic, as locally.
+    """
 
     data_dir = VOLUME
+    faults = CloudFaults("kafka.service", (ROLE,))
 
     def install_commands(self) -> list[str]:
         return [
@@ -113,3 +118,16 @@ class KafkaCloud(CloudRecipe):
 
     def ports(self) -> list[int]:
         return [PORT, CONTROLLER_PORT]
+
+    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+        from brokers.kafka import client
+
+        admin = client.admin(endpoints, timeout=10)
+        try:
+            (topic,) = admin.describe_topics([destination.name])
+        finally:
+            admin.close()
+        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+        if leaders.get(0, -1) < 1:
+            raise BrokerError(f"partition 0 of topic {destination.name} has no leader")
+        return int(leaders[0]) - 1

@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import CloudFaults, CloudRecipe, Endpoints
 
 VERSION = "7.0.14"
 SERIES = "7.0"
@@ -62,6 +62,7 @@ class MongoCloud(CloudRecipe):
     """Three ``mongod`` replica-set members; the last initiates the set."""
 
     data_dir = DATA_DIR
+    faults = CloudFaults("mongod.service", (ROLE,))
 
     def install_commands(self) -> list[str]:
         keyring = f"/usr/share/keyrings/mongodb-server-{SERIES}.gpg"

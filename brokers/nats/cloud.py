@@ -8,8 +8,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
-from brokers.nats.local import render_config
+from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Destination, Endpoints
+from brokers.errors import BrokerError
+from brokers.nats.local import jetstream_leader, render_config
 
 ROLE = "server"
 CLIENT_PORT = 4222
@@ -21,7 +22,10 @@ USER = "brokerbench"
 
 
 class NatsCloud(CloudRecipe):
-    """Three ``server`` nodes routing to each other; JetStream elects its own leaders."""
+    """Three ``server`` nodes routing to each other; JetStream elects its own leaders. For
+    faults the leader is the point's stream leader, read from a server's ``/jsz``."""
+
+    faults = CloudFaults("nats-server.service", (ROLE,))
 
     #: Where the node's data volume is mounted (the JetStream store lives below it).
     data_dir = "/var/lib/nats"
@@ -77,6 +81,20 @@ class NatsCloud(CloudRecipe):
 
     def ports(self) -> list[int]:
         return [CLIENT_PORT, CLUSTER_PORT, MONITOR_PORT]
+
+    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+        from brokers.nats.adapter import stream_name
+
+        errors = []
+        for host, _ in endpoints.addresses():
+            try:
+                leader = jetstream_leader(host, MONITOR_PORT, stream_name(destination))
+            except (OSError, ValueError) as exc:  # a server that is down: ask the next
+                errors.append(f"{host}: {exc}")
+                continue
+            if leader.startswith("nats-") and leader[5:].isdigit():
+                return int(leader[5:]) - 1
+        raise BrokerError(f"no NATS server names a leader of {destination.name}: {errors[:1]}")
 
     def endpoints(self, cluster: dict[str, list[str]]) -> Endpoints:
         return Endpoints(

@@ -17,7 +17,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Endpoints
 from brokers.postgresql import local
 
 VERSION = "15"  # Debian 12's PostgreSQL
@@ -84,6 +84,8 @@ class PostgresCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (before the package creates its cluster).
     data_dir = DATA_ROOT
+    #: No automatic fail-over: the primary, node 0, always leads.
+    faults = CloudFaults(f"{SERVICE}.service", ("primary", "standby"), fails_over=False, leader=0)
     service_user = "postgres"
 
     def install_commands(self) -> list[str]:

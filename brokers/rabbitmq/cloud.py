@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudFaults, CloudRecipe, Endpoints
 from brokers.rabbitmq.local import render_config
 
 ROLE = "broker"
@@ -22,7 +22,10 @@ COOKIE = "/var/lib/rabbitmq/.erlang.cookie"
 
 
 class RabbitMQCloud(CloudRecipe):
-    """Three ``broker`` nodes; the first starts alone, the others join it."""
+    """Three ``broker`` nodes; the first starts alone, the others join it. Faults on AWS
+    name node indexes only: the queue's leader is read with ``rabbitmqctl`` on a node."""
+
+    faults = CloudFaults("rabbitmq-server.service", (ROLE,))
 
     #: Where the node's data volume is mounted (before the package is installed).
     data_dir = "/var/lib/rabbitmq"

@@ -15,7 +15,7 @@ import shlex
 from typing import Any
 
 from brokers import templating
-from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
+from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Endpoints
 from brokers.redis import local
 
 PORT = 6379
@@ -73,6 +73,14 @@ class RedisCloud(CloudRecipe):
 
     #: Where the node's data volume is mounted (the AOF lives here).
     data_dir = DATA_DIR
+    #: A master and its replicas, nothing promotes a replica (no Sentinel): the master,
+    #: node 0, always leads.
+    faults = CloudFaults(f"{SERVICE}.service", ("master", "replica"), fails_over=False, leader=0)
+
+    def faults_for(self, roles: dict[str, int]) -> CloudFaults | None:
+        """None for Redis Cluster (several masters): not supported yet."""
+        return None if roles.get("master", 0) > 1 else self.faults
+
     service_user = "redis"
 
     def install_commands(self) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers import templating
-from brokers.base import CloudRecipe
+from brokers.base import CloudFaults, CloudRecipe
 
 #: The pinned release (Debian package version ``<this>-1``).
 REDPANDA_VERSION = "24.2.7"
@@ -50,6 +50,7 @@ class RedpandaCloud(CloudRecipe):
     """One Redpanda broker per node of the ``broker`` role; all of them are seeds."""
 
     data_dir = VOLUME
+    faults = CloudFaults("redpanda.service", (ROLE,))
 
     def install_commands(self) -> list[str]:
         return [
