@@ -98,7 +98,7 @@ def _machine(
 class BrokerClusterArgs:
     nodes: tuple[BrokerNode, ...]
     #: Node name → its cloud-config.
-    user_data: dict[str, str]
+    user_data: dict[str, pulumi.Input[str]]
     instance_type: str
     data_volume: DataVolume
     defaults: MachineDefaults

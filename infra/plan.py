@@ -18,7 +18,7 @@ from typing import Any
 import toml
 
 from brokers.base import Endpoints
-from workload.scenario import parse_scenario
+from workload.scenario import Scenario, parse_scenario
 from workload.sweep import SweepPoint
 
 #: Host numbers inside the subnet: brokers from 10, clients from 100.
@@ -174,7 +174,16 @@ def default_endpoints(cluster: dict[str, list[str]], ports: list[int]) -> Endpoi
     )
 
 
-def client_scenario(scenario_file: Path, endpoints: Endpoints) -> str:
+def stack_scenario(scenario_file: Path, roles: dict[str, int]) -> Scenario:
+    """The scenario as a stack deploys it, validated as its client machines will read it
+    (deployment = 'endpoints' on the stack's brokers, faults on ``roles``)."""
+    text = client_scenario(scenario_file, Endpoints(("10.0.0.1:1",)), roles)
+    return parse_scenario(tomllib.loads(text), f"{scenario_file.name} (for AWS)")
+
+
+def client_scenario(
+    scenario_file: Path, endpoints: Endpoints, roles: dict[str, int] | None = None
+) -> str:
     """The scenario as TOML for the client machines: same load, the AWS brokers as endpoints.
 
     The result is validated like any scenario file before it is returned.
@@ -188,6 +197,8 @@ def client_scenario(scenario_file: Path, endpoints: Endpoints) -> str:
     broker.pop("options", None)
     if endpoints.extra:
         broker["options"] = dict(endpoints.extra)
+    if data.get("faults") and roles is not None:
+        broker["aws_topology"] = dict(roles)
     data["broker"] = broker
     header = (
         f"# {scenario_file.name}, pointed at the brokers of this stack (written by brokerbench)\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,14 @@ from infra.nodes import (
     MachineDefaults,
 )
 from infra.plan import (
+    BrokerNode,
     ClientNode,
     FleetPlan,
     RunLayout,
     client_scenario,
     default_endpoints,
     plan_fleet,
+    stack_scenario,
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
 from infra.secrets import StackSecrets, StackSecretsArgs
@@ -51,7 +54,7 @@ from infra.userdata import (
     client_user_data,
     missing_recipe_message,
 )
-from workload.scenario import Scenario, load_scenario
+from workload.scenario import Scenario
 from workload.sweep import expand
 
 DEBIAN_OWNER = "136693071363"
@@ -108,12 +111,12 @@ def build(
 ) -> Deployment:
     """Declare every resource of one stack."""
     system = registry.get(settings.system)
-    scenario = load_scenario(settings.scenario_path())
+    roles = settings.roles if settings.roles is not None else system.reference_topology.roles
+    scenario = stack_scenario(settings.scenario_path(), roles)
     if scenario.broker.system != system.name:
         raise StackConfigError(
             [f"{settings.scenario}: is a {scenario.broker.system} scenario, not {system.name}"]
         )
-    roles = settings.roles if settings.roles is not None else system.reference_topology.roles
     plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
     run_id = settings.resolved_run_id(stack, scenario.name)
     wheel = wheel or settings.wheel or build_wheel()
@@ -152,6 +155,7 @@ def build(
             tags,
             queue.arn if queue is not None else None,
             secret_arns=secrets.arns if secrets is not None else {},
+            faults=bool(scenario.faults) and bool(plan.brokers),
         ),
     )
     analysis = AnalysisApp(
@@ -166,7 +170,9 @@ def build(
         if queue is not None
         else pulumi.Output.from_input(_broker_endpoints(recipe, plan))
     )
-    scenario_toml = endpoints.apply(lambda e: client_scenario(settings.scenario_path(), e))
+    scenario_toml = endpoints.apply(
+        lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
+    )
     context = RunContext(
         system=system.name,
         title=system.title,
@@ -180,6 +186,7 @@ def build(
         placeholder=missing_recipe_message(system.name) if placeholder else "",
         fleet=fleet_composition(plan, settings.broker_instance_type, settings.client_instance_type),
         secret_parameters=secrets.names if secrets is not None else {},
+        faults=bool(scenario.faults),
     )
     defaults = MachineDefaults(
         ami=settings.ami or _debian_ami(),
@@ -194,7 +201,7 @@ def build(
         "brokers",
         BrokerClusterArgs(
             nodes=plan.brokers,
-            user_data=_broker_user_data(context, system, recipe, plan, scenario),
+            user_data=_broker_user_data(context, system, recipe, plan, scenario, bucket.name),
             instance_type=settings.broker_instance_type,
             data_volume=DataVolume(
                 settings.data_volume_gib,
@@ -275,12 +282,17 @@ def _broker_user_data(
     recipe: CloudRecipe | None,
     plan: FleetPlan,
     scenario: Scenario,
-) -> dict[str, str]:
+    bucket: pulumi.Output[str],
+) -> dict[str, pulumi.Input[str]]:
+    """Each broker node's user-data (with the bucket, where its fault agent reads markers)."""
     params = scenario.broker_params()
-    return {
-        node.name: broker_user_data(context, node, recipe, plan.cluster, params)
-        for node in plan.brokers
-    }
+
+    def renderer(node: BrokerNode) -> Callable[[str], str]:
+        return lambda name: broker_user_data(
+            replace(context, bucket=name), node, recipe, plan.cluster, params
+        )
+
+    return {node.name: bucket.apply(renderer(node)) for node in plan.brokers}
 
 
 def _client_user_data(
