@@ -321,12 +321,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
-    """Download the run's context, node statuses, analysis (and raw records) to ``results``."""
+    """Download the run's context, node statuses, fault timelines, analysis (and raw
+    records) to ``results``; with the raw records, ``brokerbench report`` on the download
+    analyses it here, the faults' gaps and losses included."""
     from infra.agent import RunStore
 
     store = RunStore(s3, run.bucket, run.run_id)
     run_dir = results / run.run_id
-    wanted = ("context.json", "nodes/", "analysis/", "logs/") + (("raw/",) if raw else ())
+    wanted = ("context.json", "nodes/", "faults/", "analysis/", "logs/") + (
+        ("raw/",) if raw else ()
+    )
     keys = sorted(
         k for k in store.keys("") if k.startswith(wanted) and not k.startswith("analysis/logs/")
     )

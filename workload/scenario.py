@@ -896,8 +896,6 @@ def fault_problems(scenario: Scenario) -> list[Problem]:
                         f"({fault.describe()}): faults happen one at a time",
                     )
                 )
-    if on_aws:  # the broker machines cut a node off with a firewall rule
-        problems = [problem for problem in problems if problem.message != ISOLATE_UNAVAILABLE]
     return sorted(problems, key=lambda problem: problem.loc[:2])
 
 
@@ -924,5 +922,9 @@ def aws_fault_support(scenario: Scenario, roles: dict[str, int]) -> FaultSupport
     nodes = sum(roles.get(role, 0) for role in faults.roles)
     leader = f"node {faults.leader}" if faults.leader is not None else "the leader"
     return FaultSupport(
-        nodes=nodes, leader=leader, follower="another node", fails_over=faults.fails_over
+        nodes=nodes,
+        leader=leader,
+        follower="another node",
+        fails_over=faults.fails_over,
+        isolates=True,  # a firewall rule on the broker machine (infra/fault_agent.py)
     )
