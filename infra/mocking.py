@@ -9,6 +9,7 @@ validators in :mod:`infra.checks`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -86,6 +87,7 @@ def deploy(
     ``program`` may return Outputs (or a structure of them): they are awaited, so an
     exception raised inside an ``apply`` fails the deployment.
     """
+    _ensure_event_loop()
     mocks = RecordingMocks(region)
     pulumi.runtime.set_mocks(mocks, project="brokerbench", stack=stack, preview=False)
     pulumi.runtime.set_all_config(dict(config or {}))
@@ -100,3 +102,15 @@ def deploy(
 
     run()
     return result.get("value"), mocks.declared
+
+
+def _ensure_event_loop() -> None:
+    """Pulumi's mocks run on the thread's event loop: one that ``asyncio.run`` (e.g. an
+    asyncio client earlier in the same process) closed and unset is replaced."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        if not policy.get_event_loop().is_closed():
+            return
+    except RuntimeError:
+        pass
+    policy.set_event_loop(policy.new_event_loop())
