@@ -27,6 +27,7 @@ from brokers import registry
 from brokers.base import CloudFaults
 from infra.fault_agent import BEGIN, END, ack_key, finished_key, marker_key
 from infra.runstore import RunStore, now
+from workload.errors import first_line
 from workload.faults import FaultRecord, PointTimeline
 from workload.naming import destination_name, run_tag
 from workload.scenario import FaultSpec, Scenario
@@ -124,7 +125,7 @@ class PointFaults:
             record.node, record.leader = self.nodes[index], leads
             self.begins[i] = self._post(i, BEGIN, "at")
         except Exception as exc:  # no leader known, S3 refused the marker …
-            record.error = f"not performed: {_one_line(exc)}"
+            record.error = f"not performed: {first_line(exc)}"
             self.log(f"point {self.point}: fault {i} ({record.describe()}) {record.error}")
             return
         role = "leader" if leads else "not the leader"
@@ -135,7 +136,7 @@ class PointFaults:
             self.ends[i] = self._post(i, END, why)
         except Exception as exc:
             record = self.records[i]
-            record.error = f"{record.node} could not be brought back: {_one_line(exc)}"
+            record.error = f"{record.node} could not be brought back: {first_line(exc)}"
 
     def _post(self, i: int, kind: str, why: str) -> Posted:
         record = self.records[i]
@@ -268,8 +269,3 @@ class RunFaults:
         """Tell every fault agent of the run that no more markers come."""
         for node in self.nodes:
             self.store.put_json(finished_key(node), {"at": now()})
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

@@ -120,6 +120,12 @@ def key_path(loc: Loc) -> str:
     return out or "(top level)"
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception in one line: the first line of its message, else its type's name."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 def one_line(message: str) -> str:
     """A printable line: control and other invisible characters escaped, length capped."""
     if len(message) > 1_000:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from brokers import registry
 from brokers.base import Destination, FaultSupport, LocalCluster
+from workload.errors import first_line
 from workload.results import RecordsNotWritten
 from workload.scenario import FaultSpec, Scenario, describe_fault
 
@@ -195,7 +196,7 @@ class FaultScheduler:
             self.cluster.fault(target.name, record.action)
         except Exception as exc:
             record.began_ns = None
-            record.error = f"not performed: {_one_line(exc)}"
+            record.error = f"not performed: {first_line(exc)}"
             self.errors.append(f"fault {i} ({record.describe()}) was {record.error}")
             with self._lock:
                 self._down.discard(record.node)
@@ -210,7 +211,7 @@ class FaultScheduler:
         try:
             self.cluster.recover(record.node, record.action, wait)
         except Exception as exc:
-            record.error = f"{record.node} could not be brought back: {_one_line(exc)}"
+            record.error = f"{record.node} could not be brought back: {first_line(exc)}"
             self.errors.append(f"fault {i} ({record.describe()}): {record.error}")
             return None
         with self._lock:
@@ -252,8 +253,3 @@ def start_faults(
     support = local.fault_support(scenario.broker.topology) if local is not None else None
     assert support is not None  # the scenario was validated against it
     return FaultScheduler(scenario.faults, cluster, support, destination, point, console)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

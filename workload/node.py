@@ -27,6 +27,7 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
 from workload.clock import SINGLE_HOST, ClockState, read_clock
+from workload.errors import first_line
 from workload.recording import WorkerRecorder
 from workload.results import (
     NodeStatus,
@@ -225,7 +226,7 @@ def run_node(
         else:
             _run_threads(spec, connect, settings, recorders, errors, report)
     except Exception as exc:
-        errors.append(_one_line(exc))
+        errors.append(first_line(exc))
     finally:
         # A results file that cannot be written (a full disk, a read-only directory) is one
         # line here, in this process, and the first thing the part's status says.
@@ -279,11 +280,6 @@ def _second() -> int:
     return time.time_ns() // 1_000_000_000
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def _run_threads(
     spec: NodeSpec,
     connect: Callable[[], Any],
@@ -302,7 +298,7 @@ def _run_threads(
             else:
                 run_receiver(adapter, ReceiverLoop(settings[i], recorders[i]))
         except Exception as exc:
-            errors.append(_one_line(exc))
+            errors.append(first_line(exc))
         finally:
             if adapter is not None:
                 try:
@@ -341,7 +337,7 @@ async def _run_async(
             else:
                 await run_receiver_async(adapter, ReceiverLoop(settings[i], recorders[i]))
         except Exception as exc:
-            errors.append(_one_line(exc))
+            errors.append(first_line(exc))
         finally:
             if adapter is not None:
                 try:
