@@ -4,17 +4,17 @@ not received split into lost and unavailable.
 
 Inputs are a run directory's fault timelines (``faults/p<point>.json``, written by
 :mod:`workload.faults`) and its raw tables (:mod:`workload.results`), read with pyarrow —
-no Spark session is needed. The raw records count per second, so gaps are in whole
-seconds:
+no Spark session is needed. The raw records count per second and mark the tenths of each
+second in which a worker confirmed a send or received a message (``active_tenths``), so
+gaps are measured to 0.1 s:
 
-* **send gap** — the longest run of consecutive seconds without a confirmed send that
-  overlaps the fault (from its action to its node coming back, or to the end of the
-  records), within the senders' records; **receive gap** the same for receives. Times are
-  on the faults' clock: seconds after the coordinator heard of the first confirmed send,
-  what ``at`` and ``until`` count. A stall
-  shorter than a second, or one that straddles a second boundary without emptying a
-  whole second, shows as 0. A gap that lasts to the end of the records has
-  ``resumed = False``.
+* **send gap** — the longest run of consecutive tenths of a second without a confirmed
+  send by any sender worker that overlaps the fault (from its action to its node coming
+  back, or to the end of the records), within the senders' records; **receive gap** the
+  same for receives. Times are on the faults' clock: seconds after the coordinator heard
+  of the first confirmed send, what ``at`` and ``until`` count. A stall shorter than a
+  tenth of a second shows as 0 (records written before the tenths were recorded count
+  whole seconds). A gap that lasts to the end of the records has ``resumed = False``.
 * **errors**, **duplicated** and **redelivered** through a fault — within the fault's
   *window*, from the second of its action to the next fault's action (or to the end of
   the point's records): failed calls of every worker, duplicate receipts (each receipt of
@@ -41,22 +41,27 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from workload.faults import FaultRecord, PointTimeline, read_timelines
+from workload.recording import SLOT_NS, SLOTS
 from workload.results import read_point
 
 NS = 1_000_000_000
+#: Every slot of a second: what a second with activity but no slots recorded (records
+#: written before the slots were) counts as.
+WHOLE_SECOND = (1 << SLOTS) - 1
 
 
 @dataclass(frozen=True)
 class Gap:
-    """The longest stretch of whole seconds without a confirmed send (or a receive)."""
+    """The longest stretch without a confirmed send (or a receive), in tenths of a second."""
 
-    seconds: int = 0
-    #: When its first whole second began, on the faults' clock (see :class:`FaultEffect`).
+    seconds: float = 0.0
+    #: When it began, on the faults' clock (see :class:`FaultEffect`).
     start_s: float | None = None
     #: Sends (receives) came again before the records end.
     resumed: bool = True
@@ -117,11 +122,11 @@ class PointFaults:
 
 @dataclass
 class Activity:
-    """Per second: what one role's workers did (counts summed over workers and nodes)."""
+    """Per slot (a tenth of a second, numbered from the epoch): what one role's workers did."""
 
-    #: Seconds with at least one confirmed send (senders) or receive (receivers).
+    #: Slots with at least one confirmed send (senders) or receive (receivers).
     active: set[int]
-    #: The first active second and the last second with any record (None: no records).
+    #: The first active slot and the last slot of a second with any record (None: none).
     first: int | None
     last: int | None
 
@@ -160,7 +165,7 @@ def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
 
 def point_effects(run_dir: Path, timeline: PointTimeline) -> Through:
     """What one point's faults did, from its raw ``seconds`` rows and its receipts."""
-    columns = ["role", "second", "sent", "received", "errors", "redelivered"]
+    columns = ["role", "second", "sent", "received", "errors", "redelivered", "active_tenths"]
     return fault_effects(
         timeline,
         read_point(run_dir, "seconds", timeline.point, columns),
@@ -182,8 +187,9 @@ def fault_effects(
         [("sent", "sum"), ("received", "sum"), ("errors", "sum"), ("redelivered", "sum")]
     )
     rows = by_second.to_pylist()
-    sending = _activity(rows, "sender", "sent_sum")
-    receiving = _activity(rows, "receiver", "received_sum")
+    workers = seconds.to_pylist()
+    sending = _activity(workers, "sender", "sent")
+    receiving = _activity(workers, "receiver", "received")
     errors: dict[int, int] = defaultdict(int)
     redelivered: dict[int, int] = defaultdict(int)
     for row in rows:
@@ -191,19 +197,23 @@ def fault_effects(
         redelivered[row["second"]] += row["redelivered_sum"]
     duplicated = _duplicates(received)
     origin = sending.first
-    clock = timeline.sending_ns if timeline.sending_ns is not None else (origin or 0) * NS
+    clock = timeline.sending_ns if timeline.sending_ns is not None else (origin or 0) * SLOT_NS
     effects = []
     union: set[int] = set()
-    last = max(sending.last or 0, receiving.last or 0)
+    last = max(sending.last or 0, receiving.last or 0) // SLOTS
     for record in timeline.faults:
         if record.began_ns is None or origin is None:
             effects.append(FaultEffect(record, None, None, Gap(), Gap(), 0))
             continue
         begins = record.began_ns // NS
         back = record.ended_ns if record.ended_ns is not None else None
-        ends = back // NS if back is not None else max(begins, last)
-        send_gap = _longest_gap(sending, begins, ends)
-        receive_gap = _longest_gap(receiving, begins, ends)
+        # The gaps overlap the fault: from the slot of its action to that of the node's return.
+        slots = (
+            record.began_ns // SLOT_NS,
+            back // SLOT_NS if back is not None else max(sending.last or 0, receiving.last or 0),
+        )
+        send_gap = _longest_gap(sending, *slots)
+        receive_gap = _longest_gap(receiving, *slots)
         window = range(begins, _next_action(timeline, record, last + 1))
         union.update(window)
         effects.append(
@@ -273,7 +283,7 @@ def summary_columns(result: PointFaults) -> dict[str, object]:
 
 
 def effect_columns(through: Through) -> dict[str, object]:
-    """The faults in words, the longest gaps (whole seconds), and the errors, duplicates
+    """The faults in words, the longest gaps (seconds, to 0.1 s), and the errors, duplicates
     and redeliveries through them (from the first fault's action on)."""
     effects = through.faults
     return {
@@ -307,40 +317,51 @@ def timeline_lines(effects: Iterable[FaultEffect]) -> list[str]:
 
 
 def _gap(gap: Gap) -> str:
-    return f"{gap.seconds} s" + ("" if gap.resumed else " (to the end)")
+    return f"{gap.seconds:g} s" + ("" if gap.resumed else " (to the end)")
 
 
-def _activity(rows: Iterable[dict[str, int]], role: str, column: str) -> Activity:
-    mine = [r for r in rows if r["role"] == role]
-    active = {r["second"] for r in mine if r[column] > 0}
+def _activity(rows: Iterable[dict[str, Any]], role: str, column: str) -> Activity:
+    """The slots in which ``role``'s workers were active (``column`` > 0), from per-worker
+    ``seconds`` rows."""
+    active: set[int] = set()
+    last: int | None = None
+    for row in rows:
+        if row["role"] != role:
+            continue
+        second = row["second"]
+        last = second if last is None else max(last, second)
+        if row[column] > 0:
+            slots = row.get("active_tenths") or WHOLE_SECOND
+            active.update(second * SLOTS + i for i in range(SLOTS) if slots >> i & 1)
     return Activity(
         active=active,
         first=min(active) if active else None,
-        last=max((r["second"] for r in mine), default=None),
+        last=last * SLOTS + SLOTS - 1 if last is not None else None,
     )
 
 
 def _longest_gap(activity: Activity, begins: int, ends: int) -> Gap:
-    """The longest run of inactive seconds within the records that overlaps
-    ``[begins, ends]`` (absolute seconds; the gap's start is absolute too)."""
+    """The longest run of inactive slots within the records that overlaps ``[begins,
+    ends]`` (slots from the epoch; the gap's start is absolute seconds)."""
     if activity.first is None or activity.last is None:
         return Gap()
-    best = Gap()
+    best, longest = Gap(), 0
     start: int | None = None
-    for second in range(activity.first, activity.last + 2):
-        inactive = second <= activity.last and second not in activity.active
+    for slot in range(activity.first, activity.last + 2):
+        inactive = slot <= activity.last and slot not in activity.active
         if inactive and start is None:
-            start = second
+            start = slot
         elif not inactive and start is not None:
-            length = second - start
-            if start <= ends and second - 1 >= begins and length > best.seconds:
-                best = Gap(length, start, resumed=second <= activity.last)
+            length = slot - start
+            if start <= ends and slot - 1 >= begins and length > longest:
+                longest = length
+                best = Gap(length / SLOTS, start / SLOTS, resumed=slot <= activity.last)
             start = None
     return best
 
 
 def _relative(gap: Gap, clock_ns: int) -> Gap:
-    """``gap`` with its start (an absolute second) on the clock that began at ``clock_ns``."""
+    """``gap`` with its start (absolute seconds) on the clock that began at ``clock_ns``."""
     if gap.start_s is None:
         return gap
     return Gap(gap.seconds, round(gap.start_s - clock_ns / NS, 3), gap.resumed)

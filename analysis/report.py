@@ -134,10 +134,13 @@ def fault_lines(row: dict[str, Any]) -> list[str]:
     def count(key: str) -> str:
         return cell(row, key, "{:,.0f}")
 
+    def seconds(key: str) -> str:
+        return cell(row, key, "{:,.1f}")
+
     return [
         f"faults: {row['faults']}",
-        f"failover gap: no confirmed send for {count('send_gap_s')} s, "
-        f"no receive for {count('receive_gap_s')} s",
+        f"failover gap: no confirmed send for {seconds('send_gap_s')} s, "
+        f"no receive for {seconds('receive_gap_s')} s",
         f"through the faults: {count('fault_errors')} errors, "
         f"{count('fault_duplicated')} duplicated, {count('fault_redelivered')} redelivered",
         f"whole point: lost {count('lost')}, unavailable {count('unavailable')}, "

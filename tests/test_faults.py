@@ -264,22 +264,23 @@ def test_gaps_errors_and_loss_through_a_fault(tmp_path: Path) -> None:
     run = synthetic_run(tmp_path, kill(leader=True, fails_over=True, ended=True), 65)
     (result,) = analyse_faults(run).values()
     (effect,) = result.faults
+    # Sends confirmed at 3.0 s, then at 7.0 s: 3.9 s of tenths without one, from 3.1 s.
     assert (effect.send_gap.seconds, effect.send_gap.start_s, effect.send_gap.resumed) == (
-        3,
-        4.0,
+        3.9,
+        3.1,
         True,
     )
-    # Receives come a second later: seconds 5–7 hold none.
-    assert (effect.receive_gap.seconds, effect.receive_gap.start_s) == (3, 5.0)
+    # Receives come a second later: none from 4.1 s to 8.0 s.
+    assert (effect.receive_gap.seconds, effect.receive_gap.start_s) == (3.9, 4.1)
     assert effect.errors == 6  # three seconds, both roles
     assert effect.began_s == pytest.approx(4.25) and effect.ended_s == pytest.approx(7.0)
     assert (result.confirmed, result.missing, result.lost, result.unavailable) == (70, 5, 5, 0)
     columns = summary_columns(result)
-    assert columns["send_gap_s"] == 3 and columns["fault_errors"] == 6
+    assert columns["send_gap_s"] == 3.9 and columns["fault_errors"] == 6
     assert columns["faults"] == "kill leader at 4 s until 7 s (n0)"
     (line,) = timeline_lines(result.faults)
     assert (
-        "kill n0 (leader) at 4.2 s, back at 7.0 s" in line and "no confirmed send for 3 s" in line
+        "kill n0 (leader) at 4.2 s, back at 7.0 s" in line and "no confirmed send for 3.9 s" in line
     )
 
 
@@ -345,8 +346,8 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
     (columns,) = fault_columns(run, {0: {"lost": 5}}).values()
     assert columns == {
         "faults": "kill leader at 4 s until 7 s (n0)",
-        "send_gap_s": 3,
-        "receive_gap_s": 3,
+        "send_gap_s": 3.9,
+        "receive_gap_s": 3.9,
         "fault_errors": 6,
         "fault_duplicated": 4,
         "fault_redelivered": 4,
@@ -358,7 +359,7 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
     assert text.splitlines()[-5:] == [
         "Faults",
         "  point 1 (threads=1): faults: kill leader at 4 s until 7 s (n0)",
-        "    failover gap: no confirmed send for 3 s, no receive for 3 s",
+        "    failover gap: no confirmed send for 3.9 s, no receive for 3.9 s",
         "    through the faults: 6 errors, 4 duplicated, 4 redelivered",
         "    whole point: lost 5, unavailable 0, duplicated 6, redelivered 6",
     ]
@@ -402,7 +403,7 @@ def test_kafka_keeps_every_confirmed_message_through_a_follower_and_a_leader_kil
     # The summary and the printed table carry the same figures.
     (row,) = read_summary(tmp_path)
     assert row["lost"] == "0" and row["unavailable"] == "0" and row["faults"]
-    assert int(row["send_gap_s"]) == max(f.send_gap.seconds for f in result.faults) > 0
+    assert float(row["send_gap_s"]) == max(f.send_gap.seconds for f in result.faults) > 0
     assert f"no confirmed send for {row['send_gap_s']} s" in stdout
 
 

@@ -273,7 +273,7 @@ def test_a_fault_run_draws_its_faults_on_every_time_series_chart(
     write_timeline(run_dir, PointTimeline(point=0, sending_ns=(start - 6) * NS, faults=faults))
     rows = list(csv.DictReader((run_dir / "analysis" / "summary.csv").open()))
     rows[0] |= {"faults": "kill leader at 8 s until 11 s (n2); pause 1 at 13 s (n1)"}
-    rows[0] |= {"send_gap_s": "3", "receive_gap_s": "4", "fault_duplicated": "7", "lost": "2"}
+    rows[0] |= {"send_gap_s": "3.2", "receive_gap_s": "4.0", "fault_duplicated": "7", "lost": "2"}
     page = write_html(run_dir, context("kafka-1", "kafka", "Kafka"), rows)
 
     dom = render_in_chromium(page, tmp_path)
@@ -291,7 +291,7 @@ def test_a_fault_run_draws_its_faults_on_every_time_series_chart(
         assert (float(pause) - float(kill)) / second == pytest.approx(5, abs=0.02)
         assert (float(end) - float(pause)) / second == pytest.approx(3, abs=0.02)
     assert [x for x, _ in lines] == [x for x, _ in bands]  # a line at each action
-    assert "failover gap: no confirmed send for 3 s, no receive for 4 s" in dom
+    assert "failover gap: no confirmed send for 3.2 s, no receive for 4.0 s" in dom
     assert "whole point: lost 2, unavailable –, duplicated 0, redelivered –" in dom
     assert "(at 2.0 s on the charts)" in dom and "(at 7.0 s on the charts)" in dom
 

@@ -12,9 +12,16 @@ from dataclasses import dataclass, field
 
 from workload.histogram import Histogram
 
+#: A second is split into this many slots for :attr:`SecondStats.active`.
+SLOTS = 10
+SLOT_NS = 1_000_000_000 // SLOTS
+
 
 @dataclass(slots=True)
 class SecondStats:
+    #: Bit ``i`` set: a send was confirmed (sender) or a message received (receiver) in the
+    #: ``i``-th tenth of the second — what measures a stall (a failover gap) to 0.1 s.
+    active: int = 0
     sent: int = 0
     received: int = 0
     acked: int = 0
@@ -61,6 +68,7 @@ class WorkerRecorder:
         it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
         Both durations are on the monotonic clock."""
         stats = self._at(done_ns)
+        stats.active |= 1 << (done_ns // SLOT_NS % SLOTS)
         count = seq_hi - seq_lo + 1
         stats.sent += count
         stats.send_latency.record(latency_ns / 1000.0)
@@ -94,6 +102,7 @@ class WorkerRecorder:
         if not n:
             return
         stats = self._at(now_ns)
+        stats.active |= 1 << (now_ns // SLOT_NS % SLOTS)
         stats.received += n
         stats.redelivered += redelivered
         stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])

@@ -50,6 +50,8 @@ SECONDS_SCHEMA = pa.schema(
         ("errors", pa.int64()),
         ("redelivered", pa.int64()),
         ("foreign", pa.int64()),
+        # Tenths of the second with a confirmed send / a receive (bit i: the i-th tenth).
+        ("active_tenths", pa.int32()),
         ("send_latency", HIST),
         ("processing_latency", HIST),
         ("send_delay", HIST),
@@ -216,6 +218,7 @@ def write_node(
                 "errors": s.errors,
                 "redelivered": s.redelivered,
                 "foreign": s.foreign,
+                "active_tenths": s.active,
                 "send_latency": list(s.send_latency.counts.items()),
                 "processing_latency": list(s.processing_latency.counts.items()),
                 "send_delay": list(s.send_delay.counts.items()),
