@@ -7,7 +7,7 @@
 * Broker machines (instance profile): read the stack's secrets; with faults, also read
   the wheel (their fault agent runs from it), list ``runs/<run-id>/control/faults/``, read
   the fault markers there (``*.begin``, ``*.end``) and write only acknowledgements
-  (``*.ack``), see :mod:`infra.fault_agent`.
+  (``*.ack``), see :mod:`workload.aws.fault_agent`.
 * The analysis job (EMR Serverless execution role): read the run's results and artifacts,
   write only ``runs/<run-id>/analysis/*``.
 """
@@ -22,8 +22,8 @@ import pulumi
 import pulumi_aws as aws
 
 from brokers.base import BROKER_PASSWORD
-from infra.fault_agent import ACK, BEGIN, END, FAULTS_PREFIX
 from infra.plan import RunLayout
+from workload.aws.fault_agent import ACK, BEGIN, END, FAULTS_PREFIX
 
 BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
 CLIENT_SQS_ACTIONS = [

@@ -3,7 +3,7 @@
 Broker nodes mount their data volume, install the pinned broker and write the
 configuration files of the system's :class:`~brokers.base.CloudRecipe` (rendered from the
 same templates the local clusters use), then start it; with faults, the nodes a fault may
-act on also run the fault agent (:mod:`infra.fault_agent`) as a systemd service, from the
+act on also run the fault agent (:mod:`workload.aws.fault_agent`) as a systemd service, from the
 uploaded wheel. Client nodes install brokerbench
 from the wheel the stack uploaded, with the versions of the constraints file uploaded next
 to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
@@ -235,7 +235,7 @@ def fault_agent_unit(
     command = [
         "/usr/bin/python3",
         "-m",
-        "infra.fault_agent",
+        "workload.aws.fault_agent",
         "--bucket",
         context.bucket,
         "--run-id",

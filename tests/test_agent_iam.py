@@ -37,7 +37,11 @@ from botocore.exceptions import ClientError
 from brokers import registry
 from brokers.base import Endpoints
 from infra.access import analysis_s3_policy, client_s3_policy
-from infra.agent import (
+from infra.plan import RunLayout, plan_fleet
+from tests import test_cloud_commands as fleet_tests
+from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
+from workload import cloud
+from workload.aws.agent import (
     CliCommands,
     ClientAgent,
     NodeCommands,
@@ -47,10 +51,6 @@ from infra.agent import (
     ready_key,
     started_key,
 )
-from infra.plan import RunLayout, plan_fleet
-from tests import test_cloud_commands as fleet_tests
-from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
-from workload import cloud
 from workload.context import build_context, write_context
 from workload.results import NodeStatus, write_node, write_status
 from workload.scenario import PASSWORD_ENV, load_scenario

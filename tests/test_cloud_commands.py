@@ -18,8 +18,8 @@ import pytest
 from moto import mock_aws
 
 from analysis.job import RunRecords, expected_parts, point_records
-from infra.agent import ClientAgent, RunStore, Uploader, done_key, ready_key, started_key
 from workload import cloud
+from workload.aws.agent import ClientAgent, RunStore, Uploader, done_key, ready_key, started_key
 from workload.results import PartKey, parse_status
 
 REGION = "eu-west-1"

@@ -16,8 +16,8 @@ from moto import mock_aws
 
 from brokers import registry
 from brokers.base import Endpoints
-from infra.agent import CliCommands, ClientAgent, RunStore
 from workload import cloud
+from workload.aws.agent import CliCommands, ClientAgent, RunStore
 from workload.scenario import PASSWORD_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]

@@ -24,10 +24,18 @@ from moto import mock_aws
 
 from brokers import registry
 from brokers.base import CloudFaults
-from infra import checks, fault_agent
+from infra import checks
 from infra.access import RunAccess, RunAccessArgs, broker_s3_policy, client_s3_policy
-from infra.agent import ClientAgent, RunStore, done_key
-from infra.fault_agent import (
+from infra.mocking import deploy
+from infra.plan import BrokerNode, RunLayout
+from infra.userdata import FAULT_AGENT_UNIT, RunContext, broker_user_data
+from tests import test_agent_iam as iam_tests
+from tests import test_cloud_commands as fleet_tests
+from tests.test_agent_iam import Account, answer, answers
+from tests.test_cloud_commands import BUCKET, REGION, RUN
+from workload.aws import fault_agent
+from workload.aws.agent import ClientAgent, RunStore, done_key
+from workload.aws.fault_agent import (
     BEGIN,
     END,
     FaultAgent,
@@ -37,14 +45,7 @@ from infra.fault_agent import (
     finished_key,
     marker_key,
 )
-from infra.fault_driver import PointFaults, RunFaults, fault_nodes, schedule
-from infra.mocking import deploy
-from infra.plan import BrokerNode, RunLayout
-from infra.userdata import FAULT_AGENT_UNIT, RunContext, broker_user_data
-from tests import test_agent_iam as iam_tests
-from tests import test_cloud_commands as fleet_tests
-from tests.test_agent_iam import Account, answer, answers
-from tests.test_cloud_commands import BUCKET, REGION, RUN
+from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes, schedule
 from workload.errors import ScenarioError
 from workload.faults import PointTimeline
 from workload.scenario import FaultSpec, parse_scenario
@@ -183,14 +184,14 @@ def test_isolate_never_cuts_ssh_or_https(tmp_path: Path) -> None:
 
 
 def test_the_fault_agent_runs_from_a_zip_without_site_packages(tmp_path: Path) -> None:
-    """What a broker machine does: ``python3 -m infra.fault_agent`` from the wheel, with the
-    system's Python only (boto3 is imported once the arguments are read)."""
+    """What a broker machine does: ``python3 -m workload.aws.fault_agent`` from the wheel,
+    with the system's Python only (boto3 is imported once the arguments are read)."""
     wheel = tmp_path / "brokerbench.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
-        for name in ("__init__.py", "runstore.py", "fault_agent.py"):
-            archive.write(ROOT / "infra" / name, f"infra/{name}")
+        for name in ("__init__.py", "aws/__init__.py", "aws/store.py", "aws/fault_agent.py"):
+            archive.write(ROOT / "workload" / name, f"workload/{name}")
     done = subprocess.run(
-        [sys.executable, "-S", "-m", "infra.fault_agent", "--help"],
+        [sys.executable, "-S", "-m", "workload.aws.fault_agent", "--help"],
         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(wheel)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -6,7 +6,7 @@
   follow it to the end.
 * ``fetch``: download the analysis (and with ``--raw`` the raw records) into
   ``results/<run-id>/`` and print the summary table.
-* ``client``: the client-machine agent (:mod:`infra.agent`), started by cloud-init.
+* ``client``: the client-machine agent (:mod:`workload.aws.agent`), started by cloud-init.
 
 A run is named by ``--stack NAME`` (read from ``pulumi stack output``) or by ``--bucket``
 and ``--run-id`` (plus ``--emr-application`` and ``--emr-role`` for ``analyze``).
@@ -132,7 +132,7 @@ def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
 def run_progress(s3: Any, run: CloudRun) -> Progress:
     """Which nodes of which sweep points have posted their done marker (from the manifest),
     and which nodes still awaited have not started."""
-    from infra.agent import RunStore, done_key, started_key
+    from workload.aws.agent import RunStore, done_key, started_key
 
     manifest = read_manifest(s3, run)
     store = RunStore(s3, run.bucket, run.run_id)
@@ -324,7 +324,7 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
     """Download the run's context, node statuses, fault timelines, analysis (and raw
     records) to ``results``; with the raw records, ``brokerbench report`` on the download
     analyses it here, the faults' gaps and losses included."""
-    from infra.agent import RunStore
+    from workload.aws.agent import RunStore
 
     store = RunStore(s3, run.bucket, run.run_id)
     run_dir = results / run.run_id
@@ -385,7 +385,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_client(args: argparse.Namespace) -> int:
-    from infra.agent import (
+    from workload.aws.agent import (
         PASSWORD_PARAMETER_ENV,
         CliCommands,
         ClientAgent,

@@ -1,4 +1,4 @@
-"""The two steps a client machine on AWS runs for each sweep point (``infra/agent.py``
+"""The two steps a client machine on AWS runs for each sweep point (``workload/aws/agent.py``
 calls them): ``brokerbench prepare`` creates the point's destination (and, for point 0,
 writes the run context), ``brokerbench node`` runs this machine's sender or receiver node.
 

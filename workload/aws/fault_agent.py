@@ -1,7 +1,7 @@
 """The fault agent of a broker machine on AWS: performs a scenario's ``[[faults]]`` on this
 node's broker when the coordinator's control markers in S3 say so.
 
-The coordinator (sender 0, :mod:`infra.fault_driver`) posts, under ``runs/<run-id>/``:
+The coordinator (sender 0, :mod:`workload.aws.fault_driver`) posts, under ``runs/<run-id>/``:
 
 * ``control/faults/<node>/p<K>-f<I>.begin`` when fault ``I`` of sweep point ``K`` begins
   (its ``at``), with the action;
@@ -31,7 +31,7 @@ isolate   an iptables chain dropping TCP to and from the broker   the chain remo
 Commands go through a :data:`Runner` (tests pass a stand-in). Standard library only, with
 boto3 imported by :func:`main`: the machine runs it with Debian's ``python3`` and
 ``python3-boto3`` straight from the uploaded wheel (``PYTHONPATH=<wheel> python3 -m
-infra.fault_agent``), without installing the project.
+workload.aws.fault_agent``), without installing the project.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.runstore import RunStore
+from workload.aws.store import RunStore
 
 #: Where under the run prefix the fault markers are.
 FAULTS_PREFIX = "control/faults/"
@@ -281,9 +281,9 @@ def _parse(key: str) -> tuple[str, int, int, str] | None:
 
 
 def arguments() -> argparse.ArgumentParser:
-    """The command line of ``python3 -m infra.fault_agent``."""
+    """The command line of ``python3 -m workload.aws.fault_agent``."""
     parser = argparse.ArgumentParser(
-        prog="python3 -m infra.fault_agent",
+        prog="python3 -m workload.aws.fault_agent",
         description="The fault agent of a broker machine on AWS: acts on this node's fault "
         "markers in the run's S3 prefix and acknowledges them.",
     )
@@ -298,7 +298,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m infra.fault_agent``: the service a broker machine runs with faults."""
+    """``python3 -m workload.aws.fault_agent``: the service a broker machine runs with faults."""
     args = arguments().parse_args(argv)
     import boto3
 

@@ -13,7 +13,7 @@
    installation failed) is not waited for: the coordinator closes each of its points by
    posting its done marker and node statuses saying so, which ``brokerbench cloud status``
    and the analysis report; if the node starts after all, it skips the closed points.
-   With ``[[faults]]`` (a scenario of an AWS stack, :mod:`infra.fault_driver`), the
+   With ``[[faults]]`` (a scenario of an AWS stack, :mod:`workload.aws.fault_driver`), the
    coordinator starts the faults' clock when it starts its own sender node, posts each
    fault's begin and end markers for the broker machines' fault agents at their times,
    and, once every node of the point is done, brings a node still down back (another point
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from infra.fault_driver import PointFaults, RunFaults
-from infra.runstore import RunStore, StoreDenied, now
+from workload.aws.fault_driver import PointFaults, RunFaults
+from workload.aws.store import RunStore, StoreDenied, now
 from workload.context import read_context
 from workload.errors import UserError
 from workload.faults import timeline_path, write_timeline

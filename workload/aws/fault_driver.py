@@ -2,11 +2,11 @@
 of the scenario's ``[[faults]]`` at their times, and the point's timeline from the broker
 machines' acknowledgements.
 
-The coordinating client agent (sender 0, :class:`infra.agent.ClientAgent`) starts a
+The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`) starts a
 :class:`PointFaults` when it starts its own sender node for the point: that is the start of
 the faults' clock (``sending_ns``; the other client machines start within the agents' poll
 interval of it). A thread posts, for each fault, the begin marker ``at`` seconds later and
-the end marker ``until`` seconds later (:mod:`infra.fault_agent` has the key layout), to the
+the end marker ``until`` seconds later (:mod:`workload.aws.fault_agent` has the key layout), to the
 node the fault's selector names at that moment: a node index always, ``"leader"`` and
 ``"follower"`` as the system's cloud recipe finds the leader
 (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from brokers import registry
 from brokers.base import CloudFaults
-from infra.fault_agent import BEGIN, END, ack_key, finished_key, marker_key
-from infra.runstore import RunStore, now
+from workload.aws.fault_agent import BEGIN, END, ack_key, finished_key, marker_key
+from workload.aws.store import RunStore, now
 from workload.errors import first_line
 from workload.faults import FaultRecord, PointTimeline
 from workload.naming import destination_name, run_tag
