@@ -8,15 +8,16 @@ bundles everything the rest of brokerbench may know about that system:
   (:class:`Adapter`, run in threads) or asyncio (:class:`AsyncAdapter`, run as tasks),
 * ``prepare`` (create the queue/topic/table a sweep point uses) and ``describe`` (version
   and replication settings read back from the servers, for the run context),
-* how to start it on this machine (:class:`LocalDeployment`), and its reference
-  topology on AWS (:class:`Topology`).
+* how to start it on this machine (:class:`LocalDeployment`), its reference topology on
+  AWS (:class:`Topology`) and how AWS runs it (:class:`CloudRecipe`: broker machines, or
+  a :class:`ManagedService` the stack creates).
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -324,6 +325,36 @@ class CloudFaults:
     leader: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CreatedService:
+    """What AWS answers for a created :class:`ManagedService` resource, from which the
+    recipe forms the clients' :class:`Endpoints`."""
+
+    name: str
+    url: str
+    arn: str
+    region: str
+
+
+@dataclass(frozen=True)
+class ManagedService:
+    """A service AWS runs in place of broker machines (a managed queue), as a cloud recipe
+    declares it: data only; the AWS stack creates the resource and its client access.
+
+    ``resource`` is the Pulumi type token of the AWS resource (``"aws:<module>/<name>:<Type>"``;
+    the stack knows the types it can create) and ``attributes`` its arguments by their
+    Pulumi Python names (besides ``tags``, which the stack adds). Client machines may call
+    ``client_actions`` on the created resource and on those whose ARN starts with its ARN
+    (e.g. per sweep point queues named after it). ``endpoints`` forms what clients connect
+    to from the created resource.
+    """
+
+    resource: str
+    attributes: Mapping[str, str | int | bool]
+    client_actions: tuple[str, ...]
+    endpoints: Callable[[CreatedService], Endpoints]
+
+
 class CloudRecipe(abc.ABC):
     """How a broker node on AWS is installed and configured (rendered into cloud-init).
 
@@ -339,6 +370,9 @@ class CloudRecipe(abc.ABC):
     service_user: str = "root"
     #: The systemd unit of the broker process, for faults on AWS; None: no faults on AWS.
     faults: CloudFaults | None = None
+    #: A service AWS runs for this system (no broker machines needed); the stack creates it
+    #: and clients connect to its endpoints rather than to the broker machines.
+    managed: ManagedService | None = None
 
     @abc.abstractmethod
     def install_commands(self) -> list[str]:

@@ -2,7 +2,8 @@
 
 * Client machines (instance profile): read ``artifacts/<run-id>/*``; read and write
   ``runs/<run-id>/*`` (results and the point barriers); list only those two prefixes; and,
-  with a managed queue, use the run's SQS queues (names starting with the queue's name).
+  with a managed service (:mod:`infra.queue`), call the actions its declaration names on
+  it and on the resources whose ARN starts with its ARN (the run's per-point queues).
   They read the broker password of the stack (its parameter only, see :mod:`infra.secrets`).
 * Broker machines (instance profile): read the stack's secrets; with faults, also read
   the wheel (their fault agent runs from it), list ``runs/<run-id>/control/faults/``, read
@@ -26,18 +27,6 @@ from infra.plan import RunLayout
 from workload.aws.fault_agent import ACK, BEGIN, END, FAULTS_PREFIX
 
 BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
-CLIENT_SQS_ACTIONS = [
-    "sqs:CreateQueue",
-    "sqs:DeleteQueue",
-    "sqs:GetQueueUrl",
-    "sqs:GetQueueAttributes",
-    "sqs:SetQueueAttributes",
-    "sqs:PurgeQueue",
-    "sqs:SendMessage",
-    "sqs:ReceiveMessage",
-    "sqs:DeleteMessage",
-    "sqs:ChangeMessageVisibility",
-]
 
 
 @dataclass(frozen=True)
@@ -45,8 +34,11 @@ class RunAccessArgs:
     bucket: pulumi.Input[str]
     layout: RunLayout
     tags: dict[str, str]
-    #: ARN of the managed queue; clients may use queues whose ARN starts with it.
-    queue_arn: pulumi.Input[str] | None = None
+    #: ARN of the managed service; clients may call ``managed_actions`` on the resources
+    #: whose ARN starts with it.
+    managed_arn: pulumi.Input[str] | None = None
+    #: What the system's :class:`~brokers.base.ManagedService` lets clients call.
+    managed_actions: tuple[str, ...] = ()
     #: Secret name → ARN of its parameter (:class:`infra.secrets.StackSecrets`).
     secret_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     #: The scenario declares faults: broker machines run a fault agent (:func:`broker_s3_policy`).
@@ -94,9 +86,11 @@ class RunAccess(pulumi.ComponentResource):
             "client machines",
             {
                 "s3": bucket.apply(lambda b: client_s3_policy(b, layout)),
-                "sqs": None
-                if args.queue_arn is None
-                else pulumi.Output.from_input(args.queue_arn).apply(client_sqs_policy),
+                "managed": None
+                if args.managed_arn is None or not args.managed_actions
+                else pulumi.Output.from_input(args.managed_arn).apply(
+                    lambda arn: client_managed_policy(arn, args.managed_actions)
+                ),
                 "secrets": pulumi.Output.all(*client_secrets).apply(read_parameters_policy)
                 if client_secrets
                 else None,
@@ -284,16 +278,17 @@ def read_parameters_policy(arns: Sequence[str]) -> str:
     )
 
 
-def client_sqs_policy(queue_arn: str) -> str:
+def client_managed_policy(arn: str, actions: Sequence[str]) -> str:
+    """Call ``actions`` on the run's managed service and the resources named after it."""
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
                 {
-                    "Sid": "UseRunQueues",
+                    "Sid": "UseRunManagedService",
                     "Effect": "Allow",
-                    "Action": CLIENT_SQS_ACTIONS,
-                    "Resource": f"{queue_arn}*",
+                    "Action": list(actions),
+                    "Resource": f"{arn}*",
                 }
             ],
         }

@@ -1,10 +1,10 @@
 """Deploying a stack under Pulumi's unit-test mocks: no cloud, every declared resource kept.
 
 :func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
-answer like AWS would in the ways the program relies on (bucket names, ARNs, queue URLs,
-Elastic IP allocation ids, the availability zones, the Debian image) and returns the
-:class:`~infra.checks.Declared` resources with their resolved inputs, ready for the
-validators in :mod:`infra.checks`.
+answer like AWS would in the ways the program relies on (bucket names, ARNs, the names and
+URLs of managed services, Elastic IP allocation ids, the availability zones, the Debian
+image) and returns the :class:`~infra.checks.Declared` resources with their resolved
+inputs, ready for the validators in :mod:`infra.checks`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 
 from infra.checks import Declared
+from infra.queue import RESOURCES
 
 ZONES = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
 AMI = "ami-0debian12mock"
@@ -37,12 +38,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
             resource_id = state.get("bucket") or f"{args.name}-4f3c2a1"
             state["bucket"] = resource_id
             state["arn"] = f"arn:aws:s3:::{resource_id}"
-        elif args.typ == "aws:sqs/queue:Queue":
+        elif args.typ in RESOURCES:  # a managed service: named by AWS, at the service's URL
+            service = args.typ.split(":")[1].split("/")[0]
             name = state.get("name") or f"{args.name}-7d1e9b0"
             state.update(
                 name=name,
-                arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
-                url=f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{name}",
+                arn=f"arn:aws:{service}:{self.region}:{ACCOUNT}:{name}",
+                url=f"https://{service}.{self.region}.amazonaws.com/{ACCOUNT}/{name}",
             )
         elif args.typ == "random:index/randomPassword:RandomPassword":
             digest = hashlib.sha256(args.name.encode()).hexdigest()

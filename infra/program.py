@@ -3,7 +3,9 @@
 ``stacks/__main__.py`` calls :func:`main`. :func:`build` is the same program as a
 function of typed settings, so tests run it under Pulumi's mocks. Nothing here knows a
 broker by name: the system's topology and cloud recipe decide the broker machines, the
-scenario decides the client fleet.
+scenario decides the client fleet. A system AWS runs for it (a managed queue) has no
+broker machines; its recipe's :class:`~brokers.base.ManagedService` becomes the resource
+the clients use (:mod:`infra.queue`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,13 @@ from infra.plan import (
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
 from infra.secrets import StackSecrets, StackSecretsArgs
-from infra.settings import NAMESPACE, ROOT, StackConfigError, StackSettings, settings_from_config
+from infra.settings import (
+    ROOT,
+    StackConfigError,
+    StackSettings,
+    deprecations,
+    settings_from_config,
+)
 from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
 from infra.userdata import (
     RunContext,
@@ -127,12 +135,18 @@ def build(
         "brokerbench:stack": stack,
     }
     recipe = system.cloud
+    managed = recipe.managed if recipe is not None else None
+    for line in deprecations(settings):
+        pulumi.log.warn(line)
     placeholder = recipe is None and bool(plan.brokers)
     if placeholder:
         pulumi.log.warn(missing_recipe_message(system.name))
-    if not plan.brokers and not settings.managed_queue:
+    if not plan.brokers and managed is None:
         raise StackConfigError(
-            [f"{system.name}: the topology has no broker nodes; set {NAMESPACE}:managedQueue"]
+            [
+                f"{system.name}: the topology has no broker nodes and the system's cloud "
+                "recipe declares no managed service"
+            ]
         )
 
     zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
@@ -144,7 +158,9 @@ def build(
     )
     bucket = ResultsBucket("results", ResultsBucketArgs(tags))
     queue = (
-        ManagedQueue("queue", ManagedQueueArgs(region, tags)) if settings.managed_queue else None
+        ManagedQueue("queue", ManagedQueueArgs(managed, region, tags))
+        if managed is not None
+        else None
     )
     secrets = StackSecrets("secrets", StackSecretsArgs(run_id, tags)) if plan.brokers else None
     access = RunAccess(
@@ -153,7 +169,8 @@ def build(
             bucket.name,
             layout,
             tags,
-            queue.arn if queue is not None else None,
+            managed_arn=queue.arn if queue is not None else None,
+            managed_actions=managed.client_actions if managed is not None else (),
             secret_arns=secrets.arns if secrets is not None else {},
             faults=bool(scenario.faults) and bool(plan.brokers),
         ),

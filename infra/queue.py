@@ -1,22 +1,47 @@
-"""The managed queue of a stack whose system is a cloud service (SQS): no broker machines;
-the service's regional endpoint and this queue are what the clients get."""
+"""The managed service of a stack whose system AWS runs for it (a managed queue): no
+broker machines; the resource the system's cloud recipe declares
+(:class:`~brokers.base.ManagedService`) is created here, and the endpoints the recipe forms
+from it are what the clients get.
+
+Nothing here knows a system: :data:`RESOURCES` maps the AWS resource types a declaration
+may name to the Pulumi classes that create them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from brokers.base import Endpoints
+from brokers.base import CreatedService, Endpoints, ManagedService
+from infra.settings import StackConfigError
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """How to create one AWS resource type and read back its name, URL and ARN."""
+
+    create: Callable[..., pulumi.CustomResource]
+    name: str = "name"
+    url: str = "url"
+    arn: str = "arn"
+
+
+#: Pulumi type token → the resource type, for every kind of managed service a recipe may
+#: declare.
+RESOURCES: dict[str, ResourceType] = {
+    "aws:sqs/queue:Queue": ResourceType(aws.sqs.Queue),
+}
 
 
 @dataclass(frozen=True)
 class ManagedQueueArgs:
+    service: ManagedService
     region: str
     tags: dict[str, str]
-    visibility_timeout_seconds: int = 30
-    retention_seconds: int = 4 * 24 * 3600
 
 
 class ManagedQueue(pulumi.ComponentResource):
@@ -28,26 +53,38 @@ class ManagedQueue(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: ManagedQueueArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        kind = resource_type(args.service)
         super().__init__("brokerbench:infra:ManagedQueue", name, None, opts)
-        queue = aws.sqs.Queue(
+        created = kind.create(
             name,
-            visibility_timeout_seconds=args.visibility_timeout_seconds,
-            message_retention_seconds=args.retention_seconds,
-            sqs_managed_sse_enabled=True,
+            **dict(args.service.attributes),
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.url = queue.url
-        self.arn = queue.arn
-        self.queue_name = queue.name
-        self.endpoints = pulumi.Output.all(queue.url, queue.name).apply(
-            lambda values: Endpoints(
-                hosts=(f"sqs.{args.region}.amazonaws.com:443",),
-                extra=(
-                    ("queue_name", values[1]),
-                    ("queue_url", values[0]),
-                    ("region", args.region),
-                ),
+        self.url = _output(created, kind.url)
+        self.arn = _output(created, kind.arn)
+        self.queue_name = _output(created, kind.name)
+        self.endpoints = pulumi.Output.all(self.queue_name, self.url, self.arn).apply(
+            lambda v: args.service.endpoints(
+                CreatedService(name=v[0], url=v[1], arn=v[2], region=args.region)
             )
         )
         self.register_outputs({"url": self.url, "arn": self.arn})
+
+
+def resource_type(service: ManagedService) -> ResourceType:
+    """The AWS resource type a declaration names (a config error when none is known)."""
+    try:
+        return RESOURCES[service.resource]
+    except KeyError:
+        raise StackConfigError(
+            [
+                f"managed service {service.resource!r}: not an AWS resource type the stack "
+                f"creates; known: {', '.join(sorted(RESOURCES))}"
+            ]
+        ) from None
+
+
+def _output(resource: pulumi.CustomResource, attribute: str) -> pulumi.Output[str]:
+    value: Any = getattr(resource, attribute)
+    return pulumi.Output.from_input(value)

@@ -3,6 +3,7 @@
 Every key of the ``brokerbench:`` namespace is parsed once into :class:`StackSettings`;
 unknown or misspelt keys are rejected with the list of known ones, and keys that are
 valid alone but not together (:func:`combination_problems`) with a line naming the key.
+Deprecated keys are accepted and ignored, each said in one line (:func:`deprecations`).
 Everything past :func:`settings_from_config` works on the model, never on raw config
 strings.
 """
@@ -31,6 +32,13 @@ GP3_DEFAULT_THROUGHPUT = GP3_MAX_THROUGHPUT
 GP3_IOPS_PER_MIBPS = 4
 #: The public subnet of the NAT gateway: the smallest subnet AWS allows.
 NAT_SUBNET_PREFIX = 28
+
+
+#: Keys still accepted but ignored (field name → why); a stack that sets one is told so
+#: in one line (:func:`deprecations`).
+DEPRECATED = {
+    "managed_queue": "the system's cloud recipe says whether the stack creates a managed service",
+}
 
 
 class StackConfigError(ValueError):
@@ -85,8 +93,10 @@ class StackSettings(BaseModel):
     availability_zone: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.1.0/24"
-    managed_queue: bool = Field(
-        False, description="Declare an SQS queue and use the SQS service as the endpoint."
+    managed_queue: bool | None = Field(
+        None,
+        description="Deprecated and ignored: the system's cloud recipe declares its managed "
+        "service.",
     )
     wheel: Path | None = Field(
         None, description="brokerbench wheel to install on clients; default: built at deploy."
@@ -179,6 +189,16 @@ def settings_from_config(values: Mapping[str, Any], source: str = "stack config"
     if problems:
         raise StackConfigError([f"{source}: {line}" for line in problems])
     return settings
+
+
+def deprecations(settings: StackSettings) -> list[str]:
+    """One line per deprecated key the settings set: ignored, why, and to remove it."""
+    prefix = f"{NAMESPACE}:"
+    return [
+        f"{prefix}{to_camel(name)} is deprecated and ignored: {why}; remove it from the stack"
+        for name, why in DEPRECATED.items()
+        if name in settings.model_fields_set
+    ]
 
 
 def combination_problems(settings: StackSettings) -> list[str]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from brokers.sqs.cloud import CLIENT_ACTIONS
 from infra import checks
-from infra.access import analysis_s3_policy, client_s3_policy, client_sqs_policy
+from infra.access import analysis_s3_policy, client_managed_policy, client_s3_policy
 from infra.checks import Declared
 from infra.plan import RunLayout
 
@@ -166,7 +167,7 @@ def test_the_stacks_own_policies_are_least_privilege() -> None:
     resources = [
         role_policy("client", client_s3_policy("bkt", LAYOUT)),
         role_policy("analysis", analysis_s3_policy("bkt", LAYOUT)),
-        role_policy("sqs", client_sqs_policy("arn:aws:sqs:eu-west-1:1:queue-abc")),
+        role_policy("managed", client_managed_policy("arn:aws:sqs:eu-west-1:1:q-abc", CLIENT_ACTIONS)),
         r("aws:iam/role:Role", "role", assumeRolePolicy=policy(
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"})),
     ]  # fmt: skip

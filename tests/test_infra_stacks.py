@@ -16,7 +16,7 @@ import pulumi
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints, ManagedService
 from infra import checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
@@ -28,6 +28,7 @@ from infra.settings import (
     ROOT,
     StackConfigError,
     StackSettings,
+    deprecations,
     load_stack_file,
     nat_subnet_cidr,
     settings_from_config,
@@ -159,7 +160,8 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
     assert len(checks.of_type(resources, "emrserverless/application:Application")) == 1
     queues = checks.of_type(resources, "sqs/queue:Queue")
-    assert len(queues) == (1 if settings.managed_queue else 0)
+    managed = system.cloud.managed if system.cloud is not None else None
+    assert len(queues) == (1 if managed is not None else 0)
 
     # Every machine's user-data: well-formed, names the run and the scenario.
     for machine in machines:
@@ -327,8 +329,18 @@ def test_config_typos_and_world_open_access_are_rejected() -> None:
     with pytest.raises(StackConfigError, match="runId"):
         settings_from_config({**base, "brokerbench:runId": "Has Spaces"})
     parsed = settings_from_config({**base, "brokerbench:roles": '{"master": 3, "replica": 6}',
-                                   "brokerbench:managedQueue": "true", "aws:region": "x"})  # fmt: skip
-    assert parsed.roles == {"master": 3, "replica": 6} and parsed.managed_queue is True
+                                   "aws:region": "x"})  # fmt: skip
+    assert parsed.roles == {"master": 3, "replica": 6} and deprecations(parsed) == []
+
+
+def test_the_old_managed_queue_key_is_accepted_with_one_line_saying_it_is_ignored() -> None:
+    base = {"brokerbench:system": "sqs", "brokerbench:scenario": "x.toml"}
+    for value in ("true", "false"):
+        settings = settings_from_config({**base, "brokerbench:managedQueue": value})
+        assert deprecations(settings) == [
+            "brokerbench:managedQueue is deprecated and ignored: the system's cloud recipe "
+            "says whether the stack creates a managed service; remove it from the stack"
+        ]
 
 
 def test_scenario_of_another_system_is_rejected(
@@ -588,3 +600,97 @@ def test_readme_states_the_vcpu_quota_of_every_stack() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     missing = [row for row in quota_rows() if row not in readme]
     assert missing == [], "README.md's vCPU table is out of date; rows:\n" + "\n".join(quota_rows())
+
+
+class DeclaredOnly(CloudRecipe):
+    """A recipe with nothing but a managed service of its own."""
+
+    managed = ManagedService(
+        resource="aws:sqs/queue:Queue",
+        attributes={"visibility_timeout_seconds": 45, "delay_seconds": 2},
+        client_actions=("sqs:SendMessage", "sqs:ReceiveMessage"),
+        endpoints=lambda made: Endpoints(
+            hosts=(f"toy.{made.region}.example:8443",),
+            extra=(("name", made.name), ("url", made.url), ("arn", made.arn)),
+        ),
+    )
+
+    def install_commands(self) -> list[str]:
+        raise AssertionError("no broker machines")
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        raise AssertionError("no broker machines")
+
+    def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
+        raise AssertionError("no broker machines")
+
+
+def with_cloud(monkeypatch: pytest.MonkeyPatch, name: str, recipe: CloudRecipe | None) -> None:
+    systems = dict(registry.systems())
+    systems[name] = replace(systems[name], cloud=recipe)
+    monkeypatch.setattr(registry, "get", lambda system: _get(systems, system))
+
+
+def test_a_managed_service_declaration_alone_yields_the_resource_endpoints_and_policy(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_cloud(monkeypatch, "sqs", DeclaredOnly())
+    settings = deployable("sqs")
+    assert "managed_queue" not in settings.model_fields_set
+    deployment, resources = deploy(lambda: build(settings, "sqs", REGION, wheel=wheel))
+
+    (queue,) = checks.of_type(resources, "sqs/queue:Queue")
+    assert queue.inputs == {
+        "visibilityTimeoutSeconds": 45,
+        "delaySeconds": 2,
+        "tags": queue.inputs["tags"],
+    }
+    assert queue.inputs["tags"]["brokerbench:run"] == deployment.run_id
+    name, url, arn = (queue.outputs[key] for key in ("name", "url", "arn"))
+
+    sender = next(m for m in instances(resources) if m.name == "clients-sender-0")
+    scenario_toml = checks.written_files(sender.inputs["userData"])[
+        "/etc/brokerbench/scenario.toml"
+    ]
+    broker = tomllib.loads(scenario_toml)["broker"]
+    assert broker["endpoints"] == [f"toy.{REGION}.example:8443"]
+    assert broker["options"] == {"name": name, "url": url, "arn": arn}
+
+    (policy,) = [
+        p
+        for p in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
+        if p.name.endswith("managed")
+    ]
+    assert policy.name == "access-client-managed"
+    assert checks._statements(policy.inputs["policy"]) == [
+        {
+            "Sid": "UseRunManagedService",
+            "Effect": "Allow",
+            "Action": ["sqs:SendMessage", "sqs:ReceiveMessage"],
+            "Resource": f"{arn}*",
+        }
+    ]
+    (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
+    assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
+
+
+def test_no_broker_nodes_and_no_managed_service_is_a_config_error(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_cloud(monkeypatch, "sqs", None)
+    settings = deployable("sqs")
+    with pytest.raises(StackConfigError, match="no broker nodes and the system's cloud recipe"):
+        build(settings, "sqs", REGION, wheel=wheel)
+
+
+def test_a_managed_service_of_an_unknown_resource_type_is_a_config_error(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = DeclaredOnly()
+    recipe.managed = replace(DeclaredOnly.managed, resource="aws:mq/broker:Broker")
+    with_cloud(monkeypatch, "sqs", recipe)
+    settings = deployable("sqs")
+    with pytest.raises(StackConfigError, match="'aws:mq/broker:Broker': not an AWS resource type"):
+        deploy(lambda: build(settings, "sqs", REGION, wheel=wheel))

@@ -12,10 +12,17 @@ from botocore.stub import ANY, Stubber
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import CreatedService, Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import free_ports
-from brokers.sqs.adapter import SqsAdapter, SqsBatchError, check_batch, chunks, client
+from brokers.sqs.adapter import (
+    SqsAdapter,
+    SqsBatchError,
+    check_batch,
+    chunks,
+    client,
+    endpoint_url,
+)
 from tests.conftest import SCENARIOS, brokerbench, read_summary
 from tests.support import drain, local_cluster, prepared
 
@@ -148,9 +155,28 @@ def test_unreachable_endpoint_is_one_line_naming_the_host() -> None:
     assert f"127.0.0.1:{port}" in message and "\n" not in message
 
 
-def test_the_stand_in_is_labelled_and_there_is_no_cloud_recipe() -> None:
+def test_the_stand_in_is_labelled_and_aws_runs_the_queue() -> None:
     assert SYSTEM.local is not None and "ElasticMQ" in SYSTEM.local.stand_in
-    assert SYSTEM.cloud is None and SYSTEM.reference_topology.node_count == 0
+    assert SYSTEM.reference_topology.node_count == 0
+    assert SYSTEM.cloud is not None and SYSTEM.cloud.faults is None
+    queue = SYSTEM.cloud.managed
+    assert queue is not None and queue.resource == "aws:sqs/queue:Queue"
+    assert queue.attributes == {
+        "visibility_timeout_seconds": 30,
+        "message_retention_seconds": 4 * 24 * 3600,
+        "sqs_managed_sse_enabled": True,
+    }
+    assert {"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage"} <= set(
+        queue.client_actions
+    )
+    url = "https://sqs.eu-west-1.amazonaws.com/123456789012/queue-abc"
+    arn = "arn:aws:sqs:eu-west-1:123456789012:queue-abc"
+    endpoints = queue.endpoints(CreatedService("queue-abc", url, arn, "eu-west-1"))
+    assert endpoints == Endpoints(
+        hosts=("sqs.eu-west-1.amazonaws.com:443",),
+        extra=(("queue_name", "queue-abc"), ("queue_url", url), ("region", "eu-west-1")),
+    )
+    assert endpoint_url(endpoints) == "https://sqs.eu-west-1.amazonaws.com:443"
 
 
 # -- against ElasticMQ -----------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Amazon SQS (SPEC §6): batch send and receive of up to 10, a visibility timeout,
 ``DeleteMessageBatch`` as the acknowledgement.
 
-On AWS the real, managed service is measured (the queue is declared by the stack); on
-this machine ElasticMQ, an SQS-compatible server, stands in for it (see ``local``).
+On AWS the real, managed service is measured (``cloud`` declares the queue the stack
+creates); on this machine ElasticMQ, an SQS-compatible server, stands in for it (see
+``local``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
 from brokers.sqs import adapter
+from brokers.sqs.cloud import SqsCloud
 from brokers.sqs.local import ElasticMQLocal
 
 
@@ -44,9 +46,8 @@ SYSTEM = BrokerSystem(
         "availability zones before SendMessageBatch returns",
     ),
     local=ElasticMQLocal(),
-    # The queue is declared by the AWS stack itself (a managed queue), so no broker
-    # machines are installed and there is no cloud recipe.
-    cloud=None,
+    # No broker machines: the recipe declares the managed queue the AWS stack creates.
+    cloud=SqsCloud(),
     caveats=(
         "SQS is a managed service: its replication and persistence are the service's own, "
         "neither configurable nor readable; on AWS the numbers include the HTTPS path to "
