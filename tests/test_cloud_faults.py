@@ -45,9 +45,9 @@ from workload.aws.fault_agent import (
     finished_key,
     marker_key,
 )
-from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes, schedule
+from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
 from workload.errors import ScenarioError
-from workload.faults import PointTimeline
+from workload.faults import PointTimeline, schedule
 from workload.scenario import FaultSpec, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -117,6 +117,29 @@ def read_timelines(run_dir: Path) -> dict[int, PointTimeline]:
     return {t.point: t for t in timelines}
 
 
+def planned(faults: list[FaultSpec], fails_over: bool) -> list[FaultRecord]:
+    """A point's fault records before any fault began (what the scenario declares)."""
+    return [
+        FaultRecord(
+            index=i,
+            action=f.action,
+            selector=str(f.node),
+            at_s=f.at,
+            until_s=f.until,
+            fails_over=fails_over,
+        )
+        for i, f in enumerate(faults)
+    ]
+
+
+def schedule(faults: list[FaultSpec]) -> list[tuple[float, int, bool]]:
+    """(seconds after the start of sending, fault, True to begin / False to end), in order."""
+    return sorted(
+        [(f.at, i, True) for i, f in enumerate(faults)]
+        + [(f.until, i, False) for i, f in enumerate(faults) if f.until is not None]
+    )
+
+
 class FaultScheduler:
     """Performs one sweep point's faults on the cluster (see the module's description)."""
 
@@ -133,23 +156,10 @@ class FaultScheduler:
         self.destination = destination
         self.point = point
         self.console = console
-        self.records = [
-            FaultRecord(
-                index=i,
-                action=f.action,
-                selector=str(f.node),
-                at_s=f.at,
-                until_s=f.until,
-                fails_over=support.fails_over,
-            )
-            for i, f in enumerate(faults)
-        ]
+        self.records = planned(faults, support.fails_over)
         self.selectors = [f.node for f in faults]
         #: (seconds after the start of sending, fault, True to begin / False to end it).
-        self.plan = sorted(
-            [(f.at, i, True) for i, f in enumerate(faults)]
-            + [(f.until, i, False) for i, f in enumerate(faults) if f.until is not None]
-        )
+        self.plan = schedule(faults)
         #: Problems that fail the run: a fault not performed, a node not brought back.
         self.errors: list[str] = []
         self.sending_ns: int | None = None

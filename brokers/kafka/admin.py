@@ -140,6 +140,19 @@ def _wait_for_leaders(admin: Any, names: Sequence[str], partitions: int) -> None
         time.sleep(0.5)
 
 
+def partition_leader(endpoints: Endpoints, topic: str, timeout: float = 10.0) -> int:
+    """The node id of the broker leading partition 0 of ``topic`` now (for faults)."""
+    admin = client.admin(endpoints, timeout=timeout)
+    try:
+        (described,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    leaders = {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
+    if leaders.get(0, -1) < 0:
+        raise BrokerError(f"partition 0 of topic {topic} has no leader")
+    return int(leaders[0])
+
+
 def kafka_topic_configs(params: KafkaParams, replication: int) -> dict[str, str]:
     configs = {"min.insync.replicas": str(min_insync_for(params, replication))}
     if params.log_flush_interval_messages is not None:

@@ -10,7 +10,6 @@ from typing import Any
 
 from brokers import templating
 from brokers.base import CloudFaults, CloudRecipe, Destination, Endpoints
-from brokers.errors import BrokerError
 from brokers.kafka.local import (
     KAFKA_VERSION,
     ClusterSizes,
@@ -120,14 +119,7 @@ class KafkaCloud(CloudRecipe):
         return [PORT, CONTROLLER_PORT]
 
     def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
-        from brokers.kafka import client
+        from brokers.kafka.admin import partition_leader
 
-        admin = client.admin(endpoints, timeout=10)
-        try:
-            (topic,) = admin.describe_topics([destination.name])
-        finally:
-            admin.close()
-        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
-        if leaders.get(0, -1) < 1:
-            raise BrokerError(f"partition 0 of topic {destination.name} has no leader")
-        return int(leaders[0]) - 1
+        # Node ids count from 1 on AWS as here; fault nodes count from 0.
+        return partition_leader(endpoints, destination.name) - 1

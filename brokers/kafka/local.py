@@ -17,7 +17,7 @@ from typing import Any
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
-from brokers.errors import BrokerError, BrokerStartError
+from brokers.errors import BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     ManagedProcess,
@@ -135,17 +135,9 @@ class KafkaCluster(ProcessCluster):
     stop_timeout = 30.0
 
     def leader(self, destination: Destination) -> str:
-        from brokers.kafka import client
+        from brokers.kafka.admin import partition_leader
 
-        admin = client.admin(self.endpoints, timeout=10)
-        try:
-            (topic,) = admin.describe_topics([destination.name])
-        finally:
-            admin.close()
-        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
-        if leaders.get(0, -1) < 0:
-            raise BrokerError(f"partition 0 of topic {destination.name} has no leader")
-        return node_name(leaders[0])
+        return node_name(partition_leader(self.endpoints, destination.name))
 
 
 def node_name(node_id: int) -> str:

@@ -28,7 +28,7 @@ from brokers.base import CloudFaults
 from workload.aws.fault_agent import BEGIN, END, ack_key, finished_key, marker_key
 from workload.aws.store import RunStore, now
 from workload.errors import first_line
-from workload.faults import FaultRecord, PointTimeline
+from workload.faults import PointTimeline, planned, schedule
 from workload.naming import destination_name, run_tag
 from workload.scenario import FaultSpec, Scenario
 from workload.sweep import SweepPoint
@@ -41,14 +41,6 @@ Leader = Callable[[], int]
 def fault_nodes(faults: CloudFaults, roles: dict[str, int]) -> list[str]:
     """Node names in the order a fault's ``node = <index>`` counts them."""
     return [f"{role}-{i}" for role in faults.roles for i in range(roles.get(role, 0))]
-
-
-def schedule(faults: list[FaultSpec]) -> list[tuple[float, int, bool]]:
-    """(seconds after the start of sending, fault, True to begin / False to end), in order."""
-    return sorted(
-        [(f.at, i, True) for i, f in enumerate(faults)]
-        + [(f.until, i, False) for i, f in enumerate(faults) if f.until is not None]
-    )
 
 
 @dataclass
@@ -82,17 +74,7 @@ class PointFaults:
         self.ack_timeout = ack_timeout
         self.poll = poll
         self.selectors = [f.node for f in faults]
-        self.records = [
-            FaultRecord(
-                index=i,
-                action=f.action,
-                selector=str(f.node),
-                at_s=f.at,
-                until_s=f.until,
-                fails_over=support.fails_over,
-            )
-            for i, f in enumerate(faults)
-        ]
+        self.records = planned(faults, support.fails_over)
         self.plan = schedule(faults)
         #: Fault index → its begin marker, and its end marker.
         self.begins: dict[int, Posted] = {}
