@@ -103,6 +103,15 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
                 f"RocketMQ: {len(errors)} of {len(batch)} sends failed: {_one_line(errors[0])}"
             )
 
+    def _drop_consumer(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        self._unacked.clear()
+        if consumer is not None:
+            try:
+                consumer.shutdown()
+            except Exception:
+                pass
+
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
@@ -122,6 +131,9 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
             ):
                 time.sleep(0.2)
                 return []
+            # Like a producer, the consumer would keep a stale route for 30 s: start anew.
+            # What it received and did not acknowledge comes back after invisible_duration.
+            self._drop_consumer()
             raise
         received = []
         for message in messages:
