@@ -513,7 +513,7 @@ def test_overlapping_faults_are_an_error(tmp_path: Path) -> None:
     ("system", "topology", "words"),
     [
         ("kafka", "single", "topology 'single' has one node"),
-        ("pulsar", "cluster", "faults are not supported for Apache Pulsar yet"),
+        ("activemq", "single", "faults are not supported for ActiveMQ Classic yet"),
         ("redis", "sharded", "faults are not supported for Redis Streams yet"),
         ("sqs", "single", "faults are not supported for Amazon SQS yet"),
     ],

@@ -20,6 +20,7 @@ after its live), ``jolokia`` / ``jolokia_backups`` (management ``host:port`` of 
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,9 @@ def stomp_options(
 
 def connect(endpoints: Endpoints, params: ArtemisParams, destination: Destination) -> StompAdapter:
     """One worker's client, on a live broker chosen at random (spreads workers over pairs)."""
+    # stomp.py logs every refused connection attempt; through a failover those are expected,
+    # and a connection that cannot be made at all fails the call with its own message.
+    logging.getLogger("stomp.py").setLevel(logging.ERROR)
     live = random.randrange(len(endpoints.hosts))
     return StompAdapter(stomp_options(endpoints, params, destination.name, live))
 

@@ -49,12 +49,17 @@ def topic_url(params: PulsarParams, destination: Destination) -> str:
 
 
 def call(
-    base: str, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 204)
+    base: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    ok: tuple[int, ...] = (200, 204),
+    api: str = "admin/v2",
 ) -> Any:
     """One REST call; returns the decoded JSON (or text) body, raises on other statuses."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        f"{base}/admin/v2/{path}",
+        f"{base}/{api}/{path}",
         data=data,
         method=method,
         headers={"Content-Type": "application/json", "Accept": "application/json"},
@@ -114,6 +119,18 @@ def prepare(endpoints: Endpoints, params: PulsarParams, destination: Destination
     else:
         call(base, "PUT", path, ok=(204, 409))
     call(base, "PUT", f"{path}/subscription/{SUBSCRIPTION}", ok=(204, 409))
+
+
+def owner(base: str, params: PulsarParams, destination: Destination) -> str:
+    """``host:port`` of the broker serving the topic (its partition 0, if partitioned)."""
+    path = topic_path(params, destination)
+    if params.partitions > 0:
+        path += "-partition-0"
+    answer = call(base, "GET", path, api="lookup/v2/topic")
+    url = str(answer.get("brokerUrl", "")) if isinstance(answer, dict) else ""
+    if not url.startswith("pulsar://"):
+        raise BrokerError(f"Pulsar lookup of {path} named no broker: {answer}")
+    return url.removeprefix("pulsar://").rstrip("/")
 
 
 _LEDGER_FIELDS = re.compile(r"(ensembleSize|writeQuorumSize|ackQuorumSize)=(\d+)")

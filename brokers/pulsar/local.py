@@ -8,6 +8,13 @@
   ``broker`` templates as the AWS nodes, and a single bookie can be stopped or killed.
 
 Everything listens on 127.0.0.1 (bookies bind to the ``lo`` interface).
+
+Faults (``cluster``) act on the broker and the bookies, not on ZooKeeper (the metadata
+store: without it nothing works, and that is no failover to measure). The leader is the
+broker serving the point's topic (a lookup); with one broker nothing takes its place, so
+while it is down the topic is unavailable, and a restarted broker takes the topic over again
+(its ledgers are on the bookies). A follower is a bookie: with ensemble 3, write quorum 3
+and ack quorum 2 on three bookies, a send is confirmed by the two that remain.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from brokers.base import Endpoints, LocalDeployment
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
@@ -26,6 +33,7 @@ from brokers.local import (
     NodeHosts,
     ProcessCluster,
     free_ports,
+    port_open,
     run_checked,
     start_cluster,
     wait_for_port,
@@ -98,6 +106,28 @@ class PulsarCluster(ProcessCluster):
     stop_order = ("broker", "standalone", "bookie", "zookeeper")
     stop_timeout = 20.0
 
+    def __init__(self, topology: str, workdir: Path, params: PulsarParams) -> None:
+        super().__init__(topology, workdir)
+        self.params = params
+        #: Broker node name → its service port (how a lookup names it).
+        self.broker_ports: dict[str, int] = {}
+
+    def fault_nodes(self) -> list[str]:
+        """The broker(s), then the bookies: ZooKeeper is left out."""
+        brokers = [n.name for n in self.nodes if n.name.startswith("broker")]
+        return brokers + [n.name for n in self.nodes if n.name.startswith("bookie")]
+
+    def leader(self, destination: Destination) -> str:
+        """The broker serving the point's topic, as a lookup names it."""
+        address = admin.owner(admin.admin_url(self.endpoints), self.params, destination)
+        port = int(address.rpartition(":")[2])
+        for name, broker_port in self.broker_ports.items():
+            if broker_port == port:
+                return name
+        raise BrokerError(
+            f"the topic of {destination.name} is served by an unknown broker {address}"
+        )
+
 
 class PulsarLocal(LocalDeployment):
     """Standalone or ZooKeeper + 3 bookies + broker, from the unpacked distribution."""
@@ -111,6 +141,14 @@ class PulsarLocal(LocalDeployment):
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, dist_root(), log, goal_args=["dependency:unpack"])
 
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=1 + BOOKIES if topology == "cluster" else 1,
+            leader="the broker serving the point's topic (node 0, the only broker)",
+            follower="a bookie (nodes 1–3); ZooKeeper takes no faults",
+            fails_over=False,
+        )
+
     def start(
         self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
@@ -119,11 +157,13 @@ class PulsarLocal(LocalDeployment):
                 f"Pulsar {version()} is missing from {dist_root()}: run 'brokerbench setup'"
             )
         quorum = _quorum(params, topology)
-        cluster = PulsarCluster(topology, workdir)
+        if not isinstance(params, PulsarParams):
+            params = PulsarParams.model_validate({})
+        cluster = PulsarCluster(topology, workdir, params)
         build = self._cluster if topology == "cluster" else self._standalone
-        return start_cluster(cluster, lambda c: build(c, quorum))
+        return start_cluster(cluster, lambda _: build(cluster, quorum))
 
-    def _standalone(self, cluster: ProcessCluster, quorum: Quorum) -> None:
+    def _standalone(self, cluster: PulsarCluster, quorum: Quorum) -> None:
         broker_port, web_port, bookie_port = free_ports(3)
         workdir = cluster.workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +214,7 @@ class PulsarLocal(LocalDeployment):
         self._wait_for_broker(cluster, node, web_port)
         cluster.endpoints = _endpoints(broker_port, web_port)
 
-    def _cluster(self, cluster: ProcessCluster, quorum: Quorum) -> None:
+    def _cluster(self, cluster: PulsarCluster, quorum: Quorum) -> None:
         zk_port, broker_port, web_port, *bookie_ports = free_ports(3 + BOOKIES)
         workdir = cluster.workdir
         zookeeper = [f"{LOOPBACK}:{zk_port}"]
@@ -229,7 +269,11 @@ class PulsarLocal(LocalDeployment):
                 jvm_options(home(), sizes.bookie_direct, bookie_dir),
             )
             process = ManagedProcess(
-                f"bookie-{index}", command, workdir / f"bookie-{index}.log", cwd=bookie_dir
+                f"bookie-{index}",
+                command,
+                workdir / f"bookie-{index}.log",
+                cwd=bookie_dir,
+                ready=lambda port=port: port_open(LOOPBACK, port),  # type: ignore[misc]
             )
             bookies.append((cluster.add(process), port))
 
@@ -262,8 +306,10 @@ class PulsarLocal(LocalDeployment):
                 ),
                 workdir / "broker.log",
                 cwd=broker_dir,
+                ready=lambda: _healthy(f"http://{LOOPBACK}:{web_port}"),
             )
         )
+        cluster.broker_ports[broker.name] = broker_port
         deadline = time.monotonic() + START_TIMEOUT
         for process, port in bookies:
             wait_for_port(process, LOOPBACK, port, timeout=max(1.0, deadline - time.monotonic()))

@@ -2,7 +2,8 @@
 
 * ``send``: every message of the batch is sent with ``send_async``; the call returns when
   every send receipt arrived, i.e. the master has the message fsynced (``SYNC_FLUSH``) and,
-  as ``SYNC_MASTER``, replicated to its slave. A failed status raises.
+  as ``SYNC_MASTER``, replicated to its slave. A failed status raises, and the next send
+  uses a new producer (one that asks for the topic's route afresh).
 * ``receive``: a ``SimpleConsumer`` of the point's consumer group (clustering mode) long-polls
   for up to ``long_polling`` seconds; what it returns stays invisible to the other
   receivers for ``invisible_duration`` and comes back if it is not acknowledged by then.
@@ -87,16 +88,37 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
             futures.append(producer.send_async(message))
         timeout = self.params.send_timeout * 3 + 5  # the client retries up to 3 times
         done, pending = wait(futures, timeout=timeout)
+        errors = [f.exception() for f in done if f.exception() is not None]
+        if pending or errors:
+            # The producer keeps the topic's route it had when the master went away (it
+            # refreshes it only every 30 s): the next send starts a new one, which asks.
+            self._drop_producer()
         if pending:
             raise BrokerError(
                 f"RocketMQ: {len(pending)} of {len(batch)} sends not confirmed within "
                 f"{timeout:.0f} s"
             )
-        errors = [f.exception() for f in done if f.exception() is not None]
         if errors:
             raise BrokerError(
                 f"RocketMQ: {len(errors)} of {len(batch)} sends failed: {_one_line(errors[0])}"
             )
+
+    def _drop_consumer(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        self._unacked.clear()
+        if consumer is not None:
+            try:
+                consumer.shutdown()
+            except Exception:
+                pass
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.shutdown()
+            except Exception:
+                pass
 
     def receive(self, max_n: int) -> list[Received]:
         consumer = self._consumer_for_receive()
@@ -109,6 +131,9 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
             ):
                 time.sleep(0.2)
                 return []
+            # Like a producer, the consumer would keep a stale route for 30 s: start anew.
+            # What it received and did not acknowledge comes back after invisible_duration.
+            self._drop_consumer()
             raise
         received = []
         for message in messages:

@@ -5,6 +5,13 @@
 * ``cluster``: name server, a ``SYNC_MASTER`` (by default) with its ``SLAVE``, and the
   proxy; ready only once the master reports its slave in sync.
 
+Faults (``cluster``) act on the master and its slave only (the name server and the proxy
+are not broker nodes of the data): the leader is the broker the name server lists as
+master of ``broker-a``, the follower its slave. Without the controller (DLedger) mode a
+slave never becomes master: while the master is down the topic takes no sends and serves
+no receives (the proxy's POP consumption needs the master), and a restarted master carries
+on from its store; a restarted slave catches up over HA replication.
+
 Every JVM gets an explicit heap and runs with the loopback-bind library
 (:mod:`brokers.rocketmq.loopback`), so nothing listens beyond 127.0.0.1.
 """
@@ -17,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from brokers.base import Endpoints, LocalDeployment
+from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
@@ -26,6 +33,7 @@ from brokers.local import (
     NodeHosts,
     ProcessCluster,
     free_ports,
+    port_open,
     start_cluster,
     wait_for_port,
     wait_until,
@@ -48,6 +56,7 @@ from brokers.rocketmq.params import RocketMQParams
 START_TIMEOUT = 180.0
 LOCAL_SIZES = Sizes()
 BROKER_NAME = "broker-a"
+MASTER = f"{BROKER_NAME}-master"
 
 
 def jar_dir() -> Path:
@@ -88,6 +97,30 @@ class RocketMQCluster(ProcessCluster):
 
     stop_timeout = 5.0
 
+    def __init__(self, topology: str, workdir: Path) -> None:
+        super().__init__(topology, workdir)
+        #: Broker node name → its listen port (how the name server's addresses name them).
+        self.ports: dict[str, int] = {}
+
+    def fault_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes if n.name.startswith(BROKER_NAME)]
+
+    def leader(self, destination: Destination) -> str:
+        """The node the name server lists as master (broker id 0) of ``broker-a``; while
+        the master is down it is listed by nobody, and still the only one that can lead."""
+        namesrv = self.endpoints.get("namesrv")
+        try:
+            master = remoting.cluster_info(namesrv).get(BROKER_NAME, {}).get(0)
+        except BrokerError:
+            master = None
+        if master is not None:
+            port = int(master.rpartition(":")[2])
+            for name, node_port in self.ports.items():
+                if node_port == port:
+                    return name
+            raise BrokerError(f"the name server lists an unknown master {master}")
+        return MASTER
+
 
 class RocketMQLocal(LocalDeployment):
     """Name server + broker(s) + proxy from the jars fetched by ``install``."""
@@ -113,6 +146,14 @@ class RocketMQLocal(LocalDeployment):
             log("building RocketMQ's loopback-bind library…")
         loopback.build()
 
+    def fault_support(self, topology: str) -> FaultSupport:
+        return FaultSupport(
+            nodes=2 if topology == "cluster" else 1,
+            leader="the master (node 0), as the name server lists it",
+            follower="its slave (node 1); while it is down the master confirms alone",
+            fails_over=False,
+        )
+
     def start(
         self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
@@ -125,11 +166,11 @@ class RocketMQLocal(LocalDeployment):
         library = loopback.build()
         cluster = RocketMQCluster(topology, workdir)
         return start_cluster(
-            cluster, lambda c: self._build(c, params, topology == "cluster", library)
+            cluster, lambda _: self._build(cluster, params, topology == "cluster", library)
         )
 
     def _build(
-        self, cluster: ProcessCluster, params: RocketMQParams, with_slave: bool, library: Path
+        self, cluster: RocketMQCluster, params: RocketMQParams, with_slave: bool, library: Path
     ) -> None:
         sizes = LOCAL_SIZES
         workdir = cluster.workdir
@@ -196,6 +237,8 @@ class RocketMQLocal(LocalDeployment):
             name = f"{node.broker_name}-{'master' if node.broker_id == 0 else 'slave'}"
             conf = render_broker(node, params.flush_disk_type, namesrv, sizes)
             process = launch(name, "broker", sizes.broker_heap, sizes.broker_direct, conf)
+            process.ready = lambda port=node.port: port_open(LOOPBACK, port)
+            cluster.ports[name] = node.port
             brokers.append((process, node))
         for process, node in brokers:
             wait_for_port(process, LOOPBACK, node.port, timeout=remaining())
