@@ -351,15 +351,18 @@ def print_summary(run_dir: Path) -> bool:
     say so); False when the run has no analysis yet."""
     from analysis.columns import read_summary_csv
     from analysis.console import run_summary
+    from workload.record import BrokerRecord, RunContext
 
     summary = run_dir / "analysis" / "summary.csv"
     if not summary.exists():
         return False
     rows = read_summary_csv(summary)
     context_file = run_dir / "context.json"
-    context = json.loads(context_file.read_text()) if context_file.exists() else {}
-    if not context.get("broker"):
-        context["broker"] = {"title": rows[0].get("broker", run_dir.name) if rows else run_dir.name}
+    context = RunContext.of(json.loads(context_file.read_text()) if context_file.exists() else {})
+    if context.broker == BrokerRecord():  # none recorded: the summary's broker, or the run
+        context.broker = BrokerRecord(
+            title=rows[0].get("broker", run_dir.name) if rows else run_dir.name
+        )
     print(run_summary(context, rows))
     return True
 
