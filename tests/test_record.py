@@ -8,9 +8,10 @@ from pathlib import Path
 
 from analysis.job import expected_parts
 from brokers import registry
+from infra.plan import plan_fleet
 from workload.context import build_context, point_entry, recorded_scenario, write_context
 from workload.node import processes_for
-from workload.record import CostRecord, RunContext, load_context
+from workload.record import CostRecord, ManifestPoint, RunContext, load_context
 from workload.results import PartKey
 from workload.scenario import load_scenario
 from workload.search import CapacitySearch, probe_point, sender_workers
@@ -142,3 +143,15 @@ def test_an_older_context_still_loads(tmp_path: Path) -> None:
     assert dumped["points"][1]["from_a_newer_version"] == [1, 2]
     assert dumped["clock"] == older["clock"] and dumped["host"] == older["host"]
     assert dumped["points"][1]["base"] == 1 and "cost" not in dumped
+
+
+def test_the_manifest_point_is_the_context_point_seen_from_the_fleet() -> None:
+    """The stack writes each point of the manifest from ``infra.plan``; the context's entry
+    of the same point gives the same one."""
+    scenario = load_scenario(SCENARIOS / "redis-repeat.toml")
+    system = registry.get("redis")
+    points = expand(scenario)
+    fleet = plan_fleet({"master": 1}, points, "10.0.0.0/24")
+    written = [ManifestPoint.model_validate(vars(p)) for p in fleet.points]
+    assert written == [point_entry(system, p).manifest_point() for p in points]
+    assert [(p.index, p.senders, p.receivers) for p in written][:2] == [(0, 1, 2), (1, 1, 2)]

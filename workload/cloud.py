@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from workload.errors import UserError
+from workload.record import ManifestPoint
 from workload.scenario import PASSWORD_ENV, parse_duration
 
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
@@ -139,19 +140,19 @@ def run_progress(s3: Any, run: CloudRun) -> Progress:
     present = store.keys("control/")
     failed, missing, done = [], [], 0
     awaited: set[tuple[str, int]] = set()
-    for point in manifest["points"]:
-        for role, count in (("sender", point["senders"]), ("receiver", point["receivers"])):
+    for point in (ManifestPoint.model_validate(p) for p in manifest["points"]):
+        for role, count in (("sender", point.senders), ("receiver", point.receivers)):
             for node in range(count):
-                key = done_key(point["index"], role, node)
+                key = done_key(point.index, role, node)
                 if key not in present:
-                    missing.append(f"point {point['index']} {role} {node}")
+                    missing.append(f"point {point.index} {role} {node}")
                     awaited.add((role, node))
                     continue
                 done += 1
                 marker = store.read_json(key) or {}
                 if not marker.get("ok"):
                     failed.append(
-                        f"point {point['index']} {role} {node}: {marker.get('error') or 'failed'}"
+                        f"point {point.index} {role} {node}: {marker.get('error') or 'failed'}"
                     )
     not_started = [
         f"{role} {node} (no {started_key(role, node)} marker)"
