@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.columns import number, run_column
-from workload.search import SearchRecord, format_ms, format_rate, verdict
+from workload.record import RunContext, SearchRecord
+from workload.search import format_ms, format_rate, verdict
 
 #: The summary columns of a probe (empty for the points of a sweep).
 PROBE_COLUMNS = ("target_msgs_per_s", "slo_holds", "slo_reason")
 
 
-def search_record(context: Mapping[str, Any]) -> SearchRecord | None:
+def search_record(context: RunContext | Mapping[str, Any]) -> SearchRecord | None:
     """The run's capacity search (None for a sweep)."""
-    search = context.get("search")
-    return SearchRecord.model_validate(search) if search else None
+    return RunContext.of(context).search
 
 
 def probe_columns(
-    context: Mapping[str, Any], rows: Mapping[int, Mapping[str, Any]]
+    context: RunContext | Mapping[str, Any], rows: Mapping[int, Mapping[str, Any]]
 ) -> dict[int, dict[str, Any]]:
     """Per probe's point: its target rate and the verdict on the analysis's figures
     (``slo_holds`` empty where the run stopped during the probe)."""
@@ -93,7 +93,9 @@ class Capacity:
         return text + ("" if self.complete else "; the search did not finish") + ")"
 
 
-def capacity(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Capacity | None:
+def capacity(
+    context: RunContext | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> Capacity | None:
     """The capacity bracket from the analysed probes (None for a sweep)."""
     record = search_record(context)
     if record is None:

@@ -10,16 +10,18 @@ from typing import Any
 from analysis import repeats
 from analysis.capacity import capacity
 from analysis.report import fault_lines, text_table
+from workload.record import RunContext
 
 
-def run_summary(context: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> str:
-    """The analysed run for the terminal (local ``run``/``report`` and AWS ``fetch``)."""
-    broker = context.get("broker", {})
-    title = str(broker.get("title") or broker.get("system") or "?")
-    lines = [text_table(title, list(rows))]
-    lines += [f"  note: {caveat}" for caveat in broker.get("caveats", [])]
-    if broker.get("stand_in"):
-        lines.append(f"  note: local stand-in: {broker['stand_in']}")
+def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """The analysed run for the terminal (local ``run``/``report`` and AWS ``fetch``);
+    ``context`` typed or as read from ``context.json``."""
+    record = RunContext.of(context)
+    broker = record.broker
+    lines = [text_table(broker.name, list(rows))]
+    lines += [f"  note: {caveat}" for caveat in broker.caveats]
+    if broker.stand_in:
+        lines.append(f"  note: local stand-in: {broker.stand_in}")
     faulted = [row for row in rows if fault_lines(row)]
     if faulted:
         lines += ["", "Faults"]
@@ -27,7 +29,7 @@ def run_summary(context: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> s
         first, *rest = fault_lines(row)
         lines.append(f"  point {int(row['point']) + 1} ({row.get('label') or ''}): {first}")
         lines += [f"    {line}" for line in rest]
-    if (found := capacity(context, rows)) is not None:
+    if (found := capacity(record, rows)) is not None:
         lines += ["", found.line()]
     if repeats.repeated(rows):
         lines += ["", repeats.text_table(repeats.summarise(rows))]

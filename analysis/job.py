@@ -38,6 +38,7 @@ from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
 from workload.faults import read_timelines
+from workload.record import PointEntry, RunContext
 from workload.results import (
     DELIVERY_TABLES,
     TABLES,
@@ -119,24 +120,20 @@ class RunRecords:
         return f"{what} ({status.error})" if status.error else what
 
 
-def expected_parts(point: dict[str, Any]) -> set[PartKey]:
+def expected_parts(point: PointEntry) -> set[PartKey]:
     """The node parts a sweep point of the context runs: every sender and receiver node,
     each spread over the point's processes per node."""
-    load = point["load"]
-    nodes = {
-        "sender": load["sender_nodes"],
-        "receiver": load.get("receiver_nodes") or 2 * load["sender_nodes"],
-    }
-    parts = int(point.get("processes_per_node") or 1)
+    nodes = {"sender": point.load.sender_nodes, "receiver": point.load.receivers}
+    parts = point.processes
     return {
-        PartKey(point["point"], role, node, part)
+        PartKey(point.point, role, node, part)
         for role, count in nodes.items()
         for node in range(count)
         for part in range(parts)
     }
 
 
-def run_records(spark: SparkSession, run: RunLocation, context: dict[str, Any]) -> RunRecords:
+def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> RunRecords:
     """Take stock of a run's records: locally every Parquet footer is read (a file that
     cannot be read is left out of the analysis and named); in S3, whose objects are
     whole or absent, the listing is Spark's and statuses are read by name."""
@@ -149,7 +146,7 @@ def run_records(spark: SparkSession, run: RunLocation, context: dict[str, Any]) 
             if key is not None:
                 present.add((table, key))
     candidates = {key for _, key in present}
-    for point in context["points"]:
+    for point in context.points:
         candidates |= expected_parts(point)
     statuses = {}
     for key in candidates:
@@ -204,20 +201,19 @@ class PointRecords:
         return self.state
 
 
-def point_records(context: dict[str, Any], records: RunRecords) -> list[PointRecords]:
+def point_records(context: RunContext, records: RunRecords) -> list[PointRecords]:
     """Per sweep point of the context: drained, stopped early, incomplete, or never run.
 
     A run ends at the first point that is interrupted or fails, so in a run that did
     not complete the last point that left records is the one stopped early, and later
     points never ran. A point missing a node part's records is incomplete, whatever else.
     """
-    status = context.get("status")
-    stopped_early = status in ("interrupted", "failed")
+    stopped_early = context.status in ("interrupted", "failed")
     left_records = records.parts()
     last = max((key.point for key in left_records), default=0)
     out = []
-    for point in context["points"]:
-        index = point["point"]
+    for point in context.points:
+        index = point.point
         if stopped_early and index > last:
             out.append(PointRecords(index, tf.NOT_RUN))
             continue
@@ -264,11 +260,16 @@ def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
     }
 
 
-def _why_stopped(context: dict[str, Any]) -> str:
-    if context.get("status") == "interrupted":
+def _why_stopped(context: RunContext) -> str:
+    if context.status == "interrupted":
         return "the run was interrupted before receivers drained the queue"
-    errors = context.get("errors") or []
+    errors = context.errors
     return f"the run failed ({errors[0]})" if errors else "the run failed"
+
+
+def _seconds(value: int | float | str | None) -> float:
+    """A duration of the context's ``scenario.measurement`` (seconds; none: 0)."""
+    return float(value or 0)
 
 
 def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
@@ -277,16 +278,18 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
     """
     run = RunLocation.of(run_dir)
-    context = json.loads(run.read_text("context.json"))
-    measurement = context["scenario"]["measurement"]
+    context = RunContext.of(json.loads(run.read_text("context.json")))
+    measurement = context.scenario.measurement
     records = run_records(spark, run, context)
     points = point_records(context, records)
     seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
-    periods = tf.measurement_periods(seconds, math.ceil(measurement["warmup"] or 0))
+    periods = tf.measurement_periods(seconds, math.ceil(_seconds(measurement.warmup)))
     windows = tf.window_starts(
-        periods, tf.seconds_of(measurement["window"]), tf.seconds_of(measurement["step"])
+        periods,
+        tf.seconds_of(_seconds(measurement.window)),
+        tf.seconds_of(_seconds(measurement.step)),
     )
     series = tf.window_series(counters, hist, windows).cache()
 
@@ -295,7 +298,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
     _merge(rows, _collect(tf.out_of_range(hist)))
     _merge(rows, clock_offsets(records.statuses.values()))
     states = spark.createDataFrame(
-        [(context["run_id"], p.point, p.state) for p in points],
+        [(context.run_id, p.point, p.state) for p in points],
         "run_id string, point int, state string",
     )
     delivery = tf.delivery(
@@ -407,21 +410,21 @@ def _merge(into: dict[int, dict[str, Any]], more: dict[int, dict[str, Any]]) -> 
         into.setdefault(point, {"point": point}).update(values)
 
 
-def _summary_rows(context: dict[str, Any], rows: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     summary = []
-    for point in context["points"]:
-        r = rows.get(point["point"], {})
-        load = point["load"]
-        row = {
-            "broker": context["broker"]["system"],
-            "point": point["point"],
-            "label": point["label"],
-            "repeat": point.get("repeat", 0),
-            "base_point": point.get("base", point["point"]),
-            "threads": load["threads"],
-            "sender_nodes": load["sender_nodes"],
-            "receiver_nodes": load["receiver_nodes"],
-            "message_size": load["message_size"],
+    for point in context.points:
+        r = rows.get(point.point, {})
+        load = point.load
+        row: dict[str, Any] = {
+            "broker": context.broker.system,
+            "point": point.point,
+            "label": point.label,
+            "repeat": point.repeat,
+            "base_point": point.base,
+            "threads": load.threads,
+            "sender_nodes": load.sender_nodes,
+            "receiver_nodes": load.receiver_nodes,
+            "message_size": load.message_size,
             "sent": r.get("confirmed", r.get("sent", 0)) or 0,
             "received": r.get("received", 0) or 0,
         }
@@ -433,17 +436,15 @@ def _summary_rows(context: dict[str, Any], rows: dict[int, dict[str, Any]]) -> l
     return summary
 
 
-def _cost_per_million(context: dict[str, Any], msgs_per_s: float | None) -> float | None:
+def _cost_per_million(context: RunContext, msgs_per_s: float | None) -> float | None:
     """What a million messages cost at this point's receive rate, on the run's fleet at
     on-demand prices — only for runs whose context names the fleet (runs on AWS)."""
-    cost = context.get("cost")
-    if not cost or not msgs_per_s:
+    cost = context.cost
+    if cost is None or not msgs_per_s:
         return None
-    prices = load_prices(cost.get("prices"))
+    prices = load_prices(cost.prices)
     try:
-        return cost_per_million(
-            prices, cost["region"], cost["instances"], 1.0, round(msgs_per_s * 3600)
-        )
+        return cost_per_million(prices, cost.region, cost.instances, 1.0, round(msgs_per_s * 3600))
     except KeyError:  # no price for that region or instance type in the table
         return None
 

@@ -13,12 +13,12 @@ import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from analysis import charts
 from analysis.columns import number, read_summary_csv, run_column, window_column
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
+from workload.record import PointEntry, RunContext
 
 
 @dataclass
@@ -33,7 +33,7 @@ class RunSummary:
     rows: list[dict[str, str]] = field(default_factory=list)
     name: str = ""
     #: The context's sweep points (their load orders the latency–throughput curve).
-    points: list[dict[str, Any]] = field(default_factory=list)
+    points: list[PointEntry] = field(default_factory=list)
 
 
 def load_runs(results: Path) -> list[RunSummary]:
@@ -49,18 +49,18 @@ def load_runs(results: Path) -> list[RunSummary]:
         summary = run_dir / "analysis" / "summary.csv"
         if not summary.is_file():
             continue
-        context = json.loads((run_dir / "context.json").read_text())
+        context = RunContext.of(json.loads((run_dir / "context.json").read_text()))
         rows = read_summary_csv(summary)
-        broker = context.get("broker", {})
+        broker = context.broker
         runs.append(
             RunSummary(
                 run_dir,
-                str(context.get("run_id", run_dir.name)),
-                str(broker.get("system", "?")),
-                str(broker.get("title", broker.get("system", "?"))),
-                str(context.get("scenario", {}).get("name", "?")),
+                context.run_id if context.run_id is not None else run_dir.name,
+                broker.system or "?",
+                broker.name,
+                context.scenario.name,
                 rows,
-                points=list(context.get("points") or []),
+                points=context.points,
             )
         )
     titles = [r.title for r in runs]

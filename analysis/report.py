@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from analysis.capacity import capacity
 from analysis.columns import RUN_QUANTILES, number, run_column, window_column
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
+from workload.record import PointEntry, RunContext
 from workload.results import RecordsNotWritten
 
 NS = 1_000_000_000
@@ -277,23 +278,27 @@ def offered_load(load: dict[str, Any]) -> float:
 
 
 def curve_points(
-    rows: list[dict[str, Any]], points: list[dict[str, Any]], series: str = ""
+    rows: list[dict[str, Any]], points: Sequence[PointEntry], series: str = ""
 ) -> list[charts.CurvePoint]:
     """A run's sweep points for the latency–throughput chart: each summary row with the load
     its context point offered (``points``: the context's; rows without one fall back to their
     own threads and sender nodes), on a curve named ``series`` and the values swept besides
     the load."""
-    by_index = {int(p["point"]): p for p in points if "point" in p}
+    by_index = {p.point: p for p in points}
     out = []
     for r in rows:
-        point = by_index.get(int(r["point"]), {})
-        load = point.get("load") or {k: r.get(k) for k in ("threads", "sender_nodes")}
-        others = " ".join(
-            f"{k}={v}" for k, v in (point.get("varied") or {}).items() if k not in LOAD_KEYS
+        point = by_index.get(int(r["point"]))
+        load = (
+            point.load.model_dump()
+            if point is not None
+            else {k: r.get(k) for k in ("threads", "sender_nodes")}
         )
+        varied = point.varied if point is not None else {}
+        others = " ".join(f"{k}={v}" for k, v in varied.items() if k not in LOAD_KEYS)
+        label = r.get("label") or (point.label if point is not None else "")
         out.append(
             charts.CurvePoint(
-                label=str(r.get("label") or point.get("label") or f"point {int(r['point']) + 1}"),
+                label=str(label or f"point {int(r['point']) + 1}"),
                 load=offered_load(load),
                 receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
                 latency_ms={
@@ -442,15 +447,14 @@ def read_histograms(run_dir: Path) -> dict[int, dict[str, list[Bucket]]]:
     return out
 
 
-def where_it_ran(context: dict[str, Any]) -> str:
+def where_it_ran(context: RunContext | Mapping[str, Any]) -> str:
     """One line: the AWS fleet of a run on AWS, or the one host of a local run."""
-    host = context.get("host") or {}
-    broker = context.get("broker") or {}
-    cost = context.get("cost") or {}
+    record = RunContext.of(context)
+    host, broker, cost = record.host, record.broker, record.cost
     machine = host.get("machine_type")
-    if cost.get("instances"):
-        fleet = ", ".join(f"{n} × {t}" for t, n in sorted(cost["instances"].items()))
-        region = f" in {cost['region']}" if cost.get("region") else ""
+    if cost is not None and cost.instances:
+        fleet = ", ".join(f"{n} × {t}" for t, n in sorted(cost.instances.items()))
+        region = f" in {cost.region}" if cost.region else ""
         line = f"AWS fleet{region}: {fleet}"
         if machine and machine != "local":
             line += f"; client machines {machine}"
@@ -463,11 +467,9 @@ def where_it_ran(context: dict[str, Any]) -> str:
     line = f"{what} {host.get('hostname', '?')}, {cores} cores"
     if memory:
         line += f", {memory / 2**30:,.0f} GiB memory"
-    if broker.get("deployment") == "endpoints":
-        line += "; broker at " + (
-            ", ".join(map(str, broker.get("endpoints") or [])) or "given endpoints"
-        )
-    elif broker.get("deployment") == "local":
+    if broker.deployment == "endpoints":
+        line += "; broker at " + (", ".join(map(str, broker.endpoints)) or "given endpoints")
+    elif broker.deployment == "local":
         line += "; the broker and every client node ran on this one host"
     return line
 
@@ -668,11 +670,15 @@ def repeats_table(points: list[repeats.RepeatedPoint]) -> str:
     )
 
 
-def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
-    """Write ``analysis/report.html`` for one run and return its path."""
-    broker = context.get("broker") or {}
-    scenario = context.get("scenario") or {}
-    measurement = scenario.get("measurement") or {}
+def write_html(
+    run_dir: Path, context: RunContext | Mapping[str, Any], rows: list[dict[str, Any]]
+) -> Path:
+    """Write ``analysis/report.html`` for one run and return its path. ``context``: the run
+    context, typed or as read from ``context.json`` (whose whole is shown as recorded)."""
+    record = RunContext.of(context)
+    recorded = record.dump() if isinstance(context, RunContext) else dict(context)
+    broker, scenario = record.broker, record.scenario
+    measurement = scenario.measurement
     table = html_columns(rows)
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in table)
     head += "<th>receivers kept up</th><th>delivery</th>"
@@ -691,9 +697,9 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
     )
     chart = Charts("chart")
     sections = []
-    points = curve_points(rows, context.get("points") or [])
+    points = curve_points(rows, record.points)
     histograms = read_histograms(run_dir)
-    found = capacity(context, rows)
+    found = capacity(record, rows)
     if found is not None:
         sections.append(
             f"<h2>Capacity at SLO</h2><p class=capacity><b>{html.escape(found.line())}</b></p>"
@@ -754,24 +760,25 @@ def write_html(run_dir: Path, context: dict[str, Any], rows: list[dict[str, Any]
                 faults_block(r, found_faults, origins.get(point)),
             )
         )
-    caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.get("caveats", []))
-    stand_in = broker.get("stand_in")
-    run_id = str(context.get("run_id", run_dir.name))
-    title = f"{broker.get('title', broker.get('system', '?'))} — {scenario.get('name', '?')}"
+    caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
+    stand_in = broker.stand_in
+    run_id = record.run_id if record.run_id is not None else run_dir.name
+    title = f"{broker.name} — {scenario.name}"
+    version = str(broker.version) if "version" in (broker.model_extra or {}) else "?"
     content = f"""<h1>{html.escape(title)}</h1>
-<p class=where><b>Where it ran:</b> {html.escape(where_it_ran(context))}</p>
-<p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(context.get("started")))} → {html.escape(str(context.get("finished")))}, status <b>{html.escape(str(context.get("status")))}</b>.
-{html.escape(str(broker.get("title", "?")))} {html.escape(str(broker.get("version", "?")))}, topology {html.escape(str(broker.get("topology")))} ({html.escape(str(broker.get("deployment")))}).</p>
+<p class=where><b>Where it ran:</b> {html.escape(where_it_ran(record))}</p>
+<p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(str(record.status))}</b>.
+{html.escape(broker.title or "?")} {html.escape(version)}, topology {html.escape(str(broker.topology))} ({html.escape(str(broker.deployment))}).</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}
 <table><tr>{head}</tr>{body}</table>
 {f"<ul class=warn>{point_notes}</ul>" if point_notes else ""}
-<p class=muted>{html.escape(SCOPES)}. The headline latencies are the maximum p95 over {html.escape(_text(measurement.get("window")))} s windows sliding by {html.escape(_text(measurement.get("step")))} s; rates are per whole second of the measurement period.
+<p class=muted>{html.escape(SCOPES)}. The headline latencies are the maximum p95 over {html.escape(_text(measurement.window))} s windows sliding by {html.escape(_text(measurement.step))} s; rates are per whole second of the measurement period.
 Processing latency runs from each message's intended send time to its receipt. A send call's latency is the broker's service time (start of the call to its confirmation), in open loop too;
 there, send delay is how late a batch started against the schedule, so a stall shows in send delay and processing latency, not in the send call.
 Times on the charts count seconds from the start of the measurement (the end of the warm-up); each window is drawn at its end.</p>
 {"".join(sections)}
-{context_tables(context, rows)}"""
+{context_tables(recorded, rows)}"""
     path = run_dir / "analysis" / "report.html"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

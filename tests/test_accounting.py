@@ -32,6 +32,7 @@ from workload.preflight import (
     check_results_dir,
     disk_estimate,
 )
+from workload.record import RunContext
 from workload.recording import WorkerRecorder
 from workload.results import (
     NodeStatus,
@@ -228,19 +229,21 @@ def records(*missing: PartKey, points: int = 1, parts: int = 1, **statuses: str)
 
 
 def test_a_run_with_every_record_is_drained() -> None:
-    assert point_records(context(), records()) == [PointRecords(0, tf.DRAINED)]
+    assert point_records(RunContext.of(context()), records()) == [PointRecords(0, tf.DRAINED)]
 
 
 def test_a_receiver_without_results_makes_its_point_incomplete_and_says_why() -> None:
     gone = PartKey(0, "receiver", 1, 0)
     why = "disk full writing /r/raw/received/p0-receiver-1.0.parquet"
-    (point,) = point_records(context(), records(gone, receiver_1_0=why))
+    (point,) = point_records(RunContext.of(context()), records(gone, receiver_1_0=why))
     assert point.state == tf.INCOMPLETE
     assert point.delivery == f"incomplete: receiver node 1 process 0 wrote no results ({why})"
 
 
 def test_a_part_that_left_nothing_at_all_is_missed_too() -> None:
-    (point,) = point_records(context(parts=2), records(PartKey(0, "sender", 0, 1), parts=2))
+    (point,) = point_records(
+        RunContext.of(context(parts=2)), records(PartKey(0, "sender", 0, 1), parts=2)
+    )
     assert point.delivery == "incomplete: sender node 0 process 1 wrote no results (and no status)"
 
 
@@ -248,12 +251,12 @@ def test_a_missing_per_second_file_or_an_unreadable_file_is_incomplete() -> None
     key = PartKey(0, "receiver", 0, 0)
     found = records(receiver_0_0="")  # its status: ended well
     no_seconds = RunRecords(found.statuses, found.present - {("seconds", key)})
-    (point,) = point_records(context(), no_seconds)
+    (point,) = point_records(RunContext.of(context()), no_seconds)
     assert point.delivery == "incomplete: receiver node 0 process 0 wrote no per-second records"
     unreadable = RunRecords(
         {}, found.present - {("received", key)}, {("received", key): "bad footer"}
     )
-    (point,) = point_records(context(), unreadable)
+    (point,) = point_records(RunContext.of(context()), unreadable)
     assert (
         point.reason == "receiver node 0 process 0 wrote an unreadable received file (bad footer)"
     )
@@ -261,12 +264,12 @@ def test_a_missing_per_second_file_or_an_unreadable_file_is_incomplete() -> None
 
 def test_several_missing_parts_are_counted() -> None:
     gone = [PartKey(0, "receiver", 0, 0), PartKey(0, "receiver", 1, 0)]
-    (point,) = point_records(context(), records(*gone))
+    (point,) = point_records(RunContext.of(context()), records(*gone))
     assert point.reason.endswith("; 1 more node process(es) likewise")
 
 
 def test_an_interrupted_run_leaves_its_last_point_not_drained_and_later_ones_not_run() -> None:
-    got = point_records(context("interrupted", points=3), records(points=2))
+    got = point_records(RunContext.of(context("interrupted", points=3)), records(points=2))
     assert [(p.point, p.state) for p in got] == [
         (0, tf.DRAINED),
         (1, tf.STOPPED),
@@ -279,14 +282,16 @@ def test_an_interrupted_run_leaves_its_last_point_not_drained_and_later_ones_not
 
 def test_a_failed_run_says_why_its_last_point_did_not_drain() -> None:
     failed = context("failed", errors=["broker node redis master died during the run"])
-    (point,) = point_records(failed, records())
+    (point,) = point_records(RunContext.of(failed), records())
     assert point.delivery == (
         "not drained: the run failed (broker node redis master died during the run)"
     )
 
 
 def test_a_receiver_that_stopped_with_an_error_did_not_drain() -> None:
-    (point,) = point_records(context(), records(receiver_0_0="gave up after 20 s of failures"))
+    (point,) = point_records(
+        RunContext.of(context()), records(receiver_0_0="gave up after 20 s of failures")
+    )
     assert point.delivery == (
         "not drained: receiver node 0 process 0 stopped early (gave up after 20 s of failures)"
     )
@@ -294,7 +299,7 @@ def test_a_receiver_that_stopped_with_an_error_did_not_drain() -> None:
 
 def test_missing_records_outweigh_an_early_stop() -> None:
     gone = PartKey(0, "receiver", 1, 0)
-    (point,) = point_records(context("interrupted"), records(gone))
+    (point,) = point_records(RunContext.of(context("interrupted")), records(gone))
     assert point.state == tf.INCOMPLETE
 
 
@@ -310,7 +315,7 @@ def test_local_records_leave_out_and_name_an_unreadable_file(tmp_path: Path) -> 
     assert ("received", PartKey(0, "receiver", 1, 0)) in found.unreadable
     assert str(broken) not in (found.paths["received"] or [])
     assert list(found.statuses) == [PartKey(0, "receiver", 0, 0)]
-    (point,) = point_records(context(), found)
+    (point,) = point_records(RunContext.of(context()), found)
     assert point.reason.startswith("receiver node 1 process 0 wrote an unreadable received file")
 
 

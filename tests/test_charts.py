@@ -12,6 +12,7 @@ from analysis import charts
 from analysis.charts import CurvePoint, Level, Window, knee, levels, spectrum
 from analysis.hdr import Bucket
 from analysis.report import SCOPES, curve_points, html_columns, offered_load, where_it_ran
+from workload.record import PointEntry
 
 
 def curve(*steps: tuple[float, float | None]) -> list[Level]:
@@ -285,15 +286,13 @@ def test_curve_points_take_the_load_from_the_context_and_other_swept_values_as_s
         },
         {"point": "1", "label": "b", "receive_msgs_per_s": "", "threads": "3", "sender_nodes": "1"},
     ]
-    points = [
-        {
-            "point": 0,
-            "label": "a",
-            "varied": {"threads": 2, "message_size": 1000},
-            "load": {"threads": 2, "sender_nodes": 1, "rate": 500},
-        }
-    ]
-    a, b = curve_points(rows, points, series="Kafka")
+    point = {
+        "point": 0,
+        "label": "a",
+        "varied": {"threads": 2, "message_size": 1000},
+        "load": {"threads": 2, "sender_nodes": 1, "rate": 500},
+    }
+    a, b = curve_points(rows, [PointEntry.model_validate(point)], series="Kafka")
     assert (a.load, a.receive_msgs_per_s, a.latency_ms["p99"]) == (1000, 100.0, 2.0)
     assert a.series == "Kafka · message_size=1000"
     assert (b.load, b.receive_msgs_per_s, b.series) == (3, None, "Kafka")

@@ -20,6 +20,7 @@ from moto import mock_aws
 from analysis.job import RunRecords, expected_parts, point_records
 from workload import cloud
 from workload.aws.agent import ClientAgent, RunStore, Uploader, done_key, ready_key, started_key
+from workload.record import PointEntry, RunContext
 from workload.results import PartKey, parse_status
 
 REGION = "eu-west-1"
@@ -239,11 +240,11 @@ def test_a_node_that_never_starts_is_waited_for_once_and_named(
     present = {
         (table, key)
         for point in points
-        for key in expected_parts(point)
+        for key in expected_parts(PointEntry.model_validate(point))
         if key.node != 1 or key.role != "receiver"
         for table in key.tables
     }
-    records = point_records({"points": points}, RunRecords(statuses, present))
+    records = point_records(RunContext.of({"points": points}), RunRecords(statuses, present))
     assert [r.state for r in records] == ["incomplete", "incomplete"]
     assert records[1].delivery == (
         "incomplete: receiver node 1 process 0 wrote no results "

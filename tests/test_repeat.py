@@ -95,7 +95,7 @@ def test_the_context_records_repeat_and_base_of_every_point(tmp_path: Path) -> N
     scenario = load(tmp_path, 2)
     system = registry.get("redis")
     context = build_context("run-1", scenario, "r.toml", system, expand(scenario), {})
-    entries = [(p["point"], p["base"], p["repeat"], p["label"]) for p in context["points"]]
+    entries = [(p.point, p.base, p.repeat, p.label) for p in context.points]
     assert entries == [
         (0, 0, 0, "threads=1"),
         (1, 1, 0, "threads=2"),
@@ -104,8 +104,8 @@ def test_the_context_records_repeat_and_base_of_every_point(tmp_path: Path) -> N
         (4, 1, 1, "threads=2"),
         (5, 2, 1, "threads=3"),
     ]
-    assert context["scenario"]["repeat"] == 2
-    assert json.loads(json.dumps(context))["points"][5]["load"]["threads"] == 3
+    assert context.scenario.repeat == 2
+    assert json.loads(json.dumps(context.dump()))["points"][5]["load"]["threads"] == 3
 
 
 def test_a_client_machine_runs_a_repeated_point_by_its_index(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from workload.errors import UserError
+from workload.record import ManifestPoint
 from workload.scenario import PASSWORD_ENV, parse_duration
 
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
@@ -139,19 +140,19 @@ def run_progress(s3: Any, run: CloudRun) -> Progress:
     present = store.keys("control/")
     failed, missing, done = [], [], 0
     awaited: set[tuple[str, int]] = set()
-    for point in manifest["points"]:
-        for role, count in (("sender", point["senders"]), ("receiver", point["receivers"])):
+    for point in (ManifestPoint.model_validate(p) for p in manifest["points"]):
+        for role, count in (("sender", point.senders), ("receiver", point.receivers)):
             for node in range(count):
-                key = done_key(point["index"], role, node)
+                key = done_key(point.index, role, node)
                 if key not in present:
-                    missing.append(f"point {point['index']} {role} {node}")
+                    missing.append(f"point {point.index} {role} {node}")
                     awaited.add((role, node))
                     continue
                 done += 1
                 marker = store.read_json(key) or {}
                 if not marker.get("ok"):
                     failed.append(
-                        f"point {point['index']} {role} {node}: {marker.get('error') or 'failed'}"
+                        f"point {point.index} {role} {node}: {marker.get('error') or 'failed'}"
                     )
     not_started = [
         f"{role} {node} (no {started_key(role, node)} marker)"
@@ -351,15 +352,18 @@ def print_summary(run_dir: Path) -> bool:
     say so); False when the run has no analysis yet."""
     from analysis.columns import read_summary_csv
     from analysis.console import run_summary
+    from workload.record import BrokerRecord, RunContext
 
     summary = run_dir / "analysis" / "summary.csv"
     if not summary.exists():
         return False
     rows = read_summary_csv(summary)
     context_file = run_dir / "context.json"
-    context = json.loads(context_file.read_text()) if context_file.exists() else {}
-    if not context.get("broker"):
-        context["broker"] = {"title": rows[0].get("broker", run_dir.name) if rows else run_dir.name}
+    context = RunContext.of(json.loads(context_file.read_text()) if context_file.exists() else {})
+    if context.broker == BrokerRecord():  # none recorded: the summary's broker, or the run
+        context.broker = BrokerRecord(
+            title=rows[0].get("broker", run_dir.name) if rows else run_dir.name
+        )
     print(run_summary(context, rows))
     return True
 

@@ -10,26 +10,49 @@ label, swept values, resolved load and parameters, and — with ``repeat`` — w
 which point of the un-repeated sweep it is (``repeat``, ``base``). A capacity search's
 points are its probes, added as they start (:mod:`workload.search`; its record is
 ``search``).
+
+The builders return the typed record (:mod:`workload.record`), which the writers fill in
+and :func:`write_context` writes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
 from datetime import UTC, datetime
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem
 from workload.clock import SINGLE_HOST, ClockState
 from workload.node import processes_for
+from workload.record import (
+    CONTEXT_FILE,
+    PointEntry,
+    PointLoad,
+    RunContext,
+    read_raw_context,
+    write_context,
+)
 from workload.scenario import Scenario
 from workload.sweep import SweepPoint
 
-CONTEXT_FILE = "context.json"
+__all__ = [
+    "CONTEXT_FILE",
+    "build_context",
+    "clock_entry",
+    "host_info",
+    "now_iso",
+    "package_version",
+    "point_entry",
+    "read_context",
+    "recorded_scenario",
+    "write_context",
+]
+
+#: ``context.json`` as written, untyped (what renders the whole of it, and older callers).
+read_context = read_raw_context
 
 
 def now_iso() -> str:
@@ -77,22 +100,20 @@ def clock_entry(clock: ClockState, host: str) -> dict[str, Any]:
     }
 
 
-def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> dict[str, Any]:
+def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> PointEntry:
     """One sweep point as the context's ``points`` list records it."""
-    return {
-        "point": point.index,
-        "label": point.label,
-        "varied": point.varied,
-        # Which run of the point this is (from 0), and the point of the un-repeated sweep
-        # it is a run of: the runs of one point share ``base``.
-        "repeat": point.repeat,
-        "base": point.base,
-        "load": point.load.model_dump(mode="json"),
-        "params": point.params,
-        "client": system.client(system.params_model.model_validate(point.params)),
+    return PointEntry(
+        point=point.index,
+        label=point.label,
+        varied=point.varied,
+        repeat=point.repeat,
+        base=point.base,
+        load=PointLoad.model_validate(point.load.model_dump(mode="json")),
+        params=point.params,
+        client=system.client(system.params_model.model_validate(point.params)),
         # Processes each client node spreads its workers over (on this host).
-        "processes_per_node": processes_for(point.load),
-    }
+        processes_per_node=processes_for(point.load),
+    )
 
 
 def build_context(
@@ -102,42 +123,34 @@ def build_context(
     system: BrokerSystem[Any],
     points: list[SweepPoint],
     broker: dict[str, Any],
-) -> dict[str, Any]:
+) -> RunContext:
     """The context of a run of ``points`` (none yet for a capacity search: its probes are
     added with :func:`point_entry` as they start)."""
     clients = {system.client(system.params_model.model_validate(p.params)) for p in points}
     if not points:  # a search: every probe uses the scenario's parameters
         clients.add(system.client(scenario.broker_params()))
-    return {
-        "run_id": run_id,
-        "scenario_file": scenario_path,
-        "scenario": recorded_scenario(scenario),
-        "points": [point_entry(system, p) for p in points],
-        "broker": {
-            "system": system.name,
-            "title": system.title,
-            "reference_topology": system.reference_topology.roles,
-            "caveats": list(system.caveats),
-            "stand_in": system.local.stand_in if system.local else "",
-            **broker,
-        },
-        "clients": {
-            name: package_version(name) for name in ("brokerbench", *sorted(clients)) if name
-        },
-        "host": host_info(),
-        "clock": clock_entry(SINGLE_HOST, "this host: every node of the run runs here"),
-        "started": now_iso(),
-        "finished": None,
-        "status": "running",
-        "errors": [],
-    }
-
-
-def write_context(run_dir: Path, context: dict[str, Any]) -> None:
-    tmp = run_dir / f".{CONTEXT_FILE}.tmp"
-    tmp.write_text(json.dumps(context, indent=2, default=str))
-    tmp.rename(run_dir / CONTEXT_FILE)
-
-
-def read_context(run_dir: Path) -> dict[str, Any]:
-    return dict(json.loads((run_dir / CONTEXT_FILE).read_text()))
+    return RunContext.model_validate(
+        {
+            "run_id": run_id,
+            "scenario_file": scenario_path,
+            "scenario": recorded_scenario(scenario),
+            "points": [point_entry(system, p) for p in points],
+            "broker": {
+                "system": system.name,
+                "title": system.title,
+                "reference_topology": system.reference_topology.roles,
+                "caveats": list(system.caveats),
+                "stand_in": system.local.stand_in if system.local else "",
+                **broker,
+            },
+            "clients": {
+                name: package_version(name) for name in ("brokerbench", *sorted(clients)) if name
+            },
+            "host": host_info(),
+            "clock": clock_entry(SINGLE_HOST, "this host: every node of the run runs here"),
+            "started": now_iso(),
+            "finished": None,
+            "status": "running",
+            "errors": [],
+        }
+    )

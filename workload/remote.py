@@ -21,6 +21,7 @@ from workload.context import build_context, clock_entry, now_iso, write_context
 from workload.errors import UserError
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, run_node_processes
+from workload.record import CostRecord
 from workload.scenario import Scenario, load_scenario
 from workload.sweep import SweepPoint, expand
 
@@ -54,13 +55,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         context = build_context(
             args.run_id, scenario, str(args.scenario), system, expand(scenario), broker
         )
-        context["clock"] = clock_entry(read_clock(), "the client machine that prepared point 0")
+        context.clock = clock_entry(read_clock(), "the client machine that prepared point 0")
         fleet = os.environ.get("BROKERBENCH_FLEET")
         if fleet:
-            context["cost"] = {
-                "region": os.environ.get("AWS_DEFAULT_REGION", ""),
-                "instances": json.loads(fleet),
-            }
+            context.cost = CostRecord(
+                region=os.environ.get("AWS_DEFAULT_REGION", ""), instances=json.loads(fleet)
+            )
         write_context(run_dir, context)
     print(f"prepared point {point.index} ({point.label})")
     return 0

@@ -43,11 +43,11 @@ from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.preflight import preflight
 from workload.progress import ProgressView
+from workload.record import ProbeRecord, RunContext
 from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
 from workload.scenario import Scenario, load_scenario
 from workload.search import (
     CapacitySearch,
-    ProbeRecord,
     describe_search,
     judge,
     measure_point,
@@ -145,7 +145,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
         }
         context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
         if search is not None:
-            context["search"] = search.record.model_dump(mode="json")
+            context.search = search.record  # saved as it stands at every save
         _save_context(run_dir, context)
         if search is None:
             console(f"run {run_id}: {describe_points(points, scenario.repeat)} → {run_dir}")
@@ -174,14 +174,13 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
                 probes = Probes(scenario, system, endpoints, cluster, tag, outcome, console)
                 probes.run(search, context)
         finally:
-            context["finished"] = now_iso()
-            context["status"] = (
+            context.finished = now_iso()
+            context.status = (
                 "interrupted" if outcome.interrupted else "failed" if outcome.errors else "complete"
             )
-            context["errors"] = outcome.errors
+            context.errors = outcome.errors
             if search is not None:
                 search.stop(_why_stopped(outcome) or "the run stopped before the search ended")
-                context["search"] = search.record.model_dump(mode="json")
             try:
                 _save_context(run_dir, context)
             except RecordsNotWritten as exc:
@@ -220,7 +219,7 @@ class Probes:
     outcome: RunOutcome
     console: Console
 
-    def run(self, search: CapacitySearch, context: dict[str, Any]) -> None:
+    def run(self, search: CapacitySearch, context: RunContext) -> None:
         """Probe until the search is over or the run stops; each probe's point is in the
         context (saved) before it starts, and the search's record after it ends."""
         spec = search.spec
@@ -228,8 +227,7 @@ class Probes:
         index = 0
         while (rate := search.next_rate()) is not None:
             point = probe_point(self.scenario, index, rate)
-            context["points"].append(point_entry(self.system, point))
-            context["search"] = search.record.model_dump(mode="json")
+            context.points.append(point_entry(self.system, point))
             if not self._save(context):
                 search.stop(_why_stopped(self.outcome))
                 return
@@ -267,7 +265,7 @@ class Probes:
             return unjudged(point, _why_stopped(self.outcome))
         return judge(point, measures, slo_p99_s)
 
-    def _save(self, context: dict[str, Any]) -> bool:
+    def _save(self, context: RunContext) -> bool:
         try:
             _save_context(self.outcome.run_dir, context)
         except RecordsNotWritten as exc:
@@ -276,7 +274,7 @@ class Probes:
         return True
 
 
-def _save_context(run_dir: Path, context: dict[str, Any]) -> None:
+def _save_context(run_dir: Path, context: RunContext) -> None:
     """Write the run context; a full disk or a read-only directory is one line naming it."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,8 @@ right after its point ends from the point's raw per-second records (:func:`measu
 with pyarrow — no Spark), measured over the same periods as the analysis
 (``analysis.transforms.measurement_periods``).
 
-The search's record (:class:`SearchRecord`) is the run context's ``search``.
+The search's record (:class:`~workload.record.SearchRecord`, with its probes'
+:class:`~workload.record.ProbeRecord`) is the run context's ``search``.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel
 
 from workload.histogram import percentile_of
+from workload.record import Outcome, ProbeRecord, SearchRecord
 from workload.results import read_point
 from workload.sweep import SweepPoint
 from workload.sweep import estimated_seconds as sweep_seconds
@@ -49,10 +50,6 @@ KEEP_UP_RATIO = 0.95
 TARGET_RATIO = 0.95
 #: The quantile the SLO bounds.
 SLO_QUANTILE = 0.99
-
-Outcome = Literal[
-    "running", "below_low", "at_least_high", "within_precision", "max_probes", "incomplete"
-]
 
 
 class Verdict(NamedTuple):
@@ -201,46 +198,6 @@ def merged_histogram(column: pa.ChunkedArray) -> dict[int, int]:
     table = pa.table({"bucket": flat.field("key"), "count": flat.field("value")})
     summed = table.group_by("bucket").aggregate([("count", "sum")])
     return dict(zip(summed["bucket"].to_pylist(), summed["count_sum"].to_pylist(), strict=True))
-
-
-class ProbeRecord(BaseModel):
-    """One probe: the sweep point it ran as, its total target rate and how it came out."""
-
-    #: The sweep point (its index in the run, from 0; probe ``point + 1`` when printed).
-    point: int
-    #: Target msgs/s in total over every sender worker, and per worker (``load.rate``).
-    rate: float
-    rate_per_worker: float
-    #: None: not judged — the run stopped during the probe (see ``reason``).
-    holds: bool | None
-    reason: str
-    send_msgs_per_s: float | None = None
-    receive_msgs_per_s: float | None = None
-    measured_seconds: int | None = None
-    errors: int | None = None
-    processing_latency_p99_ms: float | None = None
-
-
-class SearchRecord(BaseModel):
-    """A capacity search as the run context records it (``context["search"]``)."""
-
-    #: The scenario's ``[search]`` as given (``slo_p99`` in seconds).
-    spec: dict[str, float | int]
-    slo_p99_ms: float
-    #: Sender workers of every probe (``threads × sender_nodes``).
-    sender_workers: int
-    probes: list[ProbeRecord] = []
-    #: The bracket: the highest rate that held and the lowest that failed (msgs/s in
-    #: total; None: none yet). The capacity at SLO is at least the one and below the other.
-    highest_holding: float | None = None
-    lowest_failing: float | None = None
-    outcome: Outcome = "running"
-    #: The search ended by its own rule (False: running, or stopped by the run).
-    complete: bool = False
-    #: Why an incomplete search stopped ("the run was interrupted (SIGINT)").
-    note: str = ""
-    #: The result in words (the line printed at the end).
-    result: str = ""
 
 
 class CapacitySearch:

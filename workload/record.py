@@ -1,0 +1,279 @@
+"""The run record's shapes (SPEC §3): the run context written as ``context.json``, each of
+its sweep points (and the same point as an AWS run's manifest has it), and a capacity
+search's record — typed, for every writer and reader.
+
+:mod:`workload.context` builds a :class:`RunContext`; the runner (locally) and ``brokerbench
+prepare`` (on AWS) fill it in and write it; the analysis, the terminal summary, the report
+and the overview read it back with :meth:`RunContext.of` — from a file or from the raw
+mapping a caller holds.
+
+A context is read leniently, as runs of every version wrote it: each model keeps the keys it
+does not name (``extra="allow"``, so a record written by another version comes back
+whole), and a key an older version did not write takes its default (a point's ``repeat`` 0,
+``base`` its own index, ``client`` and ``processes_per_node`` None). :meth:`RunContext.dump`
+gives the same mapping the runs of today write: a context that was read and dumped again is
+unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CONTEXT_FILE = "context.json"
+
+Outcome = Literal[
+    "running", "below_low", "at_least_high", "within_precision", "max_probes", "incomplete"
+]
+
+
+class Record(BaseModel):
+    """A part of the run record: keys it does not name are kept as they were."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class PointLoad(Record):
+    """A sweep point's resolved load (the scenario's ``LoadSection`` as JSON); the fields the
+    analysis and the report read are named, the rest kept as written."""
+
+    threads: int = 1
+    sender_nodes: int = 1
+    #: Resolved when the point was built (twice the sender nodes unless given); None only in
+    #: a record that left it out.
+    receiver_nodes: int | None = None
+    message_size: int = 100
+    max_send_batch: int | None = None
+    #: Msgs/s per sender worker in open loop; None: closed loop.
+    rate: float | None = None
+    max_in_flight: int | None = None
+    duration: float | None = None
+
+    @property
+    def receivers(self) -> int:
+        """Receiver nodes: as given, else twice the sender nodes."""
+        return self.receiver_nodes or 2 * self.sender_nodes
+
+
+class ManifestPoint(Record):
+    """One sweep point as an AWS run's manifest records it (``points``; the stack writes
+    ``infra.plan.PointPlan``): how many client machines of each role take part. It is the
+    context's :class:`PointEntry` seen from the fleet (:meth:`PointEntry.manifest_point`)."""
+
+    index: int
+    senders: int
+    receivers: int
+    label: str = ""
+
+
+class PointEntry(Record):
+    """One sweep point as it runs (an entry of the context's ``points``): its index, label,
+    swept values, resolved load and parameters, and — with ``repeat`` — which run of which
+    point of the un-repeated sweep it is."""
+
+    point: int
+    label: str = ""
+    #: The swept values only.
+    varied: dict[str, Any] = Field(default_factory=dict)
+    #: Which run of the point this is (from 0), and the point of the un-repeated sweep it is
+    #: a run of: the runs of one point share ``base`` (an older record: its own index).
+    repeat: int = 0
+    base: int = -1
+    load: PointLoad = Field(default_factory=PointLoad)
+    params: dict[str, Any] = Field(default_factory=dict)
+    #: The client library the parameters choose (None: not recorded).
+    client: str | None = None
+    #: Processes each client node spreads its workers over (None: not recorded, one).
+    processes_per_node: int | None = None
+
+    @model_validator(mode="after")
+    def _base_defaults_to_the_point(self) -> PointEntry:
+        if self.base < 0:
+            self.base = self.point
+        return self
+
+    @property
+    def processes(self) -> int:
+        """Processes per client node (one where the record does not say)."""
+        return self.processes_per_node or 1
+
+    def manifest_point(self) -> ManifestPoint:
+        """This point as the AWS run manifest records it."""
+        return ManifestPoint(
+            index=self.point,
+            senders=self.load.sender_nodes,
+            receivers=self.load.receivers,
+            label=self.label,
+        )
+
+
+class BrokerRecord(Record):
+    """The broker: the system's name and title, what the run knew of it (deployment,
+    topology, endpoints) and what its servers said of themselves (version, settings) — the
+    latter as the run gave them, read through the properties below."""
+
+    system: str = ""
+    title: str = ""
+    caveats: list[str] = Field(default_factory=list)
+    stand_in: str = ""
+
+    @property
+    def name(self) -> str:
+        """The title, else the system's name, else "?"."""
+        return self.title or self.system or "?"
+
+    def given(self, key: str) -> Any:
+        """What the run recorded under ``key`` (None: nothing)."""
+        return (self.model_extra or {}).get(key)
+
+    @property
+    def deployment(self) -> str | None:
+        """ "local" (started by the run) or "endpoints" (given)."""
+        return self.given("deployment")
+
+    @property
+    def topology(self) -> str | None:
+        return self.given("topology")
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self.given("endpoints") or [])
+
+    @property
+    def version(self) -> Any:
+        """The version its servers reported (None: not reported)."""
+        return self.given("version")
+
+
+class CostRecord(Record):
+    """The AWS fleet of a run on AWS: its region and instances per type."""
+
+    region: str = ""
+    instances: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def prices(self) -> Any:
+        """A price table other than the packaged one, where the record names one
+        (``analysis.prices.load_prices``)."""
+        return (self.model_extra or {}).get("prices")
+
+
+class Measurement(Record):
+    """The scenario's ``[measurement]`` (seconds; a hand-written record may give a text)."""
+
+    warmup: int | float | str | None = None
+    window: int | float | str | None = None
+    step: int | float | str | None = None
+
+
+class ScenarioRecord(Record):
+    """The resolved scenario as recorded (``workload.context.recorded_scenario``)."""
+
+    name: str = "?"
+    description: str = ""
+    measurement: Measurement = Field(default_factory=Measurement)
+    repeat: int = 1
+
+
+class ProbeRecord(BaseModel):
+    """One probe: the sweep point it ran as, its total target rate and how it came out."""
+
+    #: The sweep point (its index in the run, from 0; probe ``point + 1`` when printed).
+    point: int
+    #: Target msgs/s in total over every sender worker, and per worker (``load.rate``).
+    rate: float
+    rate_per_worker: float
+    #: None: not judged — the run stopped during the probe (see ``reason``).
+    holds: bool | None
+    reason: str
+    send_msgs_per_s: float | None = None
+    receive_msgs_per_s: float | None = None
+    measured_seconds: int | None = None
+    errors: int | None = None
+    processing_latency_p99_ms: float | None = None
+
+
+class SearchRecord(BaseModel):
+    """A capacity search as the run context records it (its ``search``)."""
+
+    #: The scenario's ``[search]`` as given (``slo_p99`` in seconds).
+    spec: dict[str, float | int]
+    slo_p99_ms: float
+    #: Sender workers of every probe (``threads × sender_nodes``).
+    sender_workers: int
+    probes: list[ProbeRecord] = []
+    #: The bracket: the highest rate that held and the lowest that failed (msgs/s in
+    #: total; None: none yet). The capacity at SLO is at least the one and below the other.
+    highest_holding: float | None = None
+    lowest_failing: float | None = None
+    outcome: Outcome = "running"
+    #: The search ended by its own rule (False: running, or stopped by the run).
+    complete: bool = False
+    #: Why an incomplete search stopped ("the run was interrupted (SIGINT)").
+    note: str = ""
+    #: The result in words (the line printed at the end).
+    result: str = ""
+
+
+#: Keys a context has only when they apply: left out rather than written as null.
+_WHEN_GIVEN = ("search", "cost")
+
+
+class RunContext(Record):
+    """The run context: what makes two runs comparable (SPEC §3)."""
+
+    run_id: str | None = None
+    scenario_file: str | None = None
+    scenario: ScenarioRecord = Field(default_factory=ScenarioRecord)
+    #: The sweep points (a capacity search's probes, added as they start).
+    points: list[PointEntry] = Field(default_factory=list)
+    broker: BrokerRecord = Field(default_factory=BrokerRecord)
+    #: Client library versions by distribution name (None: not installed).
+    clients: dict[str, str | None] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    #: The clock state of one host and where every node's is (``workload.context``).
+    clock: dict[str, Any] = Field(default_factory=dict)
+    started: str | None = None
+    finished: str | None = None
+    #: How the run ended (None: a record that does not say).
+    status: str | None = None
+    errors: list[str] = Field(default_factory=list)
+    #: A run on AWS: its fleet, for the cost per million messages.
+    cost: CostRecord | None = None
+    #: A capacity search's record.
+    search: SearchRecord | None = None
+
+    @classmethod
+    def of(cls, context: RunContext | Mapping[str, Any]) -> RunContext:
+        """The typed context of a raw mapping (a parsed ``context.json``), or ``context``."""
+        return context if isinstance(context, RunContext) else cls.model_validate(context)
+
+    def dump(self) -> dict[str, Any]:
+        """The context as ``context.json`` holds it (``search`` and ``cost`` only when set)."""
+        absent = {key for key in _WHEN_GIVEN if getattr(self, key) is None}
+        return self.model_dump(exclude=absent)
+
+    def point(self, index: int) -> PointEntry | None:
+        """The sweep point of that index (None: not in the context)."""
+        return next((p for p in self.points if p.point == index), None)
+
+
+def write_context(run_dir: Path, context: RunContext) -> None:
+    """Write ``context.json`` (through a temporary file: a reader sees a whole one)."""
+    tmp = run_dir / f".{CONTEXT_FILE}.tmp"
+    tmp.write_text(json.dumps(context.dump(), indent=2, default=str))
+    tmp.rename(run_dir / CONTEXT_FILE)
+
+
+def read_raw_context(run_dir: Path) -> dict[str, Any]:
+    """``context.json`` as written (for what renders the whole of it)."""
+    return dict(json.loads((run_dir / CONTEXT_FILE).read_text()))
+
+
+def load_context(run_dir: Path) -> RunContext:
+    """The run context of ``run_dir``, typed."""
+    return RunContext.of(read_raw_context(run_dir))
