@@ -12,12 +12,12 @@ from botocore.stub import ANY, Stubber
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
 from brokers.local import free_ports
 from brokers.sqs.adapter import SqsAdapter, SqsBatchError, check_batch, chunks, client
-from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import drain, local_cluster, prepared
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.support import drain, prepared
 
 pytestmark = pytest.mark.sqs
 
@@ -157,8 +157,8 @@ def test_the_stand_in_is_labelled_and_there_is_no_cloud_recipe() -> None:
 
 
 @pytest.fixture(scope="module")
-def elasticmq():
-    yield from local_cluster(SYSTEM, "single", params())
+def elasticmq(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "single")
 
 
 @pytest.mark.slow
@@ -171,21 +171,6 @@ def test_round_trip_of_a_batch_larger_than_ten(elasticmq) -> None:
     assert not any(m.redelivered for m in got)
     adapter.ack([m.receipt for m in got])
     assert adapter.receive(10) == []
-    adapter.close()
-
-
-@pytest.mark.slow
-def test_an_unacked_message_comes_back_after_the_visibility_timeout(elasticmq) -> None:
-    adapter = prepared(
-        SYSTEM, elasticmq.endpoints, "bb_redelivery", visibility_timeout=3, wait_time=0
-    )
-    adapter.send([b"bb1|not-acked"])
-    (first,) = drain(adapter, 1)
-    assert adapter.receive(10) == []  # hidden while the timeout runs
-    time.sleep(3.2)
-    (again,) = drain(adapter, 1)
-    assert again.body == first.body and again.redelivered
-    adapter.ack([again.receipt])
     adapter.close()
 
 
