@@ -33,11 +33,13 @@ class LocalBrokers:
     """The local brokers of a test session, started on first use and shared by every test
     of their system (``tests/test_<system>.py`` and the conformance suite); at most one
     runs at a time: asking for another system or topology stops the previous one, and it
-    is stopped once the tests of its system are done (:func:`pytest_runtest_teardown`)."""
+    is stopped once the tests of its system are done (:func:`pytest_runtest_teardown`),
+    leaving no data behind."""
 
     def __init__(self) -> None:
         self.key: tuple[str, str] | None = None
         self.running: LocalCluster | None = None
+        self.workdir = Path()
 
     def get(self, system: BrokerSystem[Any], topology: str) -> LocalCluster:
         """The system's ``topology`` started here with default parameters (skipped, naming
@@ -50,15 +52,19 @@ class LocalBrokers:
         if self.running is not None and (self.key != key or self.running.dead_nodes()):
             self.stop()
         if self.running is None:
-            workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-test-{system.name}-")) / "c"
-            self.running = system.local.start(topology, system.params_model(), workdir)
+            top = Path(tempfile.mkdtemp(prefix=f"brokerbench-test-{system.name}-"))
+            self.workdir = top / "c"
+            self.running = system.local.start(topology, system.params_model(), self.workdir)
             self.key = key
         return self.running
 
     def stop(self) -> None:
         running, self.running, self.key = self.running, None, None
         if running is not None:
+            workdir = self.workdir
             running.stop()
+            assert not workdir.exists(), f"stop() left {workdir} behind"
+            workdir.parent.rmdir()
 
 
 _BROKERS = pytest.StashKey[LocalBrokers]()
