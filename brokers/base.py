@@ -463,6 +463,10 @@ class BrokerSystem(Generic[P]):
     #: (a visibility timeout), for the given parameters; None where redelivery is immediate
     #: or not time-based. A receiver that stops sooner would leave such messages unseen.
     redelivery_after: Callable[[P], float] | None = None
+    #: False where acknowledgements are cumulative (committed offsets): a receiver that stops
+    #: with a message unacknowledged may leave acknowledged ones after it to be delivered
+    #: again. True where each message is acknowledged on its own.
+    acks_per_message: bool = True
 
     def client(self, params: P) -> str:
         """The client library (distribution name) workers use with these parameters."""

@@ -3,10 +3,8 @@ STOMP adapter, settings read-back and a whole run against the Debian package's b
 
 from __future__ import annotations
 
-import shutil
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,11 +13,10 @@ from brokers import registry
 from brokers.activemq import SYSTEM, ActiveMQParams, config
 from brokers.activemq.adapter import parse_map_json
 from brokers.activemq.cloud import ActiveMQCloud
-from brokers.base import Destination, Endpoints
+from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports
-from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import receive_bodies
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
 
 pytestmark = pytest.mark.activemq
 
@@ -136,64 +133,8 @@ def test_smoke_run_loses_nothing(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    local = SYSTEM.local
-    assert local is not None
-    if shutil.which("java") is None or local.missing():
-        pytest.skip(f"ActiveMQ Classic cannot run here: {local.missing()}")
-    started = local.start("single", ActiveMQParams(), tmp_path_factory.mktemp("activemq"))
-    assert isinstance(started, ProcessCluster)
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-@pytest.mark.slow
-def test_round_trip(broker: ProcessCluster) -> None:
-    params, destination = ActiveMQParams(), Destination("round_trip")
-    SYSTEM.prepare(broker.endpoints, params, destination)
-    sender = SYSTEM.connect(broker.endpoints, params, destination)
-    receiver = SYSTEM.connect(broker.endpoints, params, destination)
-    try:
-        sent = [b"message-%d" % i for i in range(30)]
-        for i in range(0, 30, 10):
-            sender.send(sent[i : i + 10])
-        assert sorted(receive_bodies(receiver, set(sent))) == sorted(sent)
-        assert receiver.receive(10) == []
-    finally:
-        sender.close()
-        receiver.close()
-
-
-@pytest.mark.slow
-def test_unacknowledged_messages_come_back(broker: ProcessCluster) -> None:
-    params, destination = ActiveMQParams(prefetch=50), Destination("redelivery")
-    SYSTEM.prepare(broker.endpoints, params, destination)
-    sender = SYSTEM.connect(broker.endpoints, params, destination)
-    sender.send([b"m%d" % i for i in range(20)])
-    sender.close()
-
-    first = SYSTEM.connect(broker.endpoints, params, destination)
-    got: list = []
-    deadline = time.monotonic() + 30
-    while len(got) < 20 and time.monotonic() < deadline:
-        got += first.receive(10)
-    first.ack([m.receipt for m in got if int(m.body[1:]) % 2 == 0])
-    first.close()  # the odd ones were never acknowledged
-
-    second = SYSTEM.connect(broker.endpoints, params, destination)
-    try:
-        unacked = {b"m%d" % i for i in range(1, 20, 2)}
-        again: list = []
-        deadline = time.monotonic() + 30
-        while len({m.body for m in again}) < 10 and time.monotonic() < deadline:
-            again += second.receive(10)
-        assert {m.body for m in again} == unacked
-        assert all(m.redelivered for m in again)
-        second.ack([m.receipt for m in again])
-    finally:
-        second.close()
+def broker(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "single")
 
 
 @pytest.mark.slow

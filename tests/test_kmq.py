@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from brokers.base import Destination, Endpoints
 from brokers.kafka import SYSTEM as KAFKA
 from brokers.kmq import SYSTEM, markers
 from brokers.kmq.params import KmqParams
-from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
 
 pytestmark = pytest.mark.kmq
 
@@ -112,17 +110,8 @@ def test_defaults_and_reuse_of_kafka() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
-    local = SYSTEM.local
-    assert local is not None
-    if shutil.which("java") is None:
-        pytest.skip("java is not installed")
-    local.install(print)
-    started = local.start("cluster", KmqParams(), tmp_path_factory.mktemp("kmq"))
-    try:
-        yield started.endpoints
-    finally:
-        started.stop()
+def cluster(local_brokers: LocalBrokers) -> Endpoints:
+    return local_brokers.get(SYSTEM, "cluster").endpoints
 
 
 @pytest.mark.slow

@@ -15,13 +15,13 @@ import pytest
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError, BrokerStartError
 from brokers.local import free_ports
 from brokers.mongodb import ferretdb
 from brokers.mongodb.cloud import MongoCloud, render_node_config
-from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import drain, local_cluster, prepared
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.support import drain, prepared
 
 pytestmark = pytest.mark.mongodb
 
@@ -96,8 +96,8 @@ def test_unreachable_server_is_one_line_naming_the_host() -> None:
 
 
 @pytest.fixture(scope="module")
-def ferret():
-    yield from local_cluster(SYSTEM, "single", params())
+def ferret(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "single")
 
 
 @pytest.mark.slow
@@ -111,19 +111,6 @@ def test_round_trip_in_sending_order(ferret) -> None:
     assert not any(m.redelivered for m in got)
     adapter.ack([m.receipt for m in got])
     assert adapter.receive(10) == []
-    adapter.close()
-
-
-@pytest.mark.slow
-def test_an_unacked_message_comes_back_after_the_visibility_timeout(ferret) -> None:
-    adapter = prepared(SYSTEM, ferret.endpoints, "bb_redelivery", visibility_timeout=1.5)
-    adapter.send([b"bb1|not-acked"])
-    (first,) = drain(adapter, 1)
-    assert adapter.receive(10) == []
-    time.sleep(1.6)
-    (again,) = drain(adapter, 1)
-    assert again.body == first.body and again.receipt == first.receipt and again.redelivered
-    adapter.ack([again.receipt])
     adapter.close()
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, Destination, Endpoints
+from brokers.base import BROKER_PASSWORD, Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.nats import local as nats_local
 from brokers.nats.cloud import NatsCloud
-from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
 from tests.support import files_holding
 
 pytestmark = [pytest.mark.nats]
@@ -46,12 +46,8 @@ def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    assert SYSTEM.local is not None
-    workdir = tmp_path_factory.mktemp("nats") / "c"
-    with SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir) as running:
-        yield running
-    assert not workdir.exists(), "stop() leaves no data behind"
+def cluster(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "cluster")
 
 
 async def refused(host: str, **login: str) -> str:
@@ -177,28 +173,6 @@ def test_a_subject_without_stream_is_not_acknowledged(cluster) -> None:
         with pytest.raises(BrokerError, match=r"2 of 2 messages not acknowledged.*503"):
             await adapter.send([b"a", b"b"])
         assert adapter.acks.waiting == {}
-        await adapter.close()
-
-    asyncio.run(run())
-
-
-@pytest.mark.slow
-def test_unacked_message_comes_back_after_ack_wait(cluster) -> None:
-    params = SYSTEM.params_model(ack_wait=1.0)
-    destination = Destination("bb_redelivery")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-
-    async def run() -> None:
-        adapter = await SYSTEM.connect(cluster.endpoints, params, destination)
-        await adapter.send([b"orphan"])
-        first = await drain(adapter, 1)
-        assert [m.body for m in first] == [b"orphan"] and not first[0].redelivered
-        await asyncio.sleep(1.5)  # not acked within ack_wait
-        again = await drain(adapter, 1)
-        assert [m.body for m in again] == [b"orphan"] and again[0].redelivered
-        await adapter.ack([m.receipt for m in again])
-        await asyncio.sleep(1.5)
-        assert await adapter.receive(10) == []
         await adapter.close()
 
     asyncio.run(run())

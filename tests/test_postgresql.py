@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from brokers import registry
-from brokers.base import Destination, Endpoints
+from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
-from tests.support import drain, files_holding, local_cluster, prepared
+from tests.conftest import LocalBrokers
+from tests.support import drain, files_holding, prepared
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -20,8 +21,8 @@ SYSTEM = registry.get("postgresql")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    yield from local_cluster(SYSTEM, "cluster", SYSTEM.params_model())
+def cluster(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "cluster")
 
 
 def login(endpoints: Endpoints) -> dict[str, str]:
@@ -160,26 +161,6 @@ def test_asynchronous_replication_commits_locally(cluster) -> None:
     assert adapter.conn.execute("SHOW synchronous_commit").fetchone() == ("local",)
     adapter.send([b"local"])
     assert [m.body for m in adapter.receive(10)] == [b"local"]
-    adapter.close()
-
-
-def test_unacked_message_is_redelivered(cluster) -> None:
-    params = SYSTEM.params_model(visibility_timeout=0.5)
-    destination = Destination("bb_redelivery")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    adapter = SYSTEM.connect(cluster.endpoints, params, destination)
-    adapter.send([b"again"])
-    first = adapter.receive(10)
-    assert [m.body for m in first] == [b"again"] and not first[0].redelivered
-    assert adapter.receive(10) == []  # hidden while in flight
-    import time
-
-    time.sleep(0.6)
-    second = adapter.receive(10)
-    assert [m.body for m in second] == [b"again"] and second[0].redelivered
-    adapter.ack([m.receipt for m in second])
-    time.sleep(0.6)
-    assert adapter.receive(10) == []
     adapter.close()
 
 

@@ -9,7 +9,6 @@ import re
 import shutil
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,7 @@ from brokers.pulsar.config import (
     version,
 )
 from brokers.pulsar.params import PulsarParams
-from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
 from tests.support import listening_addresses, properties, receive_count
 
 pytestmark = pytest.mark.pulsar
@@ -207,18 +206,10 @@ def test_registered_with_local_and_cloud() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    deployment = SYSTEM.local
-    assert deployment is not None
-    if shutil.which("java") is None:
-        pytest.skip("java is not installed")
-    deployment.install(print)  # once; later runs reuse the cache
-    started = deployment.start("cluster", PulsarParams(), tmp_path_factory.mktemp("pulsar") / "c")
+def cluster(local_brokers: LocalBrokers) -> ProcessCluster:
+    started = local_brokers.get(SYSTEM, "cluster")
     assert isinstance(started, ProcessCluster)
-    try:
-        yield started
-    finally:
-        started.stop()
+    return started
 
 
 @pytest.mark.slow
@@ -234,26 +225,6 @@ def test_start_failure_names_the_component(tmp_path: Path, monkeypatch: pytest.M
     assert not (tmp_path / "broken").exists()
 
 
-@pytest.mark.slow
-def test_round_trip_on_a_partitioned_topic(cluster: ProcessCluster) -> None:
-    params = PulsarParams(partitions=3)
-    destination = Destination("round_trip")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
-    try:
-        sent = [b"message-%d" % i for i in range(30)]
-        for i in range(0, 30, 10):
-            sender.send(sent[i : i + 10])
-        got = receive_count(receiver, 30)
-        assert sorted(m.body for m in got) == sorted(sent)
-        assert not any(m.redelivered for m in got)
-        assert receiver.receive(10) == []
-    finally:
-        sender.close()
-        receiver.close()
-
-
 def hold(adapter, count: int, timeout: float = 30) -> list[Received]:
     """Receive ``count`` messages without acknowledging them."""
     held: list[Received] = []
@@ -261,28 +232,6 @@ def hold(adapter, count: int, timeout: float = 30) -> list[Received]:
     while len(held) < count and time.monotonic() < deadline:
         held += adapter.receive(count - len(held))
     return held
-
-
-@pytest.mark.slow
-def test_messages_of_a_vanished_receiver_come_back(cluster: ProcessCluster) -> None:
-    params = PulsarParams()
-    destination = Destination("redelivery")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    sender.send([b"m%d" % i for i in range(10)])
-    sender.close()
-    first = SYSTEM.connect(cluster.endpoints, params, destination)
-    held = hold(first, 10)
-    assert len(held) == 10
-    first.ack([m.receipt for m in held[:4]])
-    first.close()  # without acknowledging the other six
-    second = SYSTEM.connect(cluster.endpoints, params, destination)
-    try:
-        again = receive_count(second, 6, timeout=30)
-        # Pulsar replays them to the next consumer (without counting a redelivery).
-        assert {m.body for m in again} == {m.body for m in held[4:]}
-    finally:
-        second.close()
 
 
 @pytest.mark.slow

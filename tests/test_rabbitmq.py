@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, Destination, Endpoints
+from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.rabbitmq import local as rabbitmq_local
@@ -18,7 +18,7 @@ from brokers.rabbitmq.adapter import open_connection
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.confirms import ConfirmTracker, PublishedBatch, PublishFrames
 from brokers.rabbitmq.ctl import Ctl
-from tests.conftest import SCENARIOS, brokerbench, read_summary
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
 from tests.support import drain, files_holding, receive_count
 
 pytestmark = [pytest.mark.rabbitmq]
@@ -42,12 +42,8 @@ def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    assert SYSTEM.local is not None
-    workdir = tmp_path_factory.mktemp("rabbitmq") / "c"
-    with SYSTEM.local.start("cluster", SYSTEM.params_model(), workdir) as running:
-        yield running
-    assert not workdir.exists(), "stop() leaves no data behind"
+def cluster(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "cluster")
 
 
 @pytest.fixture(scope="module")
@@ -151,25 +147,6 @@ def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
     assert receiver.receive(10) == []
     sender.close()
     receiver.close()
-
-
-@pytest.mark.slow
-def test_unacked_messages_come_back_redelivered(cluster) -> None:
-    params = SYSTEM.params_model()
-    destination = Destination("bb_redelivery")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    sender.send([b"orphan-1", b"orphan-2"])
-    crashed = SYSTEM.connect(cluster.endpoints, params, destination)
-    assert sorted(m.body for m in drain(crashed, 2, timeout=20)) == [b"orphan-1", b"orphan-2"]
-    crashed.close()  # never acked
-    survivor = SYSTEM.connect(cluster.endpoints, params, destination)
-    again = drain(survivor, 2, timeout=20)
-    assert sorted(m.body for m in again) == [b"orphan-1", b"orphan-2"]
-    assert all(m.redelivered for m in again)
-    survivor.ack([m.receipt for m in again])
-    sender.close()
-    survivor.close()
 
 
 @pytest.mark.slow

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from brokers import registry
-from brokers.base import Destination, Endpoints, split_host_port
+from brokers.base import Destination, Endpoints, LocalCluster, split_host_port
 from brokers.credentials import Credentials, generate
 from brokers.errors import BrokerError
 from brokers.redis.adapter import auth_options
-from tests.support import files_holding, local_cluster, prepared, receive_count
+from tests.conftest import LocalBrokers
+from tests.support import files_holding, prepared, receive_count
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -22,8 +22,8 @@ SYSTEM = registry.get("redis")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    yield from local_cluster(SYSTEM, "cluster", SYSTEM.params_model())
+def cluster(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "cluster")
 
 
 def test_describe_reads_back_replicas_and_aof(cluster) -> None:
@@ -167,22 +167,6 @@ def test_too_few_replicas_fail_the_batch(cluster) -> None:
         while confirmation.wait(1) is None:
             pass
     adapter.close()
-
-
-def test_messages_of_a_dead_consumer_are_claimed(cluster) -> None:
-    params = SYSTEM.params_model(claim_after=0.4)
-    destination = Destination("bb_claim")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    dead = SYSTEM.connect(cluster.endpoints, params, destination)
-    dead.send([b"orphan"])
-    assert [m.body for m in dead.receive(10)] == [b"orphan"]  # never acked
-    alive = SYSTEM.connect(cluster.endpoints, params, destination)
-    time.sleep(0.5)
-    again = alive.receive(10)
-    assert [m.body for m in again] == [b"orphan"] and again[0].redelivered
-    alive.ack([m.receipt for m in again])
-    time.sleep(0.5)
-    assert alive.receive(10) == []
 
 
 def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:

@@ -16,14 +16,13 @@ import threading
 import time
 import tomllib
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import toml
 
 from brokers import registry
-from brokers.base import Destination, Endpoints, Received
+from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError, BrokerError, BrokerStartError
 from brokers.local import ProcessCluster, free_ports
 from brokers.rocketmq import SYSTEM, local, loopback, remoting
@@ -38,8 +37,8 @@ from brokers.rocketmq.config import (
     version,
 )
 from brokers.rocketmq.params import RocketMQParams
-from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import listening_addresses, properties, receive_count
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.support import listening_addresses, properties
 
 pytestmark = pytest.mark.rocketmq
 
@@ -221,20 +220,10 @@ def test_registered_with_local_and_cloud() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    deployment = SYSTEM.local
-    assert deployment is not None
-    if shutil.which("java") is None:
-        pytest.skip("java is not installed")
-    deployment.install(print)  # once; later runs reuse the cache
-    started = deployment.start(
-        "cluster", RocketMQParams(), tmp_path_factory.mktemp("rocketmq") / "c"
-    )
+def cluster(local_brokers: LocalBrokers) -> ProcessCluster:
+    started = local_brokers.get(SYSTEM, "cluster")
     assert isinstance(started, ProcessCluster)
-    try:
-        yield started
-    finally:
-        started.stop()
+    return started
 
 
 @pytest.mark.slow
@@ -248,55 +237,6 @@ def test_start_failure_names_the_component(tmp_path: Path, monkeypatch: pytest.M
         deployment.start("single", RocketMQParams(), tmp_path / "broken")
     assert "\n" not in str(err.value)
     assert not (tmp_path / "broken").exists()
-
-
-@pytest.mark.slow
-def test_round_trip(cluster: ProcessCluster) -> None:
-    params = RocketMQParams(queues=4)
-    destination = Destination("round_trip")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
-    try:
-        sent = [b"message-%d" % i for i in range(30)]
-        for i in range(0, 30, 10):
-            sender.send(sent[i : i + 10])
-        got = receive_count(receiver, 30)
-        assert sorted(m.body for m in got) == sorted(sent)
-        assert not any(m.redelivered for m in got)
-        assert receiver.receive(10) == []
-    finally:
-        sender.close()
-        receiver.close()
-
-
-@pytest.mark.slow
-def test_unacknowledged_messages_come_back_after_the_invisible_duration(
-    cluster: ProcessCluster,
-) -> None:
-    params = RocketMQParams(invisible_duration=10)
-    destination = Destination("redelivery")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-    sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    first = SYSTEM.connect(cluster.endpoints, params, destination)
-    second = SYSTEM.connect(cluster.endpoints, params, destination)
-    try:
-        sender.send([b"m%d" % i for i in range(6)])
-        held: list[Received] = []
-        deadline = time.monotonic() + 30
-        while len(held) < 6 and time.monotonic() < deadline:
-            held += first.receive(6 - len(held))
-        assert len(held) == 6
-        first.ack([m.receipt for m in held[:2]])
-        first.close()  # the other four are never acknowledged
-        started = time.monotonic()
-        again = receive_count(second, 4, timeout=40)
-        assert {m.body for m in again} == {m.body for m in held[2:]}
-        assert all(m.redelivered for m in again)
-        assert time.monotonic() - started > 5  # hidden until the invisible duration ends
-    finally:
-        sender.close()
-        second.close()
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from botocore.stub import ANY, Stubber
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import CreatedService, Destination, Endpoints
+from brokers.base import CreatedService, Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
 from brokers.local import free_ports
 from brokers.sqs.adapter import (
@@ -23,8 +23,8 @@ from brokers.sqs.adapter import (
     client,
     endpoint_url,
 )
-from tests.conftest import SCENARIOS, brokerbench, read_summary
-from tests.support import drain, local_cluster, prepared
+from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.support import drain, prepared
 
 pytestmark = pytest.mark.sqs
 
@@ -183,8 +183,8 @@ def test_the_stand_in_is_labelled_and_aws_runs_the_queue() -> None:
 
 
 @pytest.fixture(scope="module")
-def elasticmq():
-    yield from local_cluster(SYSTEM, "single", params())
+def elasticmq(local_brokers: LocalBrokers) -> LocalCluster:
+    return local_brokers.get(SYSTEM, "single")
 
 
 @pytest.mark.slow
@@ -201,21 +201,6 @@ def test_round_trip_of_a_batch_larger_than_ten(elasticmq) -> None:
 
 
 @pytest.mark.slow
-def test_an_unacked_message_comes_back_after_the_visibility_timeout(elasticmq) -> None:
-    adapter = prepared(
-        SYSTEM, elasticmq.endpoints, "bb_redelivery", visibility_timeout=3, wait_time=0
-    )
-    adapter.send([b"bb1|not-acked"])
-    (first,) = drain(adapter, 1)
-    assert adapter.receive(10) == []  # hidden while the timeout runs
-    time.sleep(3.2)
-    (again,) = drain(adapter, 1)
-    assert again.body == first.body and again.redelivered
-    adapter.ack([again.receipt])
-    adapter.close()
-
-
-@pytest.mark.slow
 def test_the_stand_in_enforces_the_batch_limit_of_ten(elasticmq) -> None:
     prepared(SYSTEM, elasticmq.endpoints, "bb_limit").close()
     sqs = client(elasticmq.endpoints)
@@ -227,6 +212,12 @@ def test_the_stand_in_enforces_the_batch_limit_of_ten(elasticmq) -> None:
 
 @pytest.mark.slow
 def test_describe_reads_back_the_queue_settings(elasticmq) -> None:
+    # describe's probe queue may exist with other attributes (the conformance suite
+    # describes the same server with the defaults): ElasticMQ refuses to create it again.
+    sqs = client(elasticmq.endpoints)
+    for url in sqs.list_queues().get("QueueUrls", []):
+        if url.endswith("/brokerbench-describe"):
+            sqs.delete_queue(QueueUrl=url)
     info = SYSTEM.describe(elasticmq.endpoints, params(visibility_timeout=45))
     assert info["version"].startswith("ElasticMQ")
     assert info["queue_attributes"]["VisibilityTimeout"] == "45"

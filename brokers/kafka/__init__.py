@@ -70,4 +70,5 @@ SYSTEM = BrokerSystem(
     client_package="confluent-kafka",
     client_for=client_of,
     pipelined=True,
+    acks_per_message=False,  # offsets committed every commit_interval
 )

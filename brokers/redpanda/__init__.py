@@ -63,4 +63,5 @@ SYSTEM = BrokerSystem(
     client_package="confluent-kafka",
     client_for=client_of,
     pipelined=True,
+    acks_per_message=False,  # the Kafka adapters: offsets committed
 )

@@ -1,0 +1,162 @@
+"""The contract every system that runs here keeps, tested through its adapter against the
+real broker (the topology its own tests use, shared with them; see ``local_brokers`` in
+conftest): what is sent is received once with the same payload; what a receiver did not
+acknowledge is delivered to the next one; the settings are read back.
+
+Systems without a local deployment (Redpanda, EventStoreDB: no server can be had here) are
+not collected; one whose local deployment is ``missing()`` something is skipped, naming it.
+``pytest -m <system>`` selects a system's tests here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import pytest
+
+from brokers import registry
+from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster, Received
+
+SYSTEMS = [name for name, system in registry.systems().items() if system.local is not None]
+
+#: Parameters that make a receiver's unacknowledged messages come back within seconds
+#: where that takes a visibility timeout, an ack wait or a commit (else the defaults).
+QUICK_REDELIVERY: dict[str, dict[str, Any]] = {
+    "kafka": {"partitions": 2, "commit_interval": 0.1},
+    "kmq": {"redelivery_timeout": 3.0, "commit_interval": 1.0},
+    "mongodb": {"visibility_timeout": 1.5},
+    "nats": {"ack_wait": 1.0},
+    "postgresql": {"visibility_timeout": 0.5},
+    "redis": {"claim_after": 0.4},
+    "rocketmq": {"invisible_duration": 10},
+    "sqs": {"visibility_timeout": 3, "wait_time": 0},
+}
+
+
+def each_system() -> list[Any]:
+    return [
+        pytest.param(name, marks=[getattr(pytest.mark, name), pytest.mark.slow], id=name)
+        for name in SYSTEMS
+    ]
+
+
+class Client:
+    """One worker's adapter, blocking or asyncio (run on a loop of its own), behind the
+    same three blocking calls."""
+
+    def __init__(
+        self, system: BrokerSystem[Any], endpoints: Endpoints, params: Any, destination: Destination
+    ) -> None:
+        self.loop = asyncio.new_event_loop() if system.asyncio else None
+        self.adapter = self._run(system.connect(endpoints, params, destination))
+
+    def _run(self, result: Any) -> Any:
+        return self.loop.run_until_complete(result) if self.loop is not None else result
+
+    def send(self, batch: Sequence[bytes]) -> None:
+        self._run(self.adapter.send(batch))
+
+    def receive(self, max_n: int) -> list[Received]:
+        return list(self._run(self.adapter.receive(max_n)))
+
+    def ack(self, receipts: Sequence[Hashable]) -> None:
+        self._run(self.adapter.ack(receipts))
+
+    def close(self) -> None:
+        self._run(self.adapter.close())
+        if self.loop is not None:
+            self.loop.close()
+
+
+def receive_until(
+    client: Client, wanted: set[bytes], ack: bool, timeout: float = 60
+) -> list[Received]:
+    """Receive until every wanted body arrived (or the timeout); acknowledge if ``ack``."""
+    got: list[Received] = []
+    deadline = time.monotonic() + timeout
+    while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
+        messages = client.receive(10)
+        got += messages
+        if ack and messages:
+            client.ack([m.receipt for m in messages])
+    return got
+
+
+@pytest.fixture
+def broker(system: str, local_brokers: Any) -> LocalCluster:
+    described = registry.get(system)
+    assert described.local is not None
+    topologies = described.local.topologies
+    return local_brokers.get(described, "cluster" if "cluster" in topologies else "single")
+
+
+def prepared(system: BrokerSystem[Any], broker: LocalCluster, name: str, **values: Any) -> Any:
+    params = system.params_model.model_validate(values)
+    system.prepare(broker.endpoints, params, Destination(name))
+    return params
+
+
+@pytest.mark.parametrize("system", each_system())
+def test_round_trip(system: str, broker: LocalCluster) -> None:
+    """Every confirmed message is received once, with its payload, none marked redelivered;
+    once acknowledged nothing more comes."""
+    bb = registry.get(system)
+    params = prepared(bb, broker, "bb_conformance_round_trip")
+    destination = Destination("bb_conformance_round_trip")
+    sender = Client(bb, broker.endpoints, params, destination)
+    receiver = Client(bb, broker.endpoints, params, destination)
+    try:
+        sent = [b"round-trip-%02d" % i for i in range(30)]
+        for i in range(0, 30, 10):
+            sender.send(sent[i : i + 10])
+        got = receive_until(receiver, set(sent), ack=True)
+        assert sorted(m.body for m in got) == sorted(sent)
+        assert not any(m.redelivered for m in got)
+        assert receiver.receive(10) == []
+    finally:
+        sender.close()
+        receiver.close()
+
+
+@pytest.mark.parametrize("system", each_system())
+def test_unacknowledged_messages_go_to_the_next_receiver(system: str, broker: LocalCluster) -> None:
+    """A receiver acknowledges every other message it got, then closes: the next receiver
+    gets every message not acknowledged; where acknowledgements are per message
+    (``acks_per_message``), none of those that were."""
+    bb = registry.get(system)
+    params = prepared(bb, broker, "bb_conformance_redelivery", **QUICK_REDELIVERY.get(system, {}))
+    destination = Destination("bb_conformance_redelivery")
+    sent = [b"redelivery-%02d" % i for i in range(10)]
+    sender = Client(bb, broker.endpoints, params, destination)
+    sender.send(sent)
+    sender.close()
+
+    first = Client(bb, broker.endpoints, params, destination)
+    held = receive_until(first, set(sent), ack=False, timeout=30)
+    assert len(held) >= 2, "the first receiver got fewer than two messages"
+    acked = {m.body for m in held[::2]}
+    first.ack([m.receipt for m in held[::2]])
+    first.close()  # the others were never acknowledged
+
+    second = Client(bb, broker.endpoints, params, destination)
+    try:
+        wanted = set(sent) - acked
+        again = receive_until(second, wanted, ack=True)
+        assert wanted <= {m.body for m in again}
+        if bb.acks_per_message:
+            assert not acked & {m.body for m in again}
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize("system", each_system())
+def test_describe_reads_back_the_settings(system: str, broker: LocalCluster) -> None:
+    """The settings read back for the run context: a JSON object naming the server's version."""
+    bb = registry.get(system)
+    described = json.loads(json.dumps(bb.describe(broker.endpoints, bb.params_model())))
+    assert isinstance(described["version"], str) and described["version"]
+    assert len(described) > 1
