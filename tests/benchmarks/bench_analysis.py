@@ -72,6 +72,10 @@ def context(senders: int, threads: int, receivers: int, seconds: int) -> dict[st
     }
 
 
+#: Every tenth of a second active (the raw ``active_tenths`` of a busy second).
+ACTIVE = (1 << 10) - 1
+
+
 def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers: int) -> int:
     """Write the raw tables; return the number of messages sent (and received)."""
     workers = senders * threads
@@ -89,6 +93,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 values = (RUN_ID, 0, "sender", node, worker, s, n, 0, 0, 0, 0, 0)
                 for name, value in zip(SECONDS_SCHEMA.names, values, strict=False):
                     rows[name].append(value)
+                rows["active_tenths"].append(ACTIVE if n else 0)
                 rows["send_latency"].append(histogram(n, SEND_SHAPE))
                 rows["processing_latency"].append([])
                 rows["send_delay"].append([])
@@ -147,6 +152,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 values = (RUN_ID, 0, "receiver", node, 0, s, 0, n, n, 0, 0, 0)
                 for name, value in zip(SECONDS_SCHEMA.names, values, strict=False):
                     rows[name].append(value)
+                rows["active_tenths"].append(ACTIVE if n else 0)
                 rows["send_latency"].append([])
                 rows["processing_latency"].append(histogram(n, PROC_SHAPE))
                 rows["send_delay"].append([])
