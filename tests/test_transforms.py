@@ -30,6 +30,7 @@ def second_row(point, worker, second, sent=0, acked=0, proc=None, send=None, rol
         0,
         0,
         0,
+        0,  # active_tenths: the analysis of rates does not read them
         send or {},
         proc or {},
         {},
