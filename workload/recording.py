@@ -51,6 +51,15 @@ class WorkerRecorder:
         self.total_received = 0
         self.total_errors = 0
         self.last_error = ""
+        #: The tenth of a second last marked active: [start, end) in wall-clock ns.
+        self._tenth = (0, 0)
+
+    def _mark(self, stats: SecondStats, now_ns: int) -> None:
+        """Mark the tenth of the second ``now_ns`` falls in as active (callers skip the call
+        while ``now_ns`` stays in the tenth marked last)."""
+        slot = now_ns // SLOT_NS
+        self._tenth = (slot * SLOT_NS, (slot + 1) * SLOT_NS)
+        stats.active |= 1 << (slot % SLOTS)
 
     def _at(self, now_ns: int) -> SecondStats:
         second = now_ns // 1_000_000_000
@@ -68,7 +77,8 @@ class WorkerRecorder:
         it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
         Both durations are on the monotonic clock."""
         stats = self._at(done_ns)
-        stats.active |= 1 << (done_ns // SLOT_NS % SLOTS)
+        if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
+            self._mark(stats, done_ns)
         count = seq_hi - seq_lo + 1
         stats.sent += count
         stats.send_latency.record(latency_ns / 1000.0)
@@ -102,7 +112,8 @@ class WorkerRecorder:
         if not n:
             return
         stats = self._at(now_ns)
-        stats.active |= 1 << (now_ns // SLOT_NS % SLOTS)
+        if not self._tenth[0] <= now_ns < self._tenth[1]:  # a new tenth: mark it active
+            self._mark(stats, now_ns)
         stats.received += n
         stats.redelivered += redelivered
         stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
