@@ -8,8 +8,9 @@ BB := $(BIN)/brokerbench
 RESULTS ?= results
 # Messages in the synthetic run the analysis benchmark times (the issue's target size).
 BENCH_MESSAGES ?= 100000000
-# Debian packages the tools (not the brokers) need: user-data validation, report rendering.
-TOOL_PACKAGES ?= cloud-init chromium
+# Debian packages the tools (not the brokers) need: user-data validation, report rendering,
+# network namespaces for isolated nodes.
+TOOL_PACKAGES ?= cloud-init chromium iproute2
 
 .PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers clean
 
