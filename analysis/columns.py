@@ -11,15 +11,19 @@ Every latency percentile is named by its scope:
 (the send call, start → confirmation) or ``send_delay`` (open loop only: how late a send
 started against its schedule). Summaries written before the scope was in the name are read
 through :func:`upgrade`.
+
+A row crosses module boundaries as a :class:`SummaryRow`: the analysis job makes them, the
+terminal table, the report, the comparison and the overview read them (from the job, or
+from the file through :func:`read_summary_csv`).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 #: The latency metrics, as the raw records and the window series name them.
 METRICS = ("processing_latency", "send_latency", "send_delay")
@@ -126,7 +130,48 @@ def number(value: object) -> float | None:
     return None if math.isnan(result) else result
 
 
-def read_summary_csv(path: Path) -> list[dict[str, str]]:
+_KNOWN = frozenset(SUMMARY_COLUMNS)
+
+
+class SummaryRow(Mapping[str, Any]):
+    """One sweep point's row of ``summary.csv``: every column of :data:`SUMMARY_COLUMNS` and
+    no other, each as the analysis computed it or as read back from the file (text). A
+    column without a figure holds None or "" (a summary written before the column existed:
+    None). Read by column (``row[c]``, ``row.get(c)``) or typed (:meth:`figure`,
+    :attr:`point`)."""
+
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells: Mapping[str, Any]) -> None:
+        unknown = set(cells) - _KNOWN
+        if unknown:
+            raise ValueError(f"not a column of summary.csv: {', '.join(sorted(unknown))}")
+        self._cells: dict[str, Any] = {c: cells.get(c) for c in SUMMARY_COLUMNS}
+
+    def __getitem__(self, column: str) -> Any:
+        return self._cells[column]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __repr__(self) -> str:
+        filled = {k: v for k, v in self._cells.items() if v not in (None, "")}
+        return f"SummaryRow({filled!r})"
+
+    def figure(self, column: str) -> float | None:
+        """The column as a number (None: no figure)."""
+        return number(self._cells[column])
+
+    @property
+    def point(self) -> int:
+        """The sweep point's index in the run."""
+        return int(self._cells["point"])
+
+
+def read_summary_csv(path: Path) -> list[SummaryRow]:
     """The rows of a ``summary.csv``, with today's column names."""
     with path.open(newline="") as f:
-        return [upgrade(row) for row in csv.DictReader(f)]
+        return [SummaryRow(upgrade(row)) for row in csv.DictReader(f)]

@@ -19,7 +19,13 @@ from enum import Enum
 from pathlib import Path
 
 from analysis.capacity import Capacity, capacity
-from analysis.columns import QUANTILE_TITLES, read_summary_csv, run_column, window_column
+from analysis.columns import (
+    QUANTILE_TITLES,
+    SummaryRow,
+    read_summary_csv,
+    run_column,
+    window_column,
+)
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
 from workload.search import format_ms
@@ -150,7 +156,7 @@ def summary_path(run_dir: Path) -> Path:
     return run_dir / "analysis" / "summary.csv"
 
 
-def load_summary(run_dir: Path) -> list[dict[str, str]]:
+def load_summary(run_dir: Path) -> list[SummaryRow]:
     """A run's summary rows; a one-line error when the run was never analysed."""
     path = summary_path(run_dir)
     if not path.is_file():
@@ -160,7 +166,7 @@ def load_summary(run_dir: Path) -> list[dict[str, str]]:
     return read_summary_csv(path)
 
 
-def point_name(row: dict[str, str]) -> str:
+def point_name(row: SummaryRow) -> str:
     """A readable, run-independent name of a sweep point."""
     return (
         f"threads={row['threads']} senders={row['sender_nodes']} "
@@ -168,21 +174,21 @@ def point_name(row: dict[str, str]) -> str:
     )
 
 
-def _key(row: dict[str, str]) -> tuple[str, ...]:
+def _key(row: SummaryRow) -> tuple[str, ...]:
     return (*(str(row.get(k, "")) for k in POINT_KEY), str(row.get("label", "")))
 
 
-def _runs(rows: Iterable[dict[str, str]]) -> dict[tuple[str, ...], list[dict[str, str]]]:
+def _runs(rows: Iterable[SummaryRow]) -> dict[tuple[str, ...], list[SummaryRow]]:
     """Summary rows by sweep point: the runs of each (one, or ``repeat`` of them)."""
-    by_key: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    by_key: dict[tuple[str, ...], list[SummaryRow]] = {}
     for row in rows:
         by_key.setdefault(_key(row), []).append(row)
     return by_key
 
 
 def compare_rows(
-    baseline: Iterable[dict[str, str]],
-    contender: Iterable[dict[str, str]],
+    baseline: Iterable[SummaryRow],
+    contender: Iterable[SummaryRow],
     baseline_name: str = "baseline",
     contender_name: str = "contender",
     metrics: tuple[Metric, ...] = METRICS,

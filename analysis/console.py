@@ -9,11 +9,12 @@ from typing import Any
 
 from analysis import repeats
 from analysis.capacity import capacity
+from analysis.columns import SummaryRow
 from analysis.report import fault_lines, text_table
 from workload.record import RunContext
 
 
-def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryRow]) -> str:
     """The analysed run for the terminal (local ``run``/``report`` and AWS ``fetch``);
     ``context`` typed or as read from ``context.json``."""
     record = RunContext.of(context)

@@ -21,7 +21,7 @@ import itertools
 import json
 import math
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 
 from analysis import capacity, faults, hdr, repeats
 from analysis import transforms as tf
-from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, run_column
+from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
@@ -272,7 +272,7 @@ def _seconds(value: int | float | str | None) -> float:
     return float(value or 0)
 
 
-def analyse(spark: SparkSession, run_dir: Path | str) -> list[dict[str, Any]]:
+def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     """Compute and write a run's summary and window series; return the summary rows.
 
     ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
@@ -410,7 +410,7 @@ def _merge(into: dict[int, dict[str, Any]], more: dict[int, dict[str, Any]]) -> 
         into.setdefault(point, {"point": point}).update(values)
 
 
-def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[SummaryRow]:
     summary = []
     for point in context.points:
         r = rows.get(point.point, {})
@@ -432,7 +432,7 @@ def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[
             if column not in row:
                 row[column] = r.get(column)
         row["cost_per_million_usd"] = _cost_per_million(context, row["receive_msgs_per_s"])
-        summary.append(row)
+        summary.append(SummaryRow(row))
     return summary
 
 
@@ -449,7 +449,7 @@ def _cost_per_million(context: RunContext, msgs_per_s: float | None) -> float | 
         return None
 
 
-def summary_csv(rows: list[dict[str, Any]]) -> str:
+def summary_csv(rows: Sequence[SummaryRow]) -> str:
     out = io.StringIO(newline="")
     writer = csv.DictWriter(out, fieldnames=SUMMARY_COLUMNS)
     writer.writeheader()
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session(settings=settings)
     try:
         for row in analyse(spark, args.run_dir):
-            print(json.dumps(row, default=str))
+            print(json.dumps(dict(row), default=str))
     finally:
         spark.stop()
     return 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import charts
-from analysis.columns import number, read_summary_csv, run_column, window_column
+from analysis.columns import SummaryRow, number, read_summary_csv, run_column, window_column
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
 from workload.record import PointEntry, RunContext
@@ -30,7 +30,7 @@ class RunSummary:
     system: str
     title: str
     scenario: str
-    rows: list[dict[str, str]] = field(default_factory=list)
+    rows: list[SummaryRow] = field(default_factory=list)
     name: str = ""
     #: The context's sweep points (their load orders the latency–throughput curve).
     points: list[PointEntry] = field(default_factory=list)
@@ -69,7 +69,7 @@ def load_runs(results: Path) -> list[RunSummary]:
     return runs
 
 
-def concurrency(row: dict[str, str]) -> int:
+def concurrency(row: SummaryRow) -> int:
     """Sending threads in the whole fleet: threads per node × sender nodes."""
     return int(row.get("threads") or 0) * int(row.get("sender_nodes") or 0)
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from analysis import charts, faults, repeats
 from analysis.capacity import capacity
-from analysis.columns import RUN_QUANTILES, number, run_column, window_column
+from analysis.columns import RUN_QUANTILES, SummaryRow, number, run_column, window_column
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
 from workload.record import PointEntry, RunContext
@@ -55,7 +55,7 @@ NOT_DRAINED = ("not_drained", "not drained", "{}")
 SEND_DELAY = (run_column("send_delay", "p99"), "send delay p99 ms [run]", "{:,.2f}")
 
 
-def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
     """The table's columns: "not drained" only where a point was stopped early, send delay
     only where a point ran open loop, cost only where a run carries it (runs on AWS), a target rate only for a
     capacity search's probes."""
@@ -72,24 +72,24 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return table
 
 
-def _has(row: dict[str, Any], key: str) -> bool:
+def _has(row: SummaryRow, key: str) -> bool:
     return row.get(key) not in (None, "")
 
 
-def delivery(row: dict[str, Any]) -> str:
+def delivery(row: SummaryRow) -> str:
     """The point's delivery in SPEC §5's words ("drained", "not drained: …", "incomplete: …");
     "" for summaries written before it was recorded."""
     return str(row.get("delivery") or "")
 
 
-def cell(row: dict[str, Any], key: str, fmt: str) -> str:
+def cell(row: SummaryRow, key: str, fmt: str) -> str:
     """One cell of a summary row: lost reads "incomplete" where a node's records are missing."""
     if key == "lost" and delivery(row).startswith("incomplete"):
         return "incomplete"
     return _cell(row.get(key), fmt)
 
 
-def notes(row: dict[str, Any]) -> list[str]:
+def notes(row: SummaryRow) -> list[str]:
     """What a reader must know about a point's figures, each a few words."""
     found = [] if kept_up(row) else ["receivers did not keep up"]
     if delivery(row) not in ("", "drained"):
@@ -102,7 +102,7 @@ def notes(row: dict[str, Any]) -> list[str]:
     return found
 
 
-def slo_note(row: dict[str, Any]) -> str:
+def slo_note(row: SummaryRow) -> str:
     """A capacity-search probe's verdict ("" for a sweep point)."""
     reason = row.get("slo_reason")
     if not reason:
@@ -113,7 +113,7 @@ def slo_note(row: dict[str, Any]) -> str:
     return ("holds the SLO: " if holds == "True" else "fails the SLO: ") + str(reason)
 
 
-def fault_note(row: dict[str, Any]) -> str:
+def fault_note(row: SummaryRow) -> str:
     """The note on a point with declared faults ("" without any): that it had some (what
     they did is in :func:`fault_lines`), and what stayed unavailable."""
     if not row.get("faults"):
@@ -125,7 +125,7 @@ def fault_note(row: dict[str, Any]) -> str:
     return note
 
 
-def fault_lines(row: dict[str, Any]) -> list[str]:
+def fault_lines(row: SummaryRow) -> list[str]:
     """What a point's declared faults did, from its summary row (none without faults): the
     faults, the failover gaps, the errors, duplicates and redeliveries within the faults'
     windows, and the point's lost, unavailable, duplicated and redelivered messages."""
@@ -149,7 +149,7 @@ def fault_lines(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def negative_note(row: dict[str, Any]) -> str:
+def negative_note(row: SummaryRow) -> str:
     """The note on a point with negative processing latencies ("" without any)."""
     return _count_note(
         row,
@@ -159,14 +159,14 @@ def negative_note(row: dict[str, Any]) -> str:
     )
 
 
-def clipped_note(row: dict[str, Any]) -> str:
+def clipped_note(row: SummaryRow) -> str:
     """The note on a point with latencies beyond the histograms' range ("" without any)."""
     return _count_note(
         row, "clipped_latencies", "latencies beyond 10 min (the histograms' range) read as 10 min"
     )
 
 
-def _count_note(row: dict[str, Any], column: str, what: str) -> str:
+def _count_note(row: SummaryRow, column: str, what: str) -> str:
     value = row.get(column)
     count = int(value) if value not in (None, "") else 0
     return f"{count:,} {what}" if count else ""
@@ -181,13 +181,13 @@ def _cell(value: Any, fmt: str) -> str:
         return str(value)
 
 
-def kept_up(row: dict[str, Any]) -> bool:
+def kept_up(row: SummaryRow) -> bool:
     """False when the analysis flagged that receivers did not keep up with senders."""
     value = row.get("receivers_kept_up")
     return value in (None, "") or str(value) in ("True", "true")
 
 
-def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
+def text_table(broker: str, rows: Sequence[SummaryRow]) -> str:
     """The printed table for one broker's run."""
     table = columns(rows)
     header = [title for _, title, _ in table]
@@ -206,13 +206,13 @@ def text_table(broker: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _delivery_cell(row: dict[str, Any]) -> str:
+def _delivery_cell(row: SummaryRow) -> str:
     text = delivery(row) or "–"
     warn = " class=warn" if text not in ("–", "drained") else ""
     return f'<td{warn} style="text-align:left">{html.escape(text)}</td>'
 
 
-def _clocks(rows: list[dict[str, Any]]) -> str:
+def _clocks(rows: Sequence[SummaryRow]) -> str:
     """The run context's clock table: per point, the largest clock offset of its nodes."""
     body = "".join(
         f"<tr><td>{int(r['point']) + 1}</td>"
@@ -250,7 +250,7 @@ METRIC_TITLES = {
 }
 
 
-def html_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def html_columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
     """The HTML table's columns: :func:`columns`, with processing latency's whole-run p50
     before its p99 and p99.9 and max after it."""
     table = columns(rows)
@@ -278,7 +278,7 @@ def offered_load(load: dict[str, Any]) -> float:
 
 
 def curve_points(
-    rows: list[dict[str, Any]], points: Sequence[PointEntry], series: str = ""
+    rows: Sequence[SummaryRow], points: Sequence[PointEntry], series: str = ""
 ) -> list[charts.CurvePoint]:
     """A run's sweep points for the latency–throughput chart: each summary row with the load
     its context point offered (``points``: the context's; rows without one fall back to their
@@ -403,7 +403,7 @@ def fault_marks(through: faults.Through, origin_s: int) -> list[charts.FaultMark
     ]
 
 
-def faults_block(row: dict[str, Any], through: faults.Through | None, origin_s: int | None) -> str:
+def faults_block(row: SummaryRow, through: faults.Through | None, origin_s: int | None) -> str:
     """A point's "Faults" block: one line per fault (:func:`analysis.faults.timeline_lines`,
     when its timeline is there, with its action's time on the charts when they are drawn:
     ``origin_s``), then what they did together (:func:`fault_lines`)."""
@@ -550,7 +550,7 @@ def _points_table(points: list[dict[str, Any]]) -> str:
     return f"<h3>Sweep points</h3><table><tr>{head}</tr>{body}</table>"
 
 
-def context_tables(context: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def context_tables(context: dict[str, Any], rows: Sequence[SummaryRow]) -> str:
     """The run context as tables a person reads: broker and its settings read back, the
     scenario, the sweep points, the machine and client versions, the clocks; then the raw
     JSON, folded."""
@@ -622,7 +622,7 @@ def page(title: str, body: str) -> str:
 
 
 def _point_section(
-    row: dict[str, Any],
+    row: SummaryRow,
     windows: list[charts.Window],
     histograms: dict[str, list[Bucket]],
     chart: Charts,
@@ -671,7 +671,7 @@ def repeats_table(points: list[repeats.RepeatedPoint]) -> str:
 
 
 def write_html(
-    run_dir: Path, context: RunContext | Mapping[str, Any], rows: list[dict[str, Any]]
+    run_dir: Path, context: RunContext | Mapping[str, Any], rows: Sequence[SummaryRow]
 ) -> Path:
     """Write ``analysis/report.html`` for one run and return its path. ``context``: the run
     context, typed or as read from ``context.json`` (whose whole is shown as recorded)."""

@@ -1,11 +1,20 @@
 """The summary's column names (one declaration, scopes in the names, older summaries read
-with today's names) and the HdrHistogram percentile-distribution export."""
+with today's names), its typed row, and the HdrHistogram percentile-distribution export."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from analysis.columns import SUMMARY_COLUMNS, run_column, upgrade, window_column
+from analysis.columns import (
+    SUMMARY_COLUMNS,
+    SummaryRow,
+    read_summary_csv,
+    run_column,
+    upgrade,
+    window_column,
+)
 from analysis.hdr import Bucket, file_name, hgrm
 
 
@@ -26,6 +35,23 @@ def test_an_older_summary_reads_with_todays_names() -> None:
     }
     today = {"processing_latency_window_p95_ms": "5", "send_delay_run_p99_ms": "1"}
     assert upgrade(today) == today
+
+
+def test_a_summary_row_holds_exactly_the_declared_columns() -> None:
+    row = SummaryRow({"point": 2, "sent": "10", "lost": ""})
+    assert list(row) == SUMMARY_COLUMNS
+    assert row.point == 2 and row.figure("sent") == 10.0
+    assert row.figure("lost") is None and row["received"] is None
+    with pytest.raises(ValueError, match=r"not a column of summary\.csv: lsot"):
+        SummaryRow({"point": 0, "lsot": 1})
+
+
+def test_an_older_summary_file_reads_as_rows_with_todays_columns(tmp_path: Path) -> None:
+    path = tmp_path / "summary.csv"
+    path.write_text("point,processing_latency_p95_ms,lost\n0,5,0\n")
+    (row,) = read_summary_csv(path)
+    assert row.point == 0 and row.figure(window_column("processing_latency")) == 5.0
+    assert row["duplicated"] is None
 
 
 def test_hgrm_lists_each_bucket_with_its_percentile_and_count() -> None:
