@@ -45,14 +45,19 @@ def each_system() -> list[Any]:
 
 
 class Client:
-    """One worker's adapter, blocking or asyncio (run on a loop of its own, as the system's
-    adapter classes say), behind the same three blocking calls."""
+    """One worker's adapter, connected as a node connects it — blocking, or asyncio (run on
+    a loop of its own) as the system's adapter classes say — behind the same three
+    blocking calls."""
 
     def __init__(
         self, system: BrokerSystem[Any], endpoints: Endpoints, params: Any, destination: Destination
     ) -> None:
         self.loop = asyncio.new_event_loop() if system.asyncio else None
-        self.adapter = self._run(system.connect(endpoints, params, destination))
+        self.adapter = (
+            self.loop.run_until_complete(system.connect_async(endpoints, params, destination))
+            if self.loop is not None
+            else system.connect_blocking(endpoints, params, destination)
+        )
 
     def _run(self, result: Any) -> Any:
         return self.loop.run_until_complete(result) if self.loop is not None else result

@@ -4,10 +4,10 @@ workers of one role, reporting progress once a second and writing its results wh
 A node spreads its workers over ``processes`` (default: one per CPU core, at most one per
 worker) so that the client is not held to one core by Python's interpreter lock; each
 process runs its share of the workers as threads (or asyncio tasks, where the system's
-adapters are asyncio clients) and writes its own
-part of the node's results. A part always writes what it recorded — also when a worker
-gave up, the broker died or the run was interrupted — and a status file saying how it
-ended and how far its host's clock was from the reference time (``workload.clock``).
+adapters are asyncio clients) and writes its own part of the node's results. A part
+always writes what it recorded — also when a worker gave up, the broker died or the run
+was interrupted — and a status file saying how it ended and how far its host's clock was
+from the reference time (``workload.clock``).
 """
 
 from __future__ import annotations
