@@ -4,23 +4,27 @@ A broker folder under ``brokers/`` exports one :class:`BrokerSystem` named ``SYS
 bundles everything the rest of brokerbench may know about that system:
 
 * a typed parameter model (``[broker.params]`` of a scenario, unknown keys rejected),
-* a client adapter with the three operations ``send`` / ``receive`` / ``ack``, blocking
-  (:class:`Adapter`, run in threads) or asyncio (:class:`AsyncAdapter`, run as tasks),
+* a client adapter per worker, used in one of two roles: a :class:`Sender` (``send``,
+  and ``submit`` where batches may be in flight) or a :class:`Receiver` (``receive`` /
+  ``ack``, with receipts of the adapter's own type); blocking (:class:`Adapter`, workers
+  run in threads) or asyncio (:class:`AsyncAdapter`, workers run as tasks), as the
+  adapter classes the system declares are,
 * ``prepare`` (create the queue/topic/table a sweep point uses) and ``describe`` (version
   and replication settings read back from the servers, for the run context),
 * how to start it on this machine (:class:`LocalDeployment`), its reference topology on
   AWS (:class:`Topology`) and how AWS runs it (:class:`CloudRecipe`: broker machines, or
-  a :class:`ManagedService` the stack creates).
+  a :class:`ManagedService` the stack creates); start-up and recipe take its parameter
+  model.
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,6 +39,10 @@ class BrokerParams(BaseModel):
 
 
 P = TypeVar("P", bound=BrokerParams)
+#: A parameter model a deployment or recipe only reads (one for Kafka's params serves KMQ's).
+P_contra = TypeVar("P_contra", bound=BrokerParams, contravariant=True)
+#: What a system's ``ack`` takes back from its ``receive`` to acknowledge one message.
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +72,11 @@ def split_host_port(address: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class Received:
-    """One message handed out by ``receive``: its payload and what ``ack`` needs."""
+class Received(Generic[R]):
+    """One message handed out by ``receive``: its payload and the receipt ``ack`` takes."""
 
     body: bytes
-    receipt: Hashable
+    receipt: R
     redelivered: bool = False
 
 
@@ -103,29 +111,21 @@ class Confirmed(Confirmation):
         return self.done_ns
 
 
-class Adapter(abc.ABC, Generic[P]):
-    """A blocking client for one worker (one instance per worker thread).
+class Sender(abc.ABC):
+    """The sending role of a blocking client, for one worker (run in a thread).
 
-    ``send`` is SPEC §2's synchronous call. Adapters whose client can keep several batches
+    ``send`` is SPEC §2's synchronous call. Senders whose client can keep several batches
     awaiting confirmation set ``pipelined = True`` and override :meth:`submit`; the worker
     then keeps up to ``max_in_flight`` batches submitted (a message still counts as sent
     only once its batch is confirmed).
     """
 
     #: True when :meth:`submit` returns before the broker confirms (``max_in_flight`` > 1).
-    pipelined: bool = False
+    pipelined: ClassVar[bool] = False
 
     @abc.abstractmethod
     def send(self, batch: Sequence[bytes]) -> None:
         """Return only when the broker accepted the whole batch with the configured guarantee."""
-
-    @abc.abstractmethod
-    def receive(self, max_n: int) -> list[Received]:
-        """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
-
-    @abc.abstractmethod
-    def ack(self, receipts: Sequence[Hashable]) -> None:
-        """Confirm processing of the given messages."""
 
     def submit(self, batch: Sequence[bytes]) -> Confirmation:
         """Hand a batch to the broker; its confirmation is awaited through the result.
@@ -135,28 +135,62 @@ class Adapter(abc.ABC, Generic[P]):
         self.send(batch)
         return Confirmed(time.time_ns())
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class Receiver(abc.ABC, Generic[R]):
+    """The receiving role of a blocking client, for one worker; ``R`` is its receipt."""
+
+    @abc.abstractmethod
+    def receive(self, max_n: int) -> list[Received[R]]:
+        """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
+
+    @abc.abstractmethod
+    def ack(self, receipts: Sequence[R]) -> None:
+        """Confirm processing of the messages these receipts came with."""
+
     def close(self) -> None:
         """Release connections."""
 
 
-class AsyncAdapter(abc.ABC, Generic[P]):
-    """An asyncio client for one worker (one instance per worker task).
+class Adapter(Sender, Receiver[R]):
+    """A blocking client for one worker (one instance per worker thread), in either role:
+    a worker uses it as a :class:`Sender` or as a :class:`Receiver`."""
+
+
+class AsyncSender(abc.ABC):
+    """The sending role of an asyncio client, for one worker (run as a task).
 
     With ``max_in_flight`` > 1 the worker awaits up to that many ``send`` calls at once, so
-    ``send`` must allow concurrent calls on one adapter.
+    ``send`` must allow concurrent calls on one client.
     """
 
     @abc.abstractmethod
-    async def send(self, batch: Sequence[bytes]) -> None: ...
+    async def send(self, batch: Sequence[bytes]) -> None:
+        """Return only when the broker accepted the whole batch with the configured guarantee."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class AsyncReceiver(abc.ABC, Generic[R]):
+    """The receiving role of an asyncio client, for one worker; ``R`` is its receipt."""
 
     @abc.abstractmethod
-    async def receive(self, max_n: int) -> list[Received]: ...
+    async def receive(self, max_n: int) -> list[Received[R]]:
+        """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
 
     @abc.abstractmethod
-    async def ack(self, receipts: Sequence[Hashable]) -> None: ...
+    async def ack(self, receipts: Sequence[R]) -> None:
+        """Confirm processing of the messages these receipts came with."""
 
     async def close(self) -> None:
         """Release connections."""
+
+
+class AsyncAdapter(AsyncSender, AsyncReceiver[R]):
+    """An asyncio client for one worker (one instance per worker task), in either role."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +280,8 @@ class LocalCluster(abc.ABC):
         self.stop()
 
 
-class LocalDeployment(abc.ABC):
-    """How to run a system on this machine."""
+class LocalDeployment(abc.ABC, Generic[P_contra]):
+    """How to run a system on this machine, configured by its parameters (``P_contra``)."""
 
     #: Local topologies this system supports, e.g. ("single", "cluster").
     topologies: tuple[str, ...] = ("single",)
@@ -260,12 +294,12 @@ class LocalDeployment(abc.ABC):
     def missing(self) -> str | None:
         """Why it cannot start here (one line naming what to install), or None."""
 
-    def install(self, log: Callable[[str], None]) -> None:  # noqa: B027 - optional hook
+    def install(self, log: Callable[[str], None]) -> None:
         """Fetch what ``missing`` reports (artifacts beyond Debian packages)."""
 
     @abc.abstractmethod
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: P_contra, workdir: Path, hosts: NodeHosts | None = None
     ) -> LocalCluster:
         """Start the topology under ``workdir`` and wait until it is ready; its nodes on
         ``hosts`` (loopback when None; other hosts only where :meth:`fault_support` says
@@ -355,8 +389,9 @@ class ManagedService:
     endpoints: Callable[[CreatedService], Endpoints]
 
 
-class CloudRecipe(abc.ABC):
-    """How a broker node on AWS is installed and configured (rendered into cloud-init).
+class CloudRecipe(abc.ABC, Generic[P_contra]):
+    """How a broker node on AWS is installed and configured (rendered into cloud-init),
+    from the system's parameters (``P_contra``).
 
     Configuration files come from the same templates the local deployment renders; only
     addresses, paths and sizes differ. Credentials appear only as :class:`CloudSecret`
@@ -380,7 +415,7 @@ class CloudRecipe(abc.ABC):
 
     @abc.abstractmethod
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: P_contra
     ) -> dict[str, str]:
         """Absolute path → content of the configuration files of node ``index`` of ``role``.
 
@@ -409,7 +444,7 @@ class CloudRecipe(abc.ABC):
             type(self).fault_leader is not CloudRecipe.fault_leader
         )
 
-    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+    def fault_leader(self, endpoints: Endpoints, params: P_contra, destination: Destination) -> int:
         """The fault index (see :class:`CloudFaults`) of the node leading the sweep point's
         ``destination`` now, asked over the network from a client machine. Systems that
         cannot ask leave it out; with a fixed ``faults.leader`` that is the answer."""
@@ -425,28 +460,37 @@ class CloudRecipe(abc.ABC):
         )
 
 
+#: ``connect`` of a system whose workers run in threads: a connected :class:`Adapter`.
+BlockingConnect = Callable[[Endpoints, P, Destination], Adapter[Any]]
+#: ``connect`` of a system whose workers run as asyncio tasks: a coroutine function.
+AsyncConnect = Callable[[Endpoints, P, Destination], Awaitable[AsyncAdapter[Any]]]
+
+
 @dataclass(frozen=True)
 class BrokerSystem(Generic[P]):
     """Everything brokerbench knows about one system; exported as ``SYSTEM``.
 
-    ``connect`` builds one worker's client: for blocking systems it returns an
-    :class:`Adapter`; for ``asyncio=True`` systems it is an ``async`` function returning an
-    :class:`AsyncAdapter`. It raises :class:`~brokers.errors.BrokerConnectionError` naming
-    the host when the broker cannot be reached. ``prepare`` runs once per sweep point in
-    the coordinator, before any node starts.
+    ``connect`` builds one worker's client, an instance of one of ``adapters``: blocking
+    systems return an :class:`Adapter` (workers run in threads); systems whose adapters
+    are :class:`AsyncAdapter` classes connect in an ``async`` function (workers run as
+    asyncio tasks). It raises :class:`~brokers.errors.BrokerConnectionError` naming the
+    host when the broker cannot be reached. ``prepare`` runs once per sweep point in the
+    coordinator, before any node starts.
     """
 
     name: str
     title: str
     params_model: type[P]
-    connect: Callable[
-        [Endpoints, P, Destination], Adapter[P] | AsyncAdapter[P] | Awaitable[AsyncAdapter[P]]
-    ]
+    connect: BlockingConnect[P] | AsyncConnect[P]
+    #: The classes ``connect`` returns instances of (several where the parameters or the
+    #: topology choose, e.g. a Kafka client library, Redis Cluster): all blocking or all
+    #: asyncio.
+    adapters: tuple[type[Adapter[Any]], ...] | tuple[type[AsyncAdapter[Any]], ...]
     prepare: Callable[[Endpoints, P, Destination], None]
     describe: Callable[[Endpoints, P], dict[str, Any]]
     reference_topology: Topology
-    local: LocalDeployment | None = None
-    cloud: CloudRecipe | None = None
+    local: LocalDeployment[P] | None = None
+    cloud: CloudRecipe[P] | None = None
     #: Said in the report next to this system's numbers (e.g. asynchronous replication).
     caveats: tuple[str, ...] = ()
     #: The client library's distribution name, for the run context.
@@ -454,11 +498,6 @@ class BrokerSystem(Generic[P]):
     #: Where the client library depends on the parameters (e.g. a choice of Kafka clients):
     #: the distribution name for the given parameters; overrides ``client_package``.
     client_for: Callable[[P], str] | None = None
-    #: True when ``connect`` returns an :class:`AsyncAdapter` (workers run as asyncio tasks).
-    asyncio: bool = False
-    #: Whether a worker may keep several batches awaiting confirmation (``max_in_flight``):
-    #: asyncio adapters always can; blocking ones whose adapter is ``pipelined``.
-    pipelined: bool = False
     #: Seconds after which a message received but not acknowledged is delivered again
     #: (a visibility timeout), for the given parameters; None where redelivery is immediate
     #: or not time-based. A receiver that stops sooner would leave such messages unseen.
@@ -473,5 +512,34 @@ class BrokerSystem(Generic[P]):
         return self.client_for(params) if self.client_for is not None else self.client_package
 
     @property
+    def asyncio(self) -> bool:
+        """Whether its workers run as asyncio tasks (its adapters are asyncio clients)."""
+        return all(issubclass(adapter, AsyncAdapter) for adapter in self.adapters)
+
+    @property
     def can_pipeline(self) -> bool:
-        return self.asyncio or self.pipelined
+        """Whether a worker may keep several batches awaiting confirmation
+        (``max_in_flight``): asyncio adapters always can, blocking ones that are
+        ``pipelined``. Where ``connect`` chooses among several classes one such suffices
+        here; a sender whose own client is not refuses (``workload.worker``)."""
+        return any(
+            issubclass(adapter, AsyncAdapter) or adapter.pipelined for adapter in self.adapters
+        )
+
+    def connect_blocking(
+        self, endpoints: Endpoints, params: P, destination: Destination
+    ) -> Adapter[Any]:
+        """One worker's client of a blocking system (``asyncio`` False)."""
+        client = self.connect(endpoints, params, destination)
+        if not isinstance(client, Adapter):
+            raise TypeError(f"{self.name}: connect gave {type(client).__name__}, not an Adapter")
+        return client
+
+    async def connect_async(
+        self, endpoints: Endpoints, params: P, destination: Destination
+    ) -> AsyncAdapter[Any]:
+        """One worker's client of an asyncio system (``asyncio`` True)."""
+        client = self.connect(endpoints, params, destination)
+        if isinstance(client, Adapter):
+            raise TypeError(f"{self.name}: connect gave an Adapter, not an asyncio client")
+        return await client

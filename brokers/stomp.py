@@ -23,9 +23,9 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from brokers.base import Adapter, Received
 from brokers.errors import BrokerConnectionError, BrokerError
@@ -245,7 +245,11 @@ class StompConnection:
             pass
 
 
-class StompAdapter(Adapter[Any]):
+#: A received message's receipt: the generation of its connection and its ack id.
+StompReceipt = tuple[int, str]
+
+
+class StompAdapter(Adapter[StompReceipt]):
     """One worker's STOMP client (send, or subscribe on the first ``receive``)."""
 
     def __init__(self, options: StompOptions) -> None:
@@ -266,7 +270,7 @@ class StompAdapter(Adapter[Any]):
     def send(self, batch: Sequence[bytes]) -> None:
         self._connection().send_confirmed(batch)
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[StompReceipt]]:
         connection = self._connection()
         if not self.subscribed:
             connection.subscribe(self.subscription)
@@ -295,12 +299,11 @@ class StompAdapter(Adapter[Any]):
             for frame in frames
         ]
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[StompReceipt]) -> None:
         connection = self.connection
         if connection is None:
             return
-        for receipt in receipts:
-            generation, ack_id = cast(tuple[int, str], receipt)
+        for generation, ack_id in receipts:
             if generation == connection.generation:
                 connection.ack(ack_id)
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from brokers.base import (
+    Adapter,
+    AsyncAdapter,
     BrokerParams,
     BrokerSystem,
     Destination,
@@ -25,14 +27,22 @@ from brokers.base import (
 from brokers.local import ProcessCluster
 
 
-def memory_system(adapter: Any) -> BrokerSystem[Any]:
-    """A system whose every connection is ``adapter`` (an in-memory stand-in), for tests
-    that run node code without a broker."""
+def memory_system(adapter: Adapter[Any] | AsyncAdapter[Any]) -> BrokerSystem[Any]:
+    """A system whose every connection is ``adapter`` (an in-memory stand-in, blocking or
+    asyncio), for tests that run node code without a broker."""
+
+    def connect(*_: Any) -> Any:
+        return adapter
+
+    async def connect_async(*_: Any) -> Any:
+        return adapter
+
     return BrokerSystem(
         name="memory",
         title="Memory",
         params_model=BrokerParams,
-        connect=lambda endpoints, params, destination: adapter,
+        connect=connect_async if isinstance(adapter, AsyncAdapter) else connect,
+        adapters=(type(adapter),),
         prepare=lambda endpoints, params, destination: None,
         describe=lambda endpoints, params: {},
         reference_topology=Topology({"broker": 1}),
@@ -52,9 +62,9 @@ def receive_bodies(adapter: Any, wanted: set[bytes], timeout: float = 60) -> lis
 
 def receive_count(
     adapter: Any, wanted: int, timeout: float = 60, ack: bool = True
-) -> list[Received]:
+) -> list[Received[Any]]:
     """Receive (and acknowledge) until ``wanted`` messages arrived (or the timeout)."""
-    got: list[Received] = []
+    got: list[Received[Any]] = []
     deadline = time.monotonic() + timeout
     while len(got) < wanted and time.monotonic() < deadline:
         messages = adapter.receive(10)
@@ -64,7 +74,7 @@ def receive_count(
     return got
 
 
-def drain(adapter: Any, wanted: int, timeout: float = 30) -> list[Received]:
+def drain(adapter: Any, wanted: int, timeout: float = 30) -> list[Received[Any]]:
     """Receive without acknowledging until ``wanted`` messages arrived (or the timeout)."""
     return receive_count(adapter, wanted, timeout, ack=False)
 

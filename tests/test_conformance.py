@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -45,14 +45,19 @@ def each_system() -> list[Any]:
 
 
 class Client:
-    """One worker's adapter, blocking or asyncio (run on a loop of its own), behind the
-    same three blocking calls."""
+    """One worker's adapter, connected as a node connects it — blocking, or asyncio (run on
+    a loop of its own) as the system's adapter classes say — behind the same three
+    blocking calls."""
 
     def __init__(
         self, system: BrokerSystem[Any], endpoints: Endpoints, params: Any, destination: Destination
     ) -> None:
         self.loop = asyncio.new_event_loop() if system.asyncio else None
-        self.adapter = self._run(system.connect(endpoints, params, destination))
+        self.adapter = (
+            self.loop.run_until_complete(system.connect_async(endpoints, params, destination))
+            if self.loop is not None
+            else system.connect_blocking(endpoints, params, destination)
+        )
 
     def _run(self, result: Any) -> Any:
         return self.loop.run_until_complete(result) if self.loop is not None else result
@@ -60,10 +65,10 @@ class Client:
     def send(self, batch: Sequence[bytes]) -> None:
         self._run(self.adapter.send(batch))
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[Any]]:
         return list(self._run(self.adapter.receive(max_n)))
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[Any]) -> None:
         self._run(self.adapter.ack(receipts))
 
     def close(self) -> None:
@@ -74,9 +79,9 @@ class Client:
 
 def receive_until(
     client: Client, wanted: set[bytes], ack: bool, timeout: float = 60
-) -> list[Received]:
+) -> list[Received[Any]]:
     """Receive until every wanted body arrived (or the timeout); acknowledge if ``ack``."""
-    got: list[Received] = []
+    got: list[Received[Any]] = []
     deadline = time.monotonic() + timeout
     while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
         messages = client.receive(10)

@@ -155,7 +155,7 @@ def test_unreachable_broker_fails_fast_naming_host(
 def test_each_client_has_its_adapter_and_is_named_in_the_run_context() -> None:
     for name in CLIENTS:
         assert SYSTEM.client(KafkaParams(client=name)) == name
-    assert SYSTEM.pipelined and SYSTEM.can_pipeline
+    assert SYSTEM.can_pipeline and not SYSTEM.asyncio
     with pytest.raises(ValueError, match="client"):
         KafkaParams.model_validate({"client": "aiokafka"})
 

@@ -100,7 +100,7 @@ def test_defaults_and_reuse_of_kafka() -> None:
     assert params.redelivery_timeout == 15.0
     assert params.client == "confluent-kafka" and SYSTEM.client(params) == "confluent-kafka"
     assert SYSTEM.client(KmqParams(client="kafka-python")) == "kafka-python"
-    assert SYSTEM.pipelined
+    assert SYSTEM.can_pipeline
     assert params.acks == "all" and params.commit_interval == 10.0
     system = registry.get("kmq")
     assert system.local is KAFKA.local and system.cloud is KAFKA.cloud

@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -91,7 +91,7 @@ def test_a_clock_stepped_far_ahead_reads_a_bounded_span() -> None:
     assert interval.take(50) == histogram([3.0])
 
 
-class Delivering(Adapter):
+class Delivering(Adapter[int]):
     """Hands out stamped messages (some flagged as redelivered) until it has none left."""
 
     def __init__(self, bodies: list[tuple[bytes, bool]]) -> None:
@@ -101,7 +101,7 @@ class Delivering(Adapter):
     def send(self, batch: Sequence[bytes]) -> None:
         raise AssertionError("receivers only")
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         out = []
         while self.queue and len(out) < max_n:
             body, again = self.queue.popleft()
@@ -111,7 +111,7 @@ class Delivering(Adapter):
             time.sleep(0.01)
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         pass
 
 

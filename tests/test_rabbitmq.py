@@ -133,7 +133,7 @@ def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
     destination = Destination("bb_in_flight")
     SYSTEM.prepare(cluster.endpoints, params, destination)
     sender = SYSTEM.connect(cluster.endpoints, params, destination)
-    assert sender.pipelined and SYSTEM.pipelined
+    assert sender.pipelined and SYSTEM.can_pipeline
     batches = [[f"{b}-{i}".encode() for i in range(b % 7 + 1)] for b in range(30)]
     confirmations = [sender.submit(batch) for batch in batches]
     assert not any(c.finished for c in confirmations), "submit does not wait for confirms"

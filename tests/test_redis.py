@@ -126,7 +126,7 @@ def test_replies_are_parsed_by_hiredis(cluster) -> None:
 
 def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_in_flight", streams=3)
-    assert adapter.pipelined and SYSTEM.pipelined
+    assert adapter.pipelined and SYSTEM.can_pipeline
     batches = [[f"{b}-{i}".encode() for i in range(b % 7 + 1)] for b in range(40)]
     confirmations = [adapter.submit(batch) for batch in batches]
     assert len(adapter._sending.waiting) == len(batches), "no reply read while submitting"

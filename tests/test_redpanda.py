@@ -28,8 +28,8 @@ def test_runs_on_aws_only() -> None:
     system = registry.get("redpanda")
     assert system.local is None and system.cloud is not None
     assert system.reference_topology.roles == {"broker": 3}
-    assert system.connect is KAFKA.connect
-    assert system.pipelined and system.client(RedpandaParams()) == "confluent-kafka"
+    assert system.connect is KAFKA.connect and system.adapters == KAFKA.adapters
+    assert system.can_pipeline and system.client(RedpandaParams()) == "confluent-kafka"
     assert any("AWS only" in caveat for caveat in system.caveats)
 
 

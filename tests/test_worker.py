@@ -7,7 +7,8 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ class Later(Confirmation):
         return time.time_ns()
 
 
-class PipelinedMemory(Adapter):
+class PipelinedMemory(Adapter[int]):
     pipelined = True
 
     def __init__(self, fail_every: int = 0) -> None:
@@ -75,10 +76,10 @@ class PipelinedMemory(Adapter):
     def send(self, batch: Sequence[bytes]) -> None:
         raise AssertionError("a pipelined worker submits")
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         return []
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         pass
 
 
@@ -115,7 +116,7 @@ def test_a_client_that_cannot_pipeline_refuses_batches_in_flight() -> None:
         run_sender(OneAtATime(), _loop(max_in_flight=4, messages=10))
 
 
-class AsyncMemory(AsyncAdapter):
+class AsyncMemory(AsyncAdapter[int]):
     def __init__(self) -> None:
         self.stored: list[bytes] = []
         self.concurrent = 0
@@ -133,10 +134,10 @@ class AsyncMemory(AsyncAdapter):
             raise RuntimeError("refused")
         self.stored.extend(batch)
 
-    async def receive(self, max_n: int) -> list[Received]:
+    async def receive(self, max_n: int) -> list[Received[int]]:
         return []
 
-    async def ack(self, receipts: Sequence[Hashable]) -> None:
+    async def ack(self, receipts: Sequence[int]) -> None:
         pass
 
 
@@ -149,6 +150,40 @@ def test_async_sender_awaits_up_to_max_in_flight_sends(in_flight: int) -> None:
     stored = {message.parse(b).seq for b in adapter.stored}  # type: ignore[union-attr]
     assert _confirmed(loop) == stored
     assert loop.recorder.total_errors == adapter.calls // 7
+
+
+def test_threads_or_tasks_and_batches_in_flight_follow_the_adapter_classes() -> None:
+    blocking = memory_system(PipelinedMemory())
+    assert not blocking.asyncio and blocking.can_pipeline
+    assert not memory_system(OneAtATime()).can_pipeline
+    # Where connect chooses between classes, one that keeps batches in flight suffices.
+    assert replace(blocking, adapters=(OneAtATime, PipelinedMemory)).can_pipeline
+    asynchronous = memory_system(AsyncMemory())
+    assert asynchronous.asyncio and asynchronous.can_pipeline
+
+
+def test_a_node_runs_the_workers_of_an_asyncio_system_as_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = AsyncMemory()
+    system = memory_system(adapter)
+    monkeypatch.setattr(registry, "get", lambda name: system)
+    spec = NodeSpec(
+        run_dir=tmp_path,
+        run_id="r",
+        tag="t0000000.0",
+        point=0,
+        role="sender",
+        node=0,
+        system="memory",
+        endpoints=Endpoints(("127.0.0.1:1",)),
+        params={},
+        destination="d",
+        load=LoadSection(threads=2, processes=1, max_in_flight=4, messages=50, duration=60),
+    )
+    (status,) = run_node_processes(spec, threading.Event())
+    assert adapter.most > 1  # the two workers' sends overlapped
+    assert status.sent == len(adapter.stored) > 0 and status.errors == adapter.calls // 7
 
 
 @pytest.mark.parametrize(
@@ -182,7 +217,7 @@ def test_a_node_spreads_its_workers_over_processes(
     assert [p.part for p in parts] == list(range(len(shares)))
 
 
-class Memory(Adapter):
+class Memory(Adapter[int]):
     """Stores what it is sent; each send (or submit, confirmed at once) takes ``SEND_S``."""
 
     pipelined = True
@@ -201,10 +236,10 @@ class Memory(Adapter):
         self.send(batch)
         return Confirmed(time.time_ns())
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         return []
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         pass
 
 

@@ -3,10 +3,11 @@ workers of one role, reporting progress once a second and writing its results wh
 
 A node spreads its workers over ``processes`` (default: one per CPU core, at most one per
 worker) so that the client is not held to one core by Python's interpreter lock; each
-process runs its share of the workers as threads (or asyncio tasks) and writes its own
-part of the node's results. A part always writes what it recorded — also when a worker
-gave up, the broker died or the run was interrupted — and a status file saying how it
-ended and how far its host's clock was from the reference time (``workload.clock``).
+process runs its share of the workers as threads (or asyncio tasks, where the system's
+adapters are asyncio clients) and writes its own part of the node's results. A part
+always writes what it recorded — also when a worker gave up, the broker died or the run
+was interrupted — and a status file saying how it ended and how far its host's clock was
+from the reference time (``workload.clock``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -217,12 +218,15 @@ def run_node(
                 )
             )
 
-    def connect() -> Any:
-        return system.connect(spec.endpoints, params, destination)
+    def connect() -> Adapter[Any]:
+        return system.connect_blocking(spec.endpoints, params, destination)
+
+    def connect_async() -> Awaitable[AsyncAdapter[Any]]:
+        return system.connect_async(spec.endpoints, params, destination)
 
     try:
         if system.asyncio:
-            asyncio.run(_run_async(spec, connect, settings, recorders, errors, report))
+            asyncio.run(_run_async(spec, connect_async, settings, recorders, errors, report))
         else:
             _run_threads(spec, connect, settings, recorders, errors, report)
     except Exception as exc:
@@ -282,17 +286,16 @@ def _second() -> int:
 
 def _run_threads(
     spec: NodeSpec,
-    connect: Callable[[], Any],
+    connect: Callable[[], Adapter[Any]],
     settings: list[WorkerSettings],
     recorders: list[WorkerRecorder],
     errors: list[str],
     report: Callable[[], None],
 ) -> None:
     def work(i: int) -> None:
-        adapter: Adapter | None = None
+        adapter: Adapter[Any] | None = None
         try:
             adapter = connect()
-            assert adapter is not None
             if spec.role == "sender":
                 run_sender(adapter, SenderLoop(settings[i], recorders[i]))
             else:
@@ -321,17 +324,16 @@ def _run_threads(
 
 async def _run_async(
     spec: NodeSpec,
-    connect: Callable[[], Any],
+    connect: Callable[[], Awaitable[AsyncAdapter[Any]]],
     settings: list[WorkerSettings],
     recorders: list[WorkerRecorder],
     errors: list[str],
     report: Callable[[], None],
 ) -> None:
     async def work(i: int) -> None:
-        adapter: AsyncAdapter | None = None
+        adapter: AsyncAdapter[Any] | None = None
         try:
             adapter = await connect()
-            assert adapter is not None
             if spec.role == "sender":
                 await run_sender_async(adapter, SenderLoop(settings[i], recorders[i]))
             else:

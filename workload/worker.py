@@ -1,10 +1,11 @@
-"""Sender and receiver loops (SPEC §2), for blocking adapters (threads) and asyncio adapters.
+"""Sender and receiver loops (SPEC §2), for blocking clients (threads) and asyncio clients.
 
 The bookkeeping of both loops — batch sizes, sequence numbers, pacing, stop conditions,
 failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the ``run_*``
-functions only call the adapter in between, blocking or awaited. With ``max_in_flight`` > 1
-a sender keeps that many batches awaiting confirmation (``Adapter.submit`` for blocking
-adapters, concurrent ``send`` calls for asyncio ones); a batch counts only once confirmed.
+functions only call the client's role in between (a :class:`~brokers.base.Sender` or
+:class:`~brokers.base.Receiver`, blocking or awaited). With ``max_in_flight`` > 1 a sender
+keeps that many batches awaiting confirmation (``Sender.submit`` for blocking clients,
+concurrent ``send`` calls for asyncio ones); a batch counts only once confirmed.
 
 Durations within a worker — send latency, send delay, open-loop pacing, idle and failure
 timeouts, the run's duration — are taken from the monotonic clock, which a step of the wall
@@ -20,13 +21,24 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
+from typing import TypeVar
 
-from brokers.base import Adapter, AsyncAdapter, Confirmation, Received
+from brokers.base import (
+    AsyncReceiver,
+    AsyncSender,
+    Confirmation,
+    Received,
+    Receiver,
+    Sender,
+)
 from workload import message
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
+
+#: A client's receipt: what its ``receive`` hands out, its ``ack`` takes back.
+R = TypeVar("R")
 
 #: The longest a receiver idles waiting for senders that have not said they finished.
 SENDERS_WAIT_LIMIT = 180.0
@@ -216,7 +228,7 @@ class ReceiverLoop:
             SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout
         )
 
-    def handle(self, messages: list[Received]) -> list[Hashable]:
+    def handle(self, messages: list[Received[R]]) -> list[R]:
         """Record what arrived; return the receipts to acknowledge."""
         self.failures.ok()
         if not messages:
@@ -237,7 +249,7 @@ class ReceiverLoop:
         self.recorder.received_batch(now, nodes, workers, seqs, intended, redelivered)
         return [m.receipt for m in messages]
 
-    def acked(self, receipts: list[Hashable]) -> None:
+    def acked(self, receipts: Sized) -> None:
         self.recorder.acked(time.time_ns(), len(receipts))
 
     def failed(self, error: BaseException) -> float:
@@ -249,16 +261,16 @@ class CannotPipeline(Exception):
     """``max_in_flight`` > 1 with a client that confirms each batch before the next."""
 
 
-def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
+def run_sender(sender: Sender, loop: SenderLoop) -> None:
     if loop.s.load.max_in_flight > 1:
-        if not adapter.pipelined:
+        if not sender.pipelined:
             # The system can keep batches in flight, but not with this topology's client:
             # running one batch at a time would report a different load than asked for.
             raise CannotPipeline(
-                f"max_in_flight = {loop.s.load.max_in_flight}: the {type(adapter).__name__} "
+                f"max_in_flight = {loop.s.load.max_in_flight}: the {type(sender).__name__} "
                 "client confirms each batch before the next; use max_in_flight = 1"
             )
-        _run_sender_pipelined(adapter, loop)
+        _run_sender_pipelined(sender, loop)
         return
     while not loop.finished():
         wait = loop.pause()
@@ -267,14 +279,14 @@ def run_sender(adapter: Adapter, loop: SenderLoop) -> None:
             continue
         batch = loop.next_batch()
         try:
-            adapter.send(batch.messages)
+            sender.send(batch.messages)
         except Exception as exc:
             time.sleep(loop.failed(batch, exc))
         else:
             loop.sent(batch)
 
 
-def _run_sender_pipelined(adapter: Adapter, loop: SenderLoop) -> None:
+def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
     """Keep up to ``max_in_flight`` batches submitted; account each once it is confirmed."""
     limit = loop.s.load.max_in_flight
     in_flight: deque[tuple[Batch, Confirmation]] = deque()
@@ -285,7 +297,7 @@ def _run_sender_pipelined(adapter: Adapter, loop: SenderLoop) -> None:
             if not wait:
                 batch = loop.next_batch()
                 try:
-                    in_flight.append((batch, adapter.submit(batch.messages)))
+                    in_flight.append((batch, sender.submit(batch.messages)))
                 except Exception as exc:
                     time.sleep(loop.failed(batch, exc))
                 continue
@@ -306,20 +318,20 @@ def _run_sender_pipelined(adapter: Adapter, loop: SenderLoop) -> None:
             loop.sent(batch, done)
 
 
-def run_receiver(adapter: Adapter, loop: ReceiverLoop) -> None:
+def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
         try:
-            receipts = loop.handle(adapter.receive(loop.s.load.receive_batch))
+            receipts = loop.handle(receiver.receive(loop.s.load.receive_batch))
             if receipts:
-                adapter.ack(receipts)
+                receiver.ack(receipts)
                 loop.acked(receipts)
         except Exception as exc:
             time.sleep(loop.failed(exc))
 
 
-async def run_sender_async(adapter: AsyncAdapter, loop: SenderLoop) -> None:
+async def run_sender_async(sender: AsyncSender, loop: SenderLoop) -> None:
     if loop.s.load.max_in_flight > 1:
-        await _run_sender_async_pipelined(adapter, loop)
+        await _run_sender_async_pipelined(sender, loop)
         return
     while not loop.finished():
         wait = loop.pause()
@@ -328,22 +340,22 @@ async def run_sender_async(adapter: AsyncAdapter, loop: SenderLoop) -> None:
             continue
         batch = loop.next_batch()
         try:
-            await adapter.send(batch.messages)
+            await sender.send(batch.messages)
         except Exception as exc:
             await asyncio.sleep(loop.failed(batch, exc))
         else:
             loop.sent(batch)
 
 
-async def _run_sender_async_pipelined(adapter: AsyncAdapter, loop: SenderLoop) -> None:
-    """Up to ``max_in_flight`` concurrent ``send`` calls on the worker's adapter."""
+async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> None:
+    """Up to ``max_in_flight`` concurrent ``send`` calls on the worker's client."""
     limit = loop.s.load.max_in_flight
     in_flight: set[asyncio.Task[None]] = set()
     finished: list[asyncio.Task[None]] = []
 
     async def one(batch: Batch) -> None:
         try:
-            await adapter.send(batch.messages)
+            await sender.send(batch.messages)
         except Exception as exc:
             await asyncio.sleep(loop.failed(batch, exc))  # the slot stays taken meanwhile
         else:
@@ -377,12 +389,12 @@ async def _run_sender_async_pipelined(adapter: AsyncAdapter, loop: SenderLoop) -
             task.cancel()
 
 
-async def run_receiver_async(adapter: AsyncAdapter, loop: ReceiverLoop) -> None:
+async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
         try:
-            receipts = loop.handle(await adapter.receive(loop.s.load.receive_batch))
+            receipts = loop.handle(await receiver.receive(loop.s.load.receive_batch))
             if receipts:
-                await adapter.ack(receipts)
+                await receiver.ack(receipts)
                 loop.acked(receipts)
         except Exception as exc:
             await asyncio.sleep(loop.failed(exc))

@@ -13,6 +13,7 @@ from brokers.activemq.adapter import connect, describe, prepare
 from brokers.activemq.cloud import ActiveMQCloud
 from brokers.activemq.local import ActiveMQLocal
 from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.stomp import StompAdapter
 
 
 class ActiveMQParams(BrokerParams):
@@ -32,6 +33,7 @@ SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
     title="ActiveMQ Classic",
     params_model=ActiveMQParams,
     connect=connect,
+    adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
     reference_topology=Topology(roles={"broker": 1}, replication="none"),

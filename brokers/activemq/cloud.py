@@ -7,10 +7,13 @@ stack's broker password (read from the parameter store at boot).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.activemq import config
 from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
+
+if TYPE_CHECKING:
+    from brokers.activemq import ActiveMQParams
 
 PORT = 61613
 BASE = "/var/lib/brokerbench-activemq"
@@ -29,7 +32,7 @@ def _node(cluster: dict[str, list[str]], heap: str) -> config.NodeConfig:
     )
 
 
-class ActiveMQCloud(CloudRecipe):
+class ActiveMQCloud(CloudRecipe["ActiveMQParams"]):
     """cloud-init pieces for the ActiveMQ Classic node (r5.2xlarge: heap 16 GiB)."""
 
     heap = "16g"
@@ -44,7 +47,7 @@ class ActiveMQCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: ActiveMQParams
     ) -> dict[str, str]:
         node = _node(cluster, self.heap)
         command = " ".join(config.broker_command(node, java="/usr/bin/java"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.activemq import config
 from brokers.base import Endpoints, LocalDeployment
@@ -24,10 +24,13 @@ from brokers.local import (
     wait_for_port,
 )
 
+if TYPE_CHECKING:
+    from brokers.activemq import ActiveMQParams
+
 START_TIMEOUT = 120.0
 
 
-class ActiveMQLocal(LocalDeployment):
+class ActiveMQLocal(LocalDeployment["ActiveMQParams"]):
     topologies = ("single",)
     debian_packages = (
         "activemq",
@@ -44,7 +47,7 @@ class ActiveMQLocal(LocalDeployment):
         return None
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: ActiveMQParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         problem = self.missing()
         if problem:

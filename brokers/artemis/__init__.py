@@ -16,6 +16,7 @@ from brokers.artemis.adapter import connect, describe, prepare
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.local import ArtemisLocal
 from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.stomp import StompAdapter
 
 
 class ArtemisParams(BrokerParams):
@@ -45,6 +46,7 @@ SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
     title="ActiveMQ Artemis",
     params_model=ArtemisParams,
     connect=connect,
+    adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
     reference_topology=Topology(

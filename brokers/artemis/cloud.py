@@ -9,10 +9,13 @@ the parameter store at boot); Jolokia answers only requests from the broker's ow
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brokers.artemis import config
 from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints
+
+if TYPE_CHECKING:
+    from brokers.artemis import ArtemisParams
 
 PORT = 61616
 HTTP_PORT = 8161
@@ -46,7 +49,7 @@ def _sizes(params: Any) -> dict[str, Any]:
     }
 
 
-class ArtemisCloud(CloudRecipe):
+class ArtemisCloud(CloudRecipe["ArtemisParams"]):
     """cloud-init pieces for one Artemis node (r5.2xlarge: 64 GiB, heap 16 GiB)."""
 
     heap = "16g"
@@ -66,7 +69,7 @@ class ArtemisCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: ArtemisParams
     ) -> dict[str, str]:
         node = _node(role, index, cluster, params, self.heap)
         return {

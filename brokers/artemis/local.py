@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.artemis import config
 from brokers.artemis.jolokia import Jolokia
@@ -41,6 +41,9 @@ from brokers.local import (
     start_cluster,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.artemis import ArtemisParams
 
 POM = Path(__file__).parent / "pom.xml"
 #: Heap of the short-lived ``artemis create`` JVM.
@@ -110,7 +113,7 @@ class ArtemisCluster(ProcessCluster):
         return active[0]
 
 
-class ArtemisLocal(LocalDeployment):
+class ArtemisLocal(LocalDeployment["ArtemisParams"]):
     topologies = ("single", "cluster")
     debian_packages = ("openjdk-17-jre-headless", "maven")
 
@@ -150,7 +153,7 @@ class ArtemisLocal(LocalDeployment):
         )
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: ArtemisParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         problem = self.missing()
         if problem:

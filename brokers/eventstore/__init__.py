@@ -61,6 +61,7 @@ SYSTEM = BrokerSystem(
     title="EventStoreDB",
     params_model=EventStoreParams,
     connect=adapter.connect,
+    adapters=(adapter.EventStoreAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(

@@ -27,8 +27,9 @@ import json
 import queue
 import threading
 import urllib.request
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+from uuid import UUID
 
 from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
@@ -162,7 +163,10 @@ class SubscriptionClosed(BrokerError):
     """The persistent subscription ended (server gone, subscription dropped)."""
 
 
-class EventStoreAdapter(Adapter["EventStoreParams"]):
+class EventStoreAdapter(Adapter[UUID]):
+    """One worker's client; a received event's receipt is its ack id in the persistent
+    subscription."""
+
     def __init__(
         self, client: EventStoreClient, params: EventStoreParams, destination: Destination
     ) -> None:
@@ -173,7 +177,7 @@ class EventStoreAdapter(Adapter["EventStoreParams"]):
         self.buffer: queue.Queue[Any] = queue.Queue()
         self.reader: threading.Thread | None = None
         #: Receipts handed out by ``receive`` and not acknowledged yet.
-        self.outstanding: set[Hashable] = set()
+        self.outstanding: set[UUID] = set()
         self.stopping = threading.Event()
         #: How the subscription ended, raised by the next receive (which then reopens it).
         self.failure: BaseException | None = None
@@ -234,14 +238,14 @@ class EventStoreAdapter(Adapter["EventStoreParams"]):
         except Exception:
             pass
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[UUID]]:
         if self.failure is not None:
             failure = self.failure
             self._drop_subscription()
             raise failure
         if self.subscription is None:
             self._subscribe()
-        out: list[Received] = []
+        out: list[Received[UUID]] = []
         try:
             item = self.buffer.get(timeout=self.params.receive_wait)
             while True:
@@ -264,7 +268,7 @@ class EventStoreAdapter(Adapter["EventStoreParams"]):
             return self.receive(max_n)  # raises the failure
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[UUID]) -> None:
         if self.subscription is None:
             raise SubscriptionClosed(
                 "no open subscription to ack on; these events will be delivered again"

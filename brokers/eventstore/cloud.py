@@ -9,10 +9,13 @@ elect a leader themselves; appends are confirmed by a quorum. Nodes run in insec
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import CloudFaults, CloudRecipe, Endpoints
+
+if TYPE_CHECKING:
+    from brokers.eventstore import EventStoreParams
 
 VERSION = "25.0.0"
 REPOSITORY = "https://packages.kurrent.io/public/kurrent-latest/setup.deb.sh"
@@ -42,7 +45,7 @@ def render_node_config(index: int, cluster: dict[str, list[str]]) -> str:
     )
 
 
-class EventStoreCloud(CloudRecipe):
+class EventStoreCloud(CloudRecipe["EventStoreParams"]):
     """KurrentDB cluster nodes; every node starts the same way."""
 
     data_dir = DATA_DIR
@@ -61,7 +64,7 @@ class EventStoreCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: EventStoreParams
     ) -> dict[str, str]:
         return {CONF: render_node_config(index, cluster)}
 

@@ -57,6 +57,7 @@ SYSTEM = BrokerSystem(
     title="Apache Kafka",
     params_model=KafkaParams,
     connect=connect,
+    adapters=tuple(ADAPTERS.values()),
     prepare=admin.prepare,
     describe=describe,
     reference_topology=Topology(
@@ -69,6 +70,5 @@ SYSTEM = BrokerSystem(
     caveats=(DURABILITY_CAVEAT, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT),
     client_package="confluent-kafka",
     client_for=client_of,
-    pipelined=True,
     acks_per_message=False,  # offsets committed every commit_interval
 )

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError
@@ -30,6 +30,9 @@ from brokers.kafka.params import KafkaClientParams
 POLL_TIMEOUT = 1.0
 #: How much longer than ``request_timeout`` a send may wait for its confirmation.
 CONFIRM_GRACE = 5.0
+
+#: A received message's receipt: its partition and offset.
+PartitionOffset = tuple[int, int]
 
 
 class Record(Protocol):
@@ -45,7 +48,7 @@ class Record(Protocol):
     def headers(self) -> Sequence[tuple[str, bytes]] | None: ...
 
 
-class KafkaAdapterBase(Adapter[Any]):
+class KafkaAdapterBase(Adapter[PartitionOffset]):
     """One worker's producer (built on the first send) or consumer (first receive)."""
 
     pipelined = True
@@ -124,12 +127,11 @@ class KafkaAdapterBase(Adapter[Any]):
             self.acks.handed_out(record.partition, record.offset)
         return records
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[PartitionOffset]]:
         return [Received(r.value, (r.partition, r.offset)) for r in self.poll(max_n)]
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
-        for receipt in receipts:
-            partition, offset = cast(tuple[int, int], receipt)
+    def ack(self, receipts: Sequence[PartitionOffset]) -> None:
+        for partition, offset in receipts:
             self.acks.acked(partition, offset)
         self.commit_when_due()
 

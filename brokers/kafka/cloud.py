@@ -6,7 +6,7 @@ addresses, paths, heap and thread counts differ.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import CloudFaults, CloudRecipe, Destination, Endpoints
@@ -19,6 +19,9 @@ from brokers.kafka.local import (
     render_server_properties,
     voters,
 )
+
+if TYPE_CHECKING:
+    from brokers.kafka.params import KafkaParams
 
 KAFKA_HOME = "/opt/kafka"
 CONF_DIR = "/etc/kafka"
@@ -58,7 +61,7 @@ def node_config(index: int, brokers: list[str]) -> NodeConfig:
     )
 
 
-class KafkaCloud(CloudRecipe):
+class KafkaCloud(CloudRecipe["KafkaParams"]):
     """One combined broker + controller per node of the ``broker`` role (node id = index + 1).
 
     For faults the leader is the broker leading partition 0 of the point's topic, as locally.
@@ -79,7 +82,7 @@ class KafkaCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: KafkaParams
     ) -> dict[str, str]:
         brokers = cluster[ROLE]
         nodes = [node_config(i, brokers) for i in range(len(brokers))]
@@ -118,7 +121,9 @@ class KafkaCloud(CloudRecipe):
     def ports(self) -> list[int]:
         return [PORT, CONTROLLER_PORT]
 
-    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+    def fault_leader(
+        self, endpoints: Endpoints, params: KafkaParams, destination: Destination
+    ) -> int:
         from brokers.kafka.admin import partition_leader
 
         # Node ids count from 1 on AWS as here; fault nodes count from 0.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
@@ -29,6 +29,9 @@ from brokers.local import (
     start_cluster,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.kafka.params import KafkaParams
 
 #: The pinned release; brokers/kafka/pom.xml lists the same version.
 KAFKA_VERSION = "3.9.1"
@@ -145,7 +148,7 @@ def node_name(node_id: int) -> str:
     return f"kafka node{node_id}"
 
 
-class KafkaLocal(LocalDeployment):
+class KafkaLocal(LocalDeployment["KafkaParams"]):
     """KRaft clusters started from the jars fetched by ``install``."""
 
     topologies = ("single", "cluster")
@@ -172,7 +175,7 @@ class KafkaLocal(LocalDeployment):
         )
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: KafkaParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(

@@ -32,6 +32,7 @@ SYSTEM = BrokerSystem(
     title="KMQ on Kafka",
     params_model=KmqParams,
     connect=adapter.connect,
+    adapters=tuple(adapter.ADAPTERS.values()),
     prepare=prepare,
     describe=describe,
     reference_topology=Topology(
@@ -50,5 +51,4 @@ SYSTEM = BrokerSystem(
     ),
     client_package="confluent-kafka",
     client_for=client_of,
-    pipelined=True,
 )

@@ -15,14 +15,13 @@ kafka-python.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
-from typing import cast
+from collections.abc import Sequence
 
 from brokers.base import Endpoints, Received
 from brokers.errors import BrokerError
 from brokers.kafka import client
 from brokers.kafka.adapter import KafkaPythonAdapter
-from brokers.kafka.base import KafkaAdapterBase, Record, connecting
+from brokers.kafka.base import KafkaAdapterBase, PartitionOffset, Record, connecting
 from brokers.kafka.confluent import ConfluentAdapter
 from brokers.kmq import markers, tracker
 from brokers.kmq.params import KmqParams
@@ -41,7 +40,7 @@ class KmqOperations(KafkaAdapterBase):
         self.markers = markers.markers_topic(topic)
         self.tracker: tracker.RedeliveryTracker | None = None
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[PartitionOffset]]:
         if self.tracker is None:
             self.tracker = tracker.acquire(self.endpoints, self.params, self.topic)
         self.tracker.check()
@@ -73,14 +72,13 @@ class KmqOperations(KafkaAdapterBase):
             Received(r.value, (r.partition, r.offset), redelivered=_redelivered(r)) for r in records
         ]
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
-        acked = [cast(tuple[int, int], receipt) for receipt in receipts]
-        if acked:
+    def ack(self, receipts: Sequence[PartitionOffset]) -> None:
+        if receipts:
             self.produce(
                 self.markers,
-                [markers.end()] * len(acked),
-                [markers.key(partition, offset) for partition, offset in acked],
-                [partition for partition, _ in acked],
+                [markers.end()] * len(receipts),
+                [markers.key(partition, offset) for partition, offset in receipts],
+                [partition for partition, _ in receipts],
             )
         self.commit_when_due()
 
@@ -102,6 +100,9 @@ class KmqKafkaPythonAdapter(KmqOperations, KafkaPythonAdapter):
     """KMQ on kafka-python's queue producer and consumer."""
 
 
-connect = connecting(
-    {"confluent-kafka": KmqConfluentAdapter, "kafka-python": KmqKafkaPythonAdapter}
-)
+#: The adapter class of each ``client``.
+ADAPTERS: dict[str, type[KafkaAdapterBase]] = {
+    "confluent-kafka": KmqConfluentAdapter,
+    "kafka-python": KmqKafkaPythonAdapter,
+}
+connect = connecting(ADAPTERS)

@@ -41,6 +41,7 @@ SYSTEM = BrokerSystem(
     title="MongoDB",
     params_model=MongoParams,
     connect=adapter.connect,
+    adapters=(adapter.MongoAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(

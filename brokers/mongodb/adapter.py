@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError
 
 if TYPE_CHECKING:
+    from bson import ObjectId
     from pymongo import MongoClient
 
     from brokers.mongodb import MongoParams
@@ -157,7 +158,9 @@ def describe(endpoints: Endpoints, params: MongoParams) -> dict[str, Any]:
     return info
 
 
-class MongoAdapter(Adapter["MongoParams"]):
+class MongoAdapter(Adapter["ObjectId"]):
+    """One worker's client; a received message's receipt is its document's ``_id``."""
+
     def __init__(self, endpoints: Endpoints, params: MongoParams, destination: Destination):
         from pymongo import ReturnDocument
 
@@ -182,8 +185,8 @@ class MongoAdapter(Adapter["MongoParams"]):
             ordered=True,
         )
 
-    def receive(self, max_n: int) -> list[Received]:
-        received: list[Received] = []
+    def receive(self, max_n: int) -> list[Received[ObjectId]]:
+        received: list[Received[ObjectId]] = []
         for _ in range(max_n):
             now = datetime.now(UTC)
             doc = self.collection.find_one_and_update(
@@ -203,7 +206,7 @@ class MongoAdapter(Adapter["MongoParams"]):
             time.sleep(self.params.poll_interval)
         return received
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[ObjectId]) -> None:
         self.collection.delete_many({"_id": {"$in": list(receipts)}})
 
     def close(self) -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import CloudFaults, CloudRecipe, Endpoints
+
+if TYPE_CHECKING:
+    from brokers.mongodb import MongoParams
 
 VERSION = "7.0.14"
 SERIES = "7.0"
@@ -58,7 +61,7 @@ def _ping(host: str) -> str:
     return f"mongosh --quiet --host {host} --port {PORT} --eval '{ping}' >/dev/null 2>&1"
 
 
-class MongoCloud(CloudRecipe):
+class MongoCloud(CloudRecipe["MongoParams"]):
     """Three ``mongod`` replica-set members; the last initiates the set."""
 
     data_dir = DATA_DIR
@@ -83,7 +86,7 @@ class MongoCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: MongoParams
     ) -> dict[str, str]:
         return {CONF: render_node_config(index, cluster)}
 

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Endpoints, LocalDeployment
@@ -41,6 +41,9 @@ from brokers.local import (
     wait_until,
 )
 from brokers.mongodb import ferretdb
+
+if TYPE_CHECKING:
+    from brokers.mongodb import MongoParams
 
 PG_USER = "postgres"
 PG_DATABASE = "ferretdb"
@@ -72,7 +75,7 @@ def _as_postgres_user() -> list[str]:
     return ["runuser", "-u", PG_USER, "--"]
 
 
-class FerretDBLocal(LocalDeployment):
+class FerretDBLocal(LocalDeployment["MongoParams"]):
     topologies = ("single",)
     debian_packages = ("postgresql",)
     stand_in = (
@@ -98,7 +101,7 @@ class FerretDBLocal(LocalDeployment):
         ferretdb.build(log)
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: MongoParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         if not ferretdb.built():
             raise BrokerStartError(

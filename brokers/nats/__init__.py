@@ -36,7 +36,8 @@ SYSTEM = BrokerSystem(
     name="nats",
     title="NATS JetStream",
     params_model=NatsParams,
-    connect=adapter.connect,  # an async connect (asyncio=True)
+    connect=adapter.connect,
+    adapters=(adapter.NatsAdapter,),  # an asyncio client: workers run as tasks
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(
@@ -51,5 +52,4 @@ SYSTEM = BrokerSystem(
         "a simultaneous crash of a majority can lose acknowledged messages.",
     ),
     client_package="nats-py",
-    asyncio=True,
 )

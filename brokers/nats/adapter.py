@@ -25,7 +25,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from brokers import credentials
@@ -378,8 +378,9 @@ class PubAcks:
         return None
 
 
-class NatsAdapter(AsyncAdapter["NatsParams"]):
-    """One worker's connection; the pull consumer is set up on the first receive."""
+class NatsAdapter(AsyncAdapter[str]):
+    """One worker's connection; the pull consumer is set up on the first receive. A received
+    message's receipt is its reply subject, where the acknowledgement goes."""
 
     def __init__(self, endpoints: Endpoints, params: NatsParams, destination: Destination):
         self.endpoints = endpoints
@@ -413,7 +414,7 @@ class NatsAdapter(AsyncAdapter["NatsParams"]):
                 f"by stream {self.stream}: {failed[0]}"
             )
 
-    async def receive(self, max_n: int) -> list[Received]:
+    async def receive(self, max_n: int) -> list[Received[str]]:
         assert self.client is not None
         if self.consumer is None:
             self.consumer = PullConsumer(self.client, self.stream)
@@ -422,10 +423,10 @@ class NatsAdapter(AsyncAdapter["NatsParams"]):
             Received(m.data, m.reply, redelivered=m.metadata.num_delivered > 1) for m in messages
         ]
 
-    async def ack(self, receipts: Sequence[Hashable]) -> None:
+    async def ack(self, receipts: Sequence[str]) -> None:
         assert self.client is not None
         for reply in receipts:
-            await self.client.publish(str(reply), b"+ACK")
+            await self.client.publish(reply, b"+ACK")
 
     async def close(self) -> None:
         client, self.client = self.client, None

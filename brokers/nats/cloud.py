@@ -6,11 +6,14 @@ with the stack's broker password (read from the parameter store at boot)."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Destination, Endpoints
 from brokers.errors import BrokerError
 from brokers.nats.local import jetstream_leader, render_config
+
+if TYPE_CHECKING:
+    from brokers.nats import NatsParams
 
 ROLE = "server"
 CLIENT_PORT = 4222
@@ -21,7 +24,7 @@ STORE = "/var/lib/nats/jetstream"
 USER = "brokerbench"
 
 
-class NatsCloud(CloudRecipe):
+class NatsCloud(CloudRecipe["NatsParams"]):
     """Three ``server`` nodes routing to each other; JetStream elects its own leaders. For
     faults the leader is the point's stream leader, read from a server's ``/jsz``."""
 
@@ -46,7 +49,7 @@ class NatsCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: NatsParams
     ) -> dict[str, str]:
         addresses = cluster[ROLE]
         routes = (
@@ -82,7 +85,9 @@ class NatsCloud(CloudRecipe):
     def ports(self) -> list[int]:
         return [CLIENT_PORT, CLUSTER_PORT, MONITOR_PORT]
 
-    def fault_leader(self, endpoints: Endpoints, params: Any, destination: Destination) -> int:
+    def fault_leader(
+        self, endpoints: Endpoints, params: NatsParams, destination: Destination
+    ) -> int:
         from brokers.nats.adapter import stream_name
 
         errors = []

@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
@@ -30,6 +30,9 @@ from brokers.local import (
     wait_for_port,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.nats import NatsParams
 
 PACKAGE = "nats-server"
 START_TIMEOUT = 120.0
@@ -136,7 +139,7 @@ def process_name(server: str) -> str:
     return f"nats-server {server}"
 
 
-class NatsLocal(LocalDeployment):
+class NatsLocal(LocalDeployment["NatsParams"]):
     topologies = ("single", "cluster")
     debian_packages = (PACKAGE,)
 
@@ -157,7 +160,7 @@ class NatsLocal(LocalDeployment):
         return None
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: NatsParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
         cluster = NatsCluster(topology, workdir, hosts)

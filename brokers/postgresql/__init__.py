@@ -32,6 +32,7 @@ SYSTEM = BrokerSystem(
     title="PostgreSQL",
     params_model=PostgresParams,
     connect=adapter.connect,
+    adapters=(adapter.PostgresAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(

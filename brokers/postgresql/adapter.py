@@ -11,7 +11,7 @@ deletes them (``id = ANY(array)``).
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -85,8 +85,9 @@ def describe(endpoints: Endpoints, params: PostgresParams) -> dict[str, Any]:
     }
 
 
-class PostgresAdapter(Adapter["PostgresParams"]):
-    """One worker's connection (autocommit: every statement is its own transaction).
+class PostgresAdapter(Adapter[int]):
+    """One worker's connection (autocommit: every statement is its own transaction); a
+    received message's receipt is its row's id.
 
     A lost connection (a server stopped, killed or restarted) fails the operation under way
     with a :class:`BrokerConnectionError`; the next operation connects again. A send whose
@@ -138,13 +139,13 @@ class PostgresAdapter(Adapter["PostgresParams"]):
         # session's synchronous_commit (the standbys' acknowledgement included).
         self._execute(self._insert, (list(batch),))
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         rows = self._execute(self._claim, (self.params.visibility_timeout, max_n)).fetchall()
         if not rows:
             time.sleep(self.params.poll_interval)
         return [Received(content, id_, deliveries > 1) for id_, content, deliveries in rows]
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         self._execute(self._delete, (list(receipts),))
 
     def close(self) -> None:

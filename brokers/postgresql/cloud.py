@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Endpoints
 from brokers.postgresql import local
+
+if TYPE_CHECKING:
+    from brokers.postgresql import PostgresParams
 
 VERSION = "15"  # Debian 12's PostgreSQL
 PORT = 5432
@@ -79,7 +82,7 @@ def render_node_config(
     )
 
 
-class PostgresCloud(CloudRecipe):
+class PostgresCloud(CloudRecipe["PostgresParams"]):
     """A primary and streaming standbys (roles ``primary`` and ``standby``)."""
 
     #: Where the node's data volume is mounted (before the package creates its cluster).
@@ -95,7 +98,7 @@ class PostgresCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: PostgresParams
     ) -> dict[str, str]:
         return {
             f"{CONF_DIR}/conf.d/brokerbench.conf": render_node_config(role, index, cluster),

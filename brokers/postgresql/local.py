@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
@@ -34,6 +34,9 @@ from brokers.local import (
     start_cluster,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.postgresql import PostgresParams
 
 STANDBYS = ("s1", "s2")
 #: The process name of the primary.
@@ -98,7 +101,7 @@ class PostgresCluster(ProcessCluster):
         return PRIMARY
 
 
-class PostgresLocal(LocalDeployment):
+class PostgresLocal(LocalDeployment["PostgresParams"]):
     topologies = ("single", "cluster")
     debian_packages = ("postgresql",)
 
@@ -123,7 +126,7 @@ class PostgresLocal(LocalDeployment):
         return find_binary(name, "postgresql", _bin_dirs())
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: PostgresParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         cluster = PostgresCluster(topology, workdir, hosts=hosts)
         return start_cluster(cluster, lambda c: self._build(c, topology == "cluster"))

@@ -32,6 +32,7 @@ SYSTEM = BrokerSystem(
     title="Apache Pulsar",
     params_model=PulsarParams,
     connect=adapter.connect,
+    adapters=(adapter.PulsarAdapter,),
     prepare=admin.prepare,
     describe=admin.describe,
     reference_topology=Topology(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from brokers.base import Adapter, Destination, Endpoints, Received
@@ -50,7 +50,10 @@ class _Confirmations:
                 self.done.set()
 
 
-class PulsarAdapter(Adapter[PulsarParams]):
+class PulsarAdapter(Adapter[int]):
+    """One worker's client; a received message's receipt is a token for the message it
+    holds until the acknowledgement."""
+
     def __init__(self, endpoints: Endpoints, params: PulsarParams, destination: Destination):
         import pulsar
 
@@ -111,7 +114,7 @@ class PulsarAdapter(Adapter[PulsarParams]):
                 f"{confirmations.failures[0]}"
             )
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         consumer = self._consumer_for_receive()
         timeout = self._pulsar.Timeout
         try:
@@ -130,18 +133,18 @@ class PulsarAdapter(Adapter[PulsarParams]):
             received.append(Received(message.data(), token, message.redelivery_count() > 0))
         return received
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         consumer = self._consumer_for_receive()
         for receipt in receipts:
-            message = self._unacked.pop(receipt, None)  # type: ignore[call-overload]
+            message = self._unacked.pop(receipt, None)
             if message is not None:
                 consumer.acknowledge(message)
 
-    def negative_ack(self, receipts: Sequence[Hashable]) -> None:
+    def negative_ack(self, receipts: Sequence[int]) -> None:
         """Hand messages back for redelivery after ``negative_ack_delay``."""
         consumer = self._consumer_for_receive()
         for receipt in receipts:
-            message = self._unacked.pop(receipt, None)  # type: ignore[call-overload]
+            message = self._unacked.pop(receipt, None)
             if message is not None:
                 consumer.negative_acknowledge(message)
 

@@ -7,7 +7,6 @@ until the cluster metadata exists; the last ZooKeeper node initialises it.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from brokers.base import CloudRecipe, Endpoints
 from brokers.pulsar.config import (
@@ -76,7 +75,7 @@ def java_line(role: str, heap: str, direct: str | None, args: list[str]) -> str:
     return shlex.join(command)
 
 
-class PulsarCloud(CloudRecipe):
+class PulsarCloud(CloudRecipe[PulsarParams]):
     data_dir = DATA_DIR
 
     def install_commands(self) -> list[str]:
@@ -89,7 +88,7 @@ class PulsarCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: PulsarParams
     ) -> dict[str, str]:
         me = cluster[role][index]
         zookeeper = zookeeper_addresses(cluster)

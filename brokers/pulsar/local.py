@@ -129,7 +129,7 @@ class PulsarCluster(ProcessCluster):
         )
 
 
-class PulsarLocal(LocalDeployment):
+class PulsarLocal(LocalDeployment[PulsarParams]):
     """Standalone or ZooKeeper + 3 bookies + broker, from the unpacked distribution."""
 
     topologies = ("single", "cluster")
@@ -150,7 +150,7 @@ class PulsarLocal(LocalDeployment):
         )
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: PulsarParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(

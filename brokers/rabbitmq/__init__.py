@@ -35,6 +35,7 @@ SYSTEM = BrokerSystem(
     title="RabbitMQ",
     params_model=RabbitMQParams,
     connect=adapter.connect,
+    adapters=(adapter.RabbitMQAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(
@@ -48,5 +49,4 @@ SYSTEM = BrokerSystem(
         "(RabbitMQ has no per-message redelivery timeout).",
     ),
     client_package="pika",
-    pipelined=True,
 )

@@ -22,7 +22,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brokers import credentials
@@ -152,7 +152,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class RabbitMQAdapter(Adapter["RabbitMQParams"]):
+#: A received message's receipt: the generation of its connection and its delivery tag.
+DeliveryReceipt = tuple[int, int]
+
+
+class RabbitMQAdapter(Adapter[DeliveryReceipt]):
     """One worker's connection, with a publishing and a consuming channel (each lazy)."""
 
     pipelined = True
@@ -173,7 +177,7 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
         self._confirms: ConfirmTracker | None = None
         self._frames: PublishFrames | None = None
         self._wakeup_pending = False
-        self._buffer: deque[Received] = deque()
+        self._buffer: deque[Received[DeliveryReceipt]] = deque()
         self._unacked: set[int] = set()
         self._connect()
 
@@ -338,21 +342,23 @@ class RabbitMQAdapter(Adapter["RabbitMQParams"]):
         receipt = (self.generation, method.delivery_tag)
         self._buffer.append(Received(body, receipt, bool(method.redelivered)))
 
-    def receive(self, max_n: int) -> list[Received]:
-        result: list[Received] = self._guard(lambda: self._receive(max_n), "consume")
+    def receive(self, max_n: int) -> list[Received[DeliveryReceipt]]:
+        result: list[Received[DeliveryReceipt]] = self._guard(
+            lambda: self._receive(max_n), "consume"
+        )
         return result
 
-    def _receive(self, max_n: int) -> list[Received]:
+    def _receive(self, max_n: int) -> list[Received[DeliveryReceipt]]:
         self._open_consumer()
         if not self._buffer:
             self._wait(lambda: bool(self._buffer), 1.0)
         out = [self._buffer.popleft() for _ in range(min(max_n, len(self._buffer)))]
-        self._unacked.update(r.receipt[1] for r in out)  # type: ignore[index]
+        self._unacked.update(r.receipt[1] for r in out)
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[DeliveryReceipt]) -> None:
         # Receipts from before a reconnect are void: those messages are redelivered.
-        tags = sorted(receipt[1] for receipt in receipts if receipt[0] == self.generation)  # type: ignore[index]
+        tags = sorted(tag for generation, tag in receipts if generation == self.generation)
         if tags:
             self._guard(lambda: self._ack(tags), "ack")
 

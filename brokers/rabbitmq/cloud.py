@@ -10,10 +10,13 @@ boot); ``guest`` does not exist. The management plugin stays off.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudFaults, CloudRecipe, Endpoints
 from brokers.rabbitmq.local import render_config
+
+if TYPE_CHECKING:
+    from brokers.rabbitmq import RabbitMQParams
 
 ROLE = "broker"
 AMQP_PORT = 5672
@@ -21,7 +24,7 @@ ETC = "/etc/rabbitmq"
 COOKIE = "/var/lib/rabbitmq/.erlang.cookie"
 
 
-class RabbitMQCloud(CloudRecipe):
+class RabbitMQCloud(CloudRecipe["RabbitMQParams"]):
     """Three ``broker`` nodes; the first starts alone, the others join it. Faults on AWS
     name node indexes only: the queue's leader is read with ``rabbitmqctl`` on a node."""
 
@@ -48,7 +51,7 @@ class RabbitMQCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: RabbitMQParams
     ) -> dict[str, str]:
         address = cluster[ROLE][index]
         files = render_config(

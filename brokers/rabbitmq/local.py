@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
@@ -36,6 +36,9 @@ from brokers.local import (
     wait_until,
 )
 from brokers.rabbitmq.ctl import LOOPBACK_DIST, Ctl
+
+if TYPE_CHECKING:
+    from brokers.rabbitmq import RabbitMQParams
 
 PACKAGE = "rabbitmq-server"
 RABBIT_BIN = ("/usr/lib/rabbitmq/bin",)  # the real scripts; /usr/sbin has su wrappers
@@ -110,7 +113,7 @@ class RabbitCluster(ProcessCluster):
         raise BrokerError("no RabbitMQ node answered: " + "; ".join(errors))
 
 
-class RabbitMQLocal(LocalDeployment):
+class RabbitMQLocal(LocalDeployment["RabbitMQParams"]):
     topologies = ("single", "cluster")
     debian_packages = (PACKAGE,)
 
@@ -130,7 +133,7 @@ class RabbitMQLocal(LocalDeployment):
         )
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: RabbitMQParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         size = 3 if topology == "cluster" else 1
         cluster = RabbitCluster(topology, workdir)

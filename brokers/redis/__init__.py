@@ -32,6 +32,8 @@ SYSTEM = BrokerSystem(
     title="Redis Streams",
     params_model=RedisParams,
     connect=adapter.connect,
+    # Against one master batches may be in flight; Redis Cluster confirms one at a time.
+    adapters=(adapter.RedisAdapter, adapter.RedisClusterAdapter),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(
@@ -45,6 +47,4 @@ SYSTEM = BrokerSystem(
     ),
     cloud=RedisCloud(),
     client_package="redis",
-    # Against one master; Redis Cluster (sharded) confirms one batch at a time.
-    pipelined=True,
 )

@@ -22,7 +22,7 @@ import itertools
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -226,7 +226,11 @@ class ReplyChannel:
         self.connection.disconnect()
 
 
-class _StreamsAdapter(Adapter["RedisParams"]):
+#: A received message's receipt: its stream key and entry id.
+StreamEntry = tuple[bytes, bytes]
+
+
+class _StreamsAdapter(Adapter[StreamEntry]):
     """What both adapters share: the stream keys, the consumer name and the claim clock."""
 
     def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
@@ -285,7 +289,7 @@ class RedisAdapter(_StreamsAdapter):
             self._receiving = ReplyChannel(self.client)
         return self._receiving
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[StreamEntry]]:
         if self._claim_due():
             claimed = self._claim(max_n)
             if claimed:
@@ -302,14 +306,14 @@ class RedisAdapter(_StreamsAdapter):
                 *([b">"] * len(self.raw_keys)),
             )
         reply = self._channel().call(*self._read_command)
-        out: list[Received] = []
+        out: list[Received[StreamEntry]] = []
         for key, entries in reply or ():
             out += [Received(fields[1], (key, entry_id)) for entry_id, fields in entries]
         return out
 
-    def _claim(self, max_n: int) -> list[Received]:
+    def _claim(self, max_n: int) -> list[Received[StreamEntry]]:
         channel = self._channel()
-        out: list[Received] = []
+        out: list[Received[StreamEntry]] = []
         for key in self.raw_keys:
             reply = channel.call(
                 *(b"XAUTOCLAIM", key, GROUP, self.consumer, self.claim_idle_ms),
@@ -324,7 +328,7 @@ class RedisAdapter(_StreamsAdapter):
                 break
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[StreamEntry]) -> None:
         commands = [
             command
             for key, ids in _by_key(receipts).items()
@@ -361,7 +365,7 @@ class RedisClusterAdapter(_StreamsAdapter):
             pipe.xadd(self.next_key(), {FIELD: body})
         pipe.execute()
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[StreamEntry]]:
         if self._claim_due():
             claimed = self._claim(max_n)
             if claimed:
@@ -379,8 +383,8 @@ class RedisClusterAdapter(_StreamsAdapter):
         time.sleep(0.05)
         return []
 
-    def _claim(self, max_n: int) -> list[Received]:
-        out: list[Received] = []
+    def _claim(self, max_n: int) -> list[Received[StreamEntry]]:
+        out: list[Received[StreamEntry]] = []
         for key in self.keys:
             claimed: Any = self.client.xautoclaim(
                 key, GROUP, self.consumer, self.claim_idle_ms, start_id="0-0", count=max_n
@@ -394,7 +398,7 @@ class RedisClusterAdapter(_StreamsAdapter):
                 break
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[StreamEntry]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for key, ids in _by_key(receipts).items():
             pipe.xack(key, GROUP, *ids)
@@ -402,12 +406,11 @@ class RedisClusterAdapter(_StreamsAdapter):
         pipe.execute()
 
 
-def _by_key(receipts: Sequence[Hashable]) -> dict[Any, list[Any]]:
+def _by_key(receipts: Sequence[StreamEntry]) -> dict[bytes, list[bytes]]:
     """Entry ids by stream key, from ``(key, entry id)`` receipts."""
-    by_key: dict[Any, list[Any]] = defaultdict(list)
-    for receipt in receipts:
-        pair: tuple[Any, Any] = receipt  # type: ignore[assignment]
-        by_key[pair[0]].append(pair[1])
+    by_key: dict[bytes, list[bytes]] = defaultdict(list)
+    for key, entry_id in receipts:
+        by_key[key].append(entry_id)
     return by_key
 
 

@@ -12,11 +12,14 @@ password (``requirepass`` / ``masterauth``, read from the parameter store at boo
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Endpoints
 from brokers.redis import local
+
+if TYPE_CHECKING:
+    from brokers.redis import RedisParams
 
 PORT = 6379
 BUS_PORT = PORT + 10000
@@ -68,7 +71,7 @@ def initialiser(cluster: dict[str, list[str]]) -> tuple[str, int]:
     return "master", len(cluster["master"]) - 1
 
 
-class RedisCloud(CloudRecipe):
+class RedisCloud(CloudRecipe["RedisParams"]):
     """Roles ``master`` and ``replica``: one master with replicas, or a sharded cluster."""
 
     #: Where the node's data volume is mounted (the AOF lives here).
@@ -91,7 +94,7 @@ class RedisCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: RedisParams
     ) -> dict[str, str]:
         appendfsync = getattr(params, "appendfsync", "everysec")
         return {CONF: render_node_config(role, index, cluster, appendfsync)}

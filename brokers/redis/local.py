@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
@@ -29,6 +29,9 @@ from brokers.local import (
     wait_for_port,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.redis import RedisParams
 
 SHARDS = 3
 REPLICAS_PER_SHARD = 2
@@ -76,7 +79,7 @@ class ReplicatedRedis(ProcessCluster):
         return MASTER
 
 
-class RedisLocal(LocalDeployment):
+class RedisLocal(LocalDeployment["RedisParams"]):
     topologies = ("single", "cluster", "sharded")
     debian_packages = ("redis-server",)
 
@@ -99,7 +102,7 @@ class RedisLocal(LocalDeployment):
         return None
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: RedisParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         kind = ProcessCluster if topology == "sharded" else ReplicatedRedis
         cluster = kind(topology, workdir, hosts=hosts)
@@ -116,7 +119,7 @@ class RedisLocal(LocalDeployment):
         slot: int,
         name: str,
         port: int,
-        params: Any,
+        params: RedisParams,
         credentials: Credentials,
         **config: Any,
     ) -> ManagedProcess:
@@ -147,7 +150,7 @@ class RedisLocal(LocalDeployment):
         return node
 
     def _build_sharded(
-        self, cluster: ProcessCluster, params: Any, credentials: Credentials
+        self, cluster: ProcessCluster, params: RedisParams, credentials: Credentials
     ) -> None:
         count = SHARDS * (1 + REPLICAS_PER_SHARD)
         # The cluster bus needs a port of its own (by default port + 10000, often taken).
@@ -185,7 +188,11 @@ class RedisLocal(LocalDeployment):
         _wait_for_cluster(cluster.endpoints, count)
 
     def _build(
-        self, cluster: ProcessCluster, params: Any, credentials: Credentials, replicated: bool
+        self,
+        cluster: ProcessCluster,
+        params: RedisParams,
+        credentials: Credentials,
+        replicated: bool,
     ) -> None:
         names = ["master", "replica1", "replica2"] if replicated else ["master"]
         ports = free_ports(len(names))

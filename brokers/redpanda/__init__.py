@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
-from brokers.kafka import CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
+from brokers.kafka import ADAPTERS, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import connect as kafka_connect
 from brokers.kafka.params import KafkaClientParams
 from brokers.redpanda import cloud
@@ -45,6 +45,7 @@ SYSTEM = BrokerSystem(
     title="Redpanda",
     params_model=RedpandaParams,
     connect=kafka_connect,
+    adapters=tuple(ADAPTERS.values()),
     prepare=prepare,
     describe=describe,
     reference_topology=Topology(
@@ -62,6 +63,5 @@ SYSTEM = BrokerSystem(
     ),
     client_package="confluent-kafka",
     client_for=client_of,
-    pipelined=True,
     acks_per_message=False,  # the Kafka adapters: offsets committed
 )

@@ -5,10 +5,13 @@ from ``templates/redpanda.yaml.j2`` (per node) and ``templates/bootstrap.yaml.j2
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import CloudFaults, CloudRecipe
+
+if TYPE_CHECKING:
+    from brokers.redpanda import RedpandaParams
 
 #: The pinned release (Debian package version ``<this>-1``).
 REDPANDA_VERSION = "24.2.7"
@@ -46,7 +49,7 @@ def render_bootstrap(replication: int) -> str:
     return templating.render(__file__, "bootstrap.yaml.j2", replication=replication)
 
 
-class RedpandaCloud(CloudRecipe):
+class RedpandaCloud(CloudRecipe["RedpandaParams"]):
     """One Redpanda broker per node of the ``broker`` role; all of them are seeds."""
 
     data_dir = VOLUME
@@ -61,7 +64,7 @@ class RedpandaCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: RedpandaParams
     ) -> dict[str, str]:
         brokers = cluster[ROLE]
         return {

@@ -31,6 +31,7 @@ SYSTEM = BrokerSystem(
     title="Apache RocketMQ",
     params_model=RocketMQParams,
     connect=adapter.connect,
+    adapters=(adapter.RocketMQAdapter,),
     prepare=admin.prepare,
     describe=admin.describe,
     reference_topology=Topology(

@@ -18,7 +18,7 @@ import itertools
 import logging
 import socket
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -31,7 +31,10 @@ from brokers.rocketmq.params import RocketMQParams
 SETTINGS_GRACE = 15.0
 
 
-class RocketMQAdapter(Adapter[RocketMQParams]):
+class RocketMQAdapter(Adapter[int]):
+    """One worker's client; a received message's receipt is a token for the message it
+    holds until the acknowledgement."""
+
     def __init__(
         self, endpoints: Endpoints, params: RocketMQParams, destination: Destination
     ) -> None:
@@ -120,7 +123,7 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
             except Exception:
                 pass
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         consumer = self._consumer_for_receive()
         try:
             messages = consumer.receive(max_n, int(self.params.invisible_duration))
@@ -143,9 +146,9 @@ class RocketMQAdapter(Adapter[RocketMQParams]):
             received.append(Received(message.body, token, attempt > 1))
         return received
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         consumer = self._consumer_for_receive()
-        messages = [self._unacked.pop(r, None) for r in receipts]  # type: ignore[call-overload]
+        messages = [self._unacked.pop(r, None) for r in receipts]
         pending = [m for m in messages if m is not None]
         if len(pending) == 1:
             consumer.ack(pending[0])

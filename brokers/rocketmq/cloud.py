@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 from brokers.base import CloudRecipe, Endpoints
 from brokers.rocketmq.config import (
@@ -66,7 +65,7 @@ def java_line(role: str, heap: str, direct: str | None, conf: str) -> str:
     )
 
 
-class RocketMQCloud(CloudRecipe):
+class RocketMQCloud(CloudRecipe[RocketMQParams]):
     data_dir = DATA_DIR
 
     def install_commands(self) -> list[str]:
@@ -81,7 +80,7 @@ class RocketMQCloud(CloudRecipe):
         ]
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: RocketMQParams
     ) -> dict[str, str]:
         me = cluster[role][index]
         namesrv = [f"{host}:{NAMESRV_PORT}" for host in cluster["namesrv"]]

@@ -22,7 +22,6 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerError, BrokerStartError
@@ -122,7 +121,7 @@ class RocketMQCluster(ProcessCluster):
         return MASTER
 
 
-class RocketMQLocal(LocalDeployment):
+class RocketMQLocal(LocalDeployment[RocketMQParams]):
     """Name server + broker(s) + proxy from the jars fetched by ``install``."""
 
     topologies = ("single", "cluster")
@@ -155,7 +154,7 @@ class RocketMQLocal(LocalDeployment):
         )
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: RocketMQParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(

@@ -38,6 +38,7 @@ SYSTEM = BrokerSystem(
     title="Amazon SQS",
     params_model=SqsParams,
     connect=adapter.connect,
+    adapters=(adapter.SqsAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
     reference_topology=Topology(

@@ -22,7 +22,7 @@ AWS, ``127.0.0.1:<port>`` for the local stand-in). Extras:
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brokers.base import Adapter, Destination, Endpoints, Received
@@ -197,7 +197,9 @@ def describe(endpoints: Endpoints, params: SqsParams) -> dict[str, Any]:
     }
 
 
-class SqsAdapter(Adapter["SqsParams"]):
+class SqsAdapter(Adapter[str]):
+    """One worker's client; a received message's receipt is its receipt handle."""
+
     def __init__(self, endpoints: Endpoints, params: SqsParams, destination: Destination):
         self.endpoints = endpoints
         self.params = params
@@ -212,7 +214,7 @@ class SqsAdapter(Adapter["SqsParams"]):
             )
             check_batch(response, len(entries), "SendMessageBatch")
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[str]]:
         response = _call(
             self.endpoints,
             self.sqs.receive_message,
@@ -231,8 +233,8 @@ class SqsAdapter(Adapter["SqsParams"]):
             for m in response.get("Messages", [])
         ]
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
-        handles = [str(r) for r in receipts]
+    def ack(self, receipts: Sequence[str]) -> None:
+        handles = list(receipts)
         for start in range(0, len(handles), MAX_BATCH_ENTRIES):
             part = handles[start : start + MAX_BATCH_ENTRIES]
             entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(part)]

@@ -9,9 +9,12 @@ with its name, nothing else of SQS.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers.base import CloudRecipe, CreatedService, Endpoints, ManagedService
+
+if TYPE_CHECKING:
+    from brokers.sqs import SqsParams
 
 #: Seconds a received message stays hidden by default (a receive's own timeout wins).
 VISIBILITY_TIMEOUT_S = 30
@@ -53,7 +56,7 @@ QUEUE = ManagedService(
 )
 
 
-class SqsCloud(CloudRecipe):
+class SqsCloud(CloudRecipe["SqsParams"]):
     """The managed queue and nothing to install: the topology has no broker machines, so
     the node methods are never called (they declare nothing)."""
 
@@ -63,7 +66,7 @@ class SqsCloud(CloudRecipe):
         return []
 
     def node_files(
-        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+        self, role: str, index: int, cluster: dict[str, list[str]], params: SqsParams
     ) -> dict[str, str]:
         return {}
 

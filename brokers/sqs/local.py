@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Endpoints, LocalDeployment
@@ -37,6 +37,9 @@ from brokers.local import (
     start_cluster,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from brokers.sqs import SqsParams
 
 POM = Path(__file__).resolve().parent / "pom.xml"
 MAIN_CLASS = "org.elasticmq.server.Main"
@@ -78,7 +81,7 @@ def render_config(host: str, port: int, data_dir: str, persist: bool = True) -> 
     )
 
 
-class ElasticMQLocal(LocalDeployment):
+class ElasticMQLocal(LocalDeployment["SqsParams"]):
     topologies = ("single",)
     debian_packages = ("openjdk-17-jre-headless", "maven")
     stand_in = (
@@ -92,7 +95,7 @@ class ElasticMQLocal(LocalDeployment):
         maven_fetch(POM, jar_dir(), log)
 
     def start(
-        self, topology: str, params: Any, workdir: Path, hosts: NodeHosts | None = None
+        self, topology: str, params: SqsParams, workdir: Path, hosts: NodeHosts | None = None
     ) -> ProcessCluster:
         if not fetched():
             raise BrokerStartError(

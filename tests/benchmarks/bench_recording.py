@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 from brokers.base import Adapter, Received
 from workload import message
@@ -19,7 +19,7 @@ from workload.scenario import LoadSection
 from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 
 
-class MemoryAdapter(Adapter):
+class MemoryAdapter(Adapter[int]):
     """A FIFO in this process: measures the runner, not a broker."""
 
     def __init__(self) -> None:
@@ -29,14 +29,14 @@ class MemoryAdapter(Adapter):
     def send(self, batch: Sequence[bytes]) -> None:
         self.queue.extend(batch)
 
-    def receive(self, max_n: int) -> list[Received]:
+    def receive(self, max_n: int) -> list[Received[int]]:
         out = []
         while self.queue and len(out) < max_n:
             self.next_id += 1
             out.append(Received(self.queue.popleft(), self.next_id))
         return out
 
-    def ack(self, receipts: Sequence[Hashable]) -> None:
+    def ack(self, receipts: Sequence[int]) -> None:
         pass
 
 
