@@ -1,17 +1,22 @@
 """Helpers the broker test modules share: draining an adapter, reading properties files,
-the addresses a local cluster listens on and the files that hold its password."""
+the addresses a local cluster listens on, the files that hold its password, and a
+scenario's smoke run against a running cluster."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toml
 
 from brokers.base import (
     Adapter,
@@ -144,3 +149,42 @@ def files_holding(cluster: ProcessCluster, secret: str) -> dict[str, int]:
             except OSError:  # a file the server removed meanwhile
                 continue
     return found
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """What a smoke run left: its one summary row, its run context and the summary the
+    terminal shows of it (``brokerbench report``'s)."""
+
+    row: dict[str, str]
+    context: dict[str, Any]
+    printed: str
+
+
+def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) -> SmokeRun:
+    """Run ``scenario``'s load with ``brokerbench run`` against a running cluster's
+    ``endpoints`` (its broker becomes ``deployment = "endpoints"``), then analyse it with
+    the session's Spark. The command line's own analysis is exercised by test_end_to_end."""
+    from analysis.console import run_summary
+    from analysis.job import analyse
+    from tests.conftest import brokerbench, read_summary
+
+    loaded = tomllib.loads(scenario.read_text())
+    broker = loaded["broker"]
+    broker.pop("topology", None)
+    broker.update(
+        deployment="endpoints",
+        endpoints=list(endpoints.hosts),
+        options=dict(endpoints.extra),
+    )
+    path = tmp_path / scenario.name
+    path.write_text(toml.dumps(loaded))
+    results = tmp_path / "results"
+    done = brokerbench("run", str(path), "--results", str(results), "--no-analysis")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = (p.parent for p in results.glob("*/context.json"))
+    rows = analyse(spark, run_dir)
+    (row,) = read_summary(results)
+    assert row["broker"] == broker["system"]
+    context = json.loads((run_dir / "context.json").read_text())
+    return SmokeRun(row, context, run_summary(context, rows))

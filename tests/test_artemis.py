@@ -1,17 +1,14 @@
 """ActiveMQ Artemis: configuration, command lines and AWS recipe without a server, then the
-STOMP adapter, settings read-back, a whole run and a failover against a real live–backup
+STOMP adapter, settings read-back and a failover against a real live–backup
 replication pair made by ``artemis create`` from the Maven Central distribution."""
 
 from __future__ import annotations
 
 import re
 import time
-import tomllib
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-import toml
 
 from brokers import registry
 from brokers.artemis import SYSTEM, ArtemisParams, config
@@ -21,7 +18,7 @@ from brokers.artemis.local import POM
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import receive_bodies
 
 pytestmark = pytest.mark.artemis
@@ -206,30 +203,6 @@ def test_describe_reads_back_replication(pair: ProcessCluster) -> None:
     assert backup["backup"] is True and backup["active"] is False
     assert live["node_id"] == backup["node_id"]
     assert described["persistence_enabled"] and described["journal_sync_non_transactional"]
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_run_loses_nothing(pair: ProcessCluster, tmp_path: Path) -> None:
-    """The cluster-smoke scenario, pointed at the running pair (deployment = "endpoints")."""
-    scenario = tomllib.loads((SCENARIOS / "artemis-cluster-smoke.toml").read_text())
-    endpoints = pair.endpoints
-    scenario["broker"].update(
-        deployment="endpoints", endpoints=list(endpoints.hosts), options=dict(endpoints.extra)
-    )
-    del scenario["broker"]["topology"]
-    path = tmp_path / "artemis-cluster-smoke.toml"
-    path.write_text(toml.dumps(scenario))
-    done = brokerbench("run", str(path), "--results", str(tmp_path / "results"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "ActiveMQ Artemis" in done.stdout
-    (row,) = read_summary(tmp_path / "results")
-    assert row["broker"] == "artemis"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
-    (context,) = (tmp_path / "results").glob("*/context.json")
-    assert '"replicated": true' in context.read_text()
 
 
 @pytest.mark.slow

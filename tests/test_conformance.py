@@ -1,7 +1,9 @@
 """The contract every system that runs here keeps, tested through its adapter against the
 real broker (the topology its own tests use, shared with them; see ``local_brokers`` in
 conftest): what is sent is received once with the same payload; what a receiver did not
-acknowledge is delivered to the next one; the settings are read back.
+acknowledge is delivered to the next one; the settings are read back; and a whole run of the
+system's smoke scenario against it accounts for every message (nothing lost or duplicated,
+the settings and caveats in the run's context and summary).
 
 Systems without a local deployment (Redpanda, EventStoreDB: no server can be had here) are
 not collected; one whose local deployment is ``missing()`` something is skipped, naming it.
@@ -14,12 +16,15 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from brokers import registry
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster, Received
+from tests.conftest import SCENARIOS
+from tests.support import smoke_run
 
 SYSTEMS = [name for name, system in registry.systems().items() if system.local is not None]
 
@@ -91,12 +96,16 @@ def receive_until(
     return got
 
 
+def topology(system: BrokerSystem[Any]) -> str:
+    """The topology the conformance tests (and the system's own tests) run."""
+    assert system.local is not None
+    return "cluster" if "cluster" in system.local.topologies else "single"
+
+
 @pytest.fixture
 def broker(system: str, local_brokers: Any) -> LocalCluster:
     described = registry.get(system)
-    assert described.local is not None
-    topologies = described.local.topologies
-    return local_brokers.get(described, "cluster" if "cluster" in topologies else "single")
+    return local_brokers.get(described, topology(described))
 
 
 def prepared(system: BrokerSystem[Any], broker: LocalCluster, name: str, **values: Any) -> Any:
@@ -165,3 +174,25 @@ def test_describe_reads_back_the_settings(system: str, broker: LocalCluster) -> 
     described = json.loads(json.dumps(bb.describe(broker.endpoints, bb.params_model())))
     assert isinstance(described["version"], str) and described["version"]
     assert len(described) > 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("system", each_system())
+def test_a_smoke_run_accounts_for_every_message(
+    system: str, broker: LocalCluster, spark: Any, tmp_path: Path
+) -> None:
+    """The system's shipped smoke scenario for this topology (``<system>-smoke.toml``, or
+    ``<system>-cluster-smoke.toml`` for a cluster), run by ``brokerbench run`` against the
+    broker: every confirmed message received once, nothing lost or duplicated; the run's
+    context holds the settings read back, its summary the system's caveats."""
+    bb = registry.get(system)
+    shape = "-cluster" if topology(bb) == "cluster" else ""
+    run = smoke_run(SCENARIOS / f"{system}{shape}-smoke.toml", broker.endpoints, spark, tmp_path)
+    sent = int(run.row["sent"])
+    assert sent > 0 and int(run.row["received"]) == sent
+    assert int(run.row["lost"]) == 0 and int(run.row["duplicated"]) == 0
+    assert run.context["broker"]["version"]
+    assert bb.title in run.printed
+    for caveat in bb.caveats:
+        assert caveat in run.printed
+    assert bb.local is not None and bb.local.stand_in in run.printed

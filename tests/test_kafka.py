@@ -1,5 +1,5 @@
 """Kafka: configuration rendering, offset bookkeeping and partitioning without a server,
-then the adapters of both client libraries and a whole run against a real 3-node KRaft
+then the adapters of both client libraries against a real 3-node KRaft
 cluster started from the Maven Central jars."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, deque
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ from brokers.kafka.local import (
 from brokers.kafka.offsets import AckTracker
 from brokers.kafka.params import KafkaParams, min_insync_for, replication_for
 from brokers.local import free_ports
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import properties, receive_bodies, sender_and_receiver
 
 pytestmark = pytest.mark.kafka
@@ -208,24 +207,6 @@ def test_registered_with_local_and_cloud() -> None:
 @pytest.fixture(scope="module")
 def cluster(local_brokers: LocalBrokers) -> Endpoints:
     return local_brokers.get(SYSTEM, "cluster").endpoints
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_run_loses_nothing(tmp_path: Path) -> None:
-    done = brokerbench(
-        "run", str(SCENARIOS / "kafka-cluster-smoke.toml"), "--results", str(tmp_path)
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Apache Kafka" in done.stdout and "send msgs/s" in done.stdout
-    (row,) = read_summary(tmp_path)
-    assert row["broker"] == "kafka"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
-    (context,) = tmp_path.glob("*/context.json")
-    text = context.read_text()
-    assert '"replication_factor": 3' in text and '"min_insync_replicas": "2"' in text
 
 
 @pytest.mark.slow

@@ -1,11 +1,10 @@
 """KMQ: marker encoding without a server, then individual acknowledgements and redelivery
-(with either client library) on a real 3-node KRaft cluster, and a whole run."""
+(with either client library) on a real 3-node KRaft cluster."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,7 @@ from brokers.base import Destination, Endpoints
 from brokers.kafka import SYSTEM as KAFKA
 from brokers.kmq import SYSTEM, markers
 from brokers.kmq.params import KmqParams
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 
 pytestmark = pytest.mark.kmq
 
@@ -112,26 +111,6 @@ def test_defaults_and_reuse_of_kafka() -> None:
 @pytest.fixture(scope="module")
 def cluster(local_brokers: LocalBrokers) -> Endpoints:
     return local_brokers.get(SYSTEM, "cluster").endpoints
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_run_loses_nothing(cluster: Endpoints, tmp_path: Path) -> None:
-    # kmq-cluster-smoke.toml, pointed at this module's running 3-node cluster.
-    text = (SCENARIOS / "kmq-cluster-smoke.toml").read_text()
-    hosts = ", ".join(f'"{h}"' for h in cluster.hosts)
-    byo = text.replace('topology = "cluster"', f'deployment = "endpoints"\nendpoints = [{hosts}]')
-    assert byo != text
-    scenario = tmp_path / "kmq-cluster-smoke.toml"
-    scenario.write_text(byo)
-    done = brokerbench("run", str(scenario), "--results", str(tmp_path / "results"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "KMQ on Kafka" in done.stdout
-    (row,) = read_summary(tmp_path / "results")
-    assert row["broker"] == "kmq"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """MongoDB: parameters and the AWS replica-set recipe, then the adapter against the local
-stand-in (FerretDB on PostgreSQL) and a whole smoke run.
+stand-in (FerretDB on PostgreSQL).
 
 The stand-in is not mongod: these tests show that the adapter's protocol works end to end
 and that the stand-in is labelled; they say nothing about MongoDB's replication."""
@@ -20,7 +20,7 @@ from brokers.errors import BrokerConnectionError, BrokerStartError
 from brokers.local import free_ports
 from brokers.mongodb import ferretdb
 from brokers.mongodb.cloud import MongoCloud, render_node_config
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import drain, prepared
 
 pytestmark = pytest.mark.mongodb
@@ -156,16 +156,3 @@ def test_describe_reads_back_the_server_and_says_what_is_in_force(ferret) -> Non
     assert info["write_concern_requested"]["w"] == "majority"
     assert info["write_concern_in_force"].startswith("not enforced")
     assert info["replica_set"] == ""
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_smoke_run_receives_everything_it_sent(tmp_path: Path) -> None:
-    done = brokerbench("run", str(SCENARIOS / "mongodb-smoke.toml"), "--results", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "write concern not enforced by the local stand-in" in done.stdout
-    (row,) = read_summary(tmp_path)
-    assert row["broker"] == "mongodb"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0

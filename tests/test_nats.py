@@ -1,5 +1,5 @@
 """NATS JetStream: the asyncio adapter against a real 3-server JetStream cluster started
-from the Debian package, the settings read back from it, a whole run, and the AWS recipe."""
+from the Debian package, the settings read back from it, and the AWS recipe."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.nats import local as nats_local
 from brokers.nats.cloud import NatsCloud
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import files_holding
 
 pytestmark = [pytest.mark.nats]
@@ -31,18 +31,6 @@ async def drain(adapter, want: int, patience: float = 20.0) -> list:
     while len(got) < want and time.monotonic() < deadline:
         got += await adapter.receive(10)
     return got
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
-    scenario = SCENARIOS / "nats-cluster-smoke.toml"
-    done = brokerbench("run", str(scenario), "--results", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    (row,) = read_summary(tmp_path)
-    assert row["broker"] == "nats"
-    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0
 
 
 @pytest.fixture(scope="module")

@@ -162,15 +162,3 @@ def test_asynchronous_replication_commits_locally(cluster) -> None:
     adapter.send([b"local"])
     assert [m.body for m in adapter.receive(10)] == [b"local"]
     adapter.close()
-
-
-def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
-    from tests.conftest import SCENARIOS, brokerbench, read_summary
-
-    done = brokerbench(
-        "run", str(SCENARIOS / "postgresql-cluster-smoke.toml"), "--results", str(tmp_path)
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (row,) = read_summary(tmp_path)
-    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0

@@ -1,18 +1,15 @@
 """Pulsar: parameters, configuration rendering and the AWS recipe without a server, then
-the adapter, describe and a whole run against a real ZooKeeper + 3 bookies + broker
+the adapter and describe against a real ZooKeeper + 3 bookies + broker
 cluster started from the Maven Central distribution."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
-import toml
 
 from brokers import registry
 from brokers.base import Destination, Endpoints, Received
@@ -34,7 +31,7 @@ from brokers.pulsar.config import (
     version,
 )
 from brokers.pulsar.params import PulsarParams
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import listening_addresses, properties, receive_count
 
 pytestmark = pytest.mark.pulsar
@@ -283,32 +280,3 @@ def test_every_process_listens_on_loopback_only(cluster: ProcessCluster) -> None
         pytest.skip("ss (iproute2) is not installed")
     addresses = listening_addresses(cluster)
     assert addresses and addresses <= {"127.0.0.1"}, addresses
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_run_loses_nothing(cluster: ProcessCluster, tmp_path: Path) -> None:
-    """The cluster-smoke scenario's load, end to end, against the module's cluster."""
-    scenario = tomllib.loads((SCENARIOS / "pulsar-cluster-smoke.toml").read_text())
-    params = scenario["broker"]["params"]
-    scenario["broker"] = {
-        "system": "pulsar",
-        "deployment": "endpoints",
-        "endpoints": list(cluster.endpoints.hosts),
-        "options": dict(cluster.endpoints.extra),
-        "params": params,
-    }
-    path = tmp_path / "pulsar-cluster-smoke.toml"
-    path.write_text(toml.dumps(scenario))
-    done = brokerbench("run", str(path), "--results", str(tmp_path / "results"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Apache Pulsar" in done.stdout and "send msgs/s" in done.stdout
-    (row,) = read_summary(tmp_path / "results")
-    assert row["broker"] == "pulsar"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
-    (context,) = (tmp_path / "results").glob("*/context.json")
-    broker = json.loads(context.read_text())["broker"]
-    assert (broker["ensemble_size"], broker["write_quorum"], broker["ack_quorum"]) == (3, 3, 2)
-    assert broker["version"] == version() and broker["bookies"] == 3

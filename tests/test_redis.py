@@ -12,7 +12,7 @@ from brokers.base import Destination, Endpoints, LocalCluster, split_host_port
 from brokers.credentials import Credentials, generate
 from brokers.errors import BrokerError
 from brokers.redis.adapter import auth_options
-from tests.conftest import LocalBrokers
+from tests.conftest import SCENARIOS, LocalBrokers
 from tests.support import files_holding, prepared, receive_count
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -76,7 +76,6 @@ def test_a_run_records_and_prints_no_password(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from brokers.redis import local as redis_local
-    from tests.conftest import SCENARIOS
     from workload.runner import run_scenario
 
     issued: list[Credentials] = []
@@ -169,20 +168,8 @@ def test_too_few_replicas_fail_the_batch(cluster) -> None:
     adapter.close()
 
 
-def test_cluster_smoke_end_to_end(tmp_path: Path) -> None:
-    from tests.conftest import SCENARIOS, brokerbench, read_summary
-
-    done = brokerbench(
-        "run", str(SCENARIOS / "redis-cluster-smoke.toml"), "--results", str(tmp_path)
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (row,) = read_summary(tmp_path)
-    assert int(row["sent"]) > 0 and int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
-
-
 def test_redis_cluster_sharded_end_to_end(tmp_path: Path) -> None:
-    from tests.conftest import SCENARIOS, brokerbench, read_summary
+    from tests.conftest import brokerbench, read_summary
 
     done = brokerbench(
         "run", str(SCENARIOS / "redis-sharded-smoke.toml"), "--results", str(tmp_path)

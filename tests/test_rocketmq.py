@@ -1,5 +1,5 @@
 """RocketMQ: parameters, configuration rendering, the remoting protocol, the loopback-bind
-library and the AWS recipe without a server, then the adapter, describe and a whole run
+library and the AWS recipe without a server, then the adapter and describe
 against a real name server + SYNC_MASTER + SLAVE + gRPC proxy from Maven Central."""
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import toml
 
 from brokers import registry
 from brokers.base import Destination, Endpoints
@@ -37,7 +35,7 @@ from brokers.rocketmq.config import (
     version,
 )
 from brokers.rocketmq.params import RocketMQParams
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import listening_addresses, properties
 
 pytestmark = pytest.mark.rocketmq
@@ -255,32 +253,3 @@ def test_every_process_listens_on_loopback_only(cluster: ProcessCluster) -> None
         pytest.skip("ss (iproute2) is not installed")
     addresses = listening_addresses(cluster)
     assert addresses and addresses <= {"127.0.0.1"}, addresses
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_cluster_smoke_run_loses_nothing(cluster: ProcessCluster, tmp_path: Path) -> None:
-    """The cluster-smoke scenario's load, end to end, against the module's cluster."""
-    scenario = tomllib.loads((SCENARIOS / "rocketmq-cluster-smoke.toml").read_text())
-    scenario["broker"] = {
-        "system": "rocketmq",
-        "deployment": "endpoints",
-        "endpoints": list(cluster.endpoints.hosts),
-        "options": dict(cluster.endpoints.extra),
-        "params": scenario["broker"]["params"],
-    }
-    path = tmp_path / "rocketmq-cluster-smoke.toml"
-    path.write_text(toml.dumps(scenario))
-    done = brokerbench("run", str(path), "--results", str(tmp_path / "results"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Apache RocketMQ" in done.stdout and "send msgs/s" in done.stdout
-    (row,) = read_summary(tmp_path / "results")
-    assert row["broker"] == "rocketmq"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0
-    (context,) = (tmp_path / "results").glob("*/context.json")
-    broker = json.loads(context.read_text())["broker"]
-    assert broker["broker_roles"] == ["SLAVE", "SYNC_MASTER"]
-    assert broker["flush_disk_types"] == ["SYNC_FLUSH"]
-    assert broker["version"] == version()

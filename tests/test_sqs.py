@@ -1,10 +1,9 @@
 """SQS: batching and failure handling of the adapter (against a stubbed boto3 client), then
-the adapter against the local stand-in, ElasticMQ, and a whole smoke run."""
+the adapter against the local stand-in, ElasticMQ."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
@@ -23,7 +22,7 @@ from brokers.sqs.adapter import (
     client,
     endpoint_url,
 )
-from tests.conftest import SCENARIOS, LocalBrokers, brokerbench, read_summary
+from tests.conftest import LocalBrokers
 from tests.support import drain, prepared
 
 pytestmark = pytest.mark.sqs
@@ -241,16 +240,3 @@ def test_a_queue_given_by_the_stack_is_used_for_every_point(elasticmq) -> None:
     adapter.close()
     queues = client(elasticmq.endpoints).list_queues().get("QueueUrls", [])
     assert not any(q.endswith("bb_point_7") for q in queues)
-
-
-@pytest.mark.slow
-@pytest.mark.integration
-def test_smoke_run_receives_everything_it_sent(tmp_path: Path) -> None:
-    done = brokerbench("run", str(SCENARIOS / "sqs-smoke.toml"), "--results", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "local stand-in: ElasticMQ" in done.stdout
-    (row,) = read_summary(tmp_path)
-    assert row["broker"] == "sqs"
-    assert int(row["sent"]) > 0
-    assert int(row["received"]) == int(row["sent"])
-    assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0
