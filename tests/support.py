@@ -54,6 +54,25 @@ def memory_system(adapter: Adapter[Any] | AsyncAdapter[Any]) -> BrokerSystem[Any
     )
 
 
+def node_spec(run_dir: Path, load: Any, role: str = "sender", system: str = "memory") -> Any:
+    """Node 0 of sweep point 0 of run "r", in ``role``, with this load section."""
+    from workload.node import NodeSpec
+
+    return NodeSpec(
+        run_dir=run_dir,
+        run_id="r",
+        tag="t0000000.0",
+        point=0,
+        role=role,
+        node=0,
+        system=system,
+        endpoints=Endpoints(("127.0.0.1:1",)),
+        params={},
+        destination="d",
+        load=load,
+    )
+
+
 def receive_bodies(adapter: Any, wanted: set[bytes], timeout: float = 60) -> list[bytes]:
     """Receive and acknowledge until every wanted body arrived (or the timeout)."""
     bodies: list[bytes] = []

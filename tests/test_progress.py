@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import Adapter, Endpoints, Received
-from tests.support import memory_system
+from brokers.base import Adapter, Received
+from tests.support import memory_system, node_spec
 from workload import message
 from workload.histogram import bucket_of, bucket_value, percentile_of
-from workload.node import Interval, NodeSpec, Progress, run_node
+from workload.node import Interval, Progress, run_node
 from workload.progress import ProgressView, clock_text, latency_text
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
@@ -134,18 +134,8 @@ def test_a_receiver_node_reports_every_latency_once_and_its_redeliveries(
     adapter = Delivering([(body, i % 100 == 0) for i, body in enumerate(bodies)])
     system = memory_system(adapter)
     monkeypatch.setattr(registry, "get", lambda name: system)
-    spec = NodeSpec(
-        run_dir=tmp_path,
-        run_id="r",
-        tag=tag,
-        point=0,
-        role="receiver",
-        node=0,
-        system="memory",
-        endpoints=Endpoints(("127.0.0.1:1",)),
-        params={},
-        destination="d",
-        load=LoadSection(threads=2, idle_timeout=1.5, receive_batch=1),
+    spec = node_spec(
+        tmp_path, LoadSection(threads=2, idle_timeout=1.5, receive_batch=1), role="receiver"
     )
     sink = Sink()
     status = run_node(spec, threading.Event(), sink)

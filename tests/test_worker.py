@@ -19,14 +19,13 @@ from brokers.base import (
     AsyncAdapter,
     Confirmation,
     Confirmed,
-    Endpoints,
     Received,
 )
-from tests.support import memory_system
+from tests.support import memory_system, node_spec
 from workload import message
 from workload.clock import ClockState
 from workload.histogram import ALPHA, NEGATIVE, Histogram
-from workload.node import NodeSpec, run_node_processes, split
+from workload.node import run_node_processes, split
 from workload.recording import WorkerRecorder
 from workload.results import read_statuses
 from workload.scenario import LoadSection
@@ -168,18 +167,8 @@ def test_a_node_runs_the_workers_of_an_asyncio_system_as_tasks(
     adapter = AsyncMemory()
     system = memory_system(adapter)
     monkeypatch.setattr(registry, "get", lambda name: system)
-    spec = NodeSpec(
-        run_dir=tmp_path,
-        run_id="r",
-        tag="t0000000.0",
-        point=0,
-        role="sender",
-        node=0,
-        system="memory",
-        endpoints=Endpoints(("127.0.0.1:1",)),
-        params={},
-        destination="d",
-        load=LoadSection(threads=2, processes=1, max_in_flight=4, messages=50, duration=60),
+    spec = node_spec(
+        tmp_path, LoadSection(threads=2, processes=1, max_in_flight=4, messages=50, duration=60)
     )
     (status,) = run_node_processes(spec, threading.Event())
     assert adapter.most > 1  # the two workers' sends overlapped
@@ -199,19 +188,7 @@ def test_a_node_runs_the_workers_of_an_asyncio_system_as_tasks(
 def test_a_node_spreads_its_workers_over_processes(
     tmp_path: Path, threads: int, processes: int | None, cpus: int, shares: list[range]
 ) -> None:
-    spec = NodeSpec(
-        run_dir=tmp_path,
-        run_id="r",
-        tag="t.0",
-        point=0,
-        role="sender",
-        node=0,
-        system="redis",
-        endpoints=Endpoints(("127.0.0.1:1",)),
-        params={},
-        destination="d",
-        load=LoadSection(threads=threads, processes=processes),
-    )
+    spec = node_spec(tmp_path, LoadSection(threads=threads, processes=processes), system="redis")
     parts = split(spec, cpus=cpus)
     assert [p.worker_ids for p in parts] == shares
     assert [p.part for p in parts] == list(range(len(shares)))
@@ -290,19 +267,7 @@ def test_a_node_on_a_machine_of_its_own_records_its_clock_in_its_status(
     monkeypatch.setattr(registry, "get", lambda name: system)
     clock = ClockState(-0.000021503, "chrony: 169.254.169.123 (stratum 4)")
     monkeypatch.setattr("workload.node.read_clock", lambda: clock)
-    spec = NodeSpec(
-        run_dir=tmp_path,
-        run_id="r",
-        tag="t0000000.0",
-        point=0,
-        role="sender",
-        node=0,
-        system="memory",
-        endpoints=Endpoints(("127.0.0.1:1",)),
-        params={},
-        destination="d",
-        load=LoadSection(threads=1, messages=20, duration=60),
-    )
+    spec = node_spec(tmp_path, LoadSection(threads=1, messages=20, duration=60))
     (status,) = run_node_processes(spec, threading.Event())
     assert status.ok and status.sent == 20
     assert (status.clock_offset_s, status.clock_source) == (clock.offset_s, clock.source)
