@@ -26,9 +26,9 @@ from typing import Any
 
 from brokers.base import BrokerSystem
 from workload.clock import SINGLE_HOST, ClockState
+from workload.layout import LAYOUT
 from workload.node import processes_for
 from workload.record import (
-    CONTEXT_FILE,
     PointEntry,
     PointLoad,
     RunContext,
@@ -39,7 +39,6 @@ from workload.scenario import Scenario
 from workload.sweep import SweepPoint
 
 __all__ = [
-    "CONTEXT_FILE",
     "build_context",
     "clock_entry",
     "host_info",
@@ -96,7 +95,7 @@ def clock_entry(clock: ClockState, host: str) -> dict[str, Any]:
     return {
         **clock.as_dict(),
         "host": host,
-        "nodes": "each node's before every sweep point, in its status (nodes/*.json)",
+        "nodes": f"each node's before every sweep point, in its status ({LAYOUT.nodes}/*.json)",
     }
 
 

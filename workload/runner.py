@@ -36,9 +36,10 @@ from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
-from workload.context import CONTEXT_FILE, build_context, now_iso, point_entry, write_context
+from workload.context import build_context, now_iso, point_entry, write_context
 from workload.errors import one_line
 from workload.faults import FaultScheduler, start_faults, write_timeline
+from workload.layout import LAYOUT
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.preflight import preflight
@@ -281,8 +282,8 @@ def _save_context(run_dir: Path, context: RunContext) -> None:
         write_context(run_dir, context)
     except OSError as exc:
         with contextlib.suppress(OSError):  # the partial file ``write_context`` left
-            (run_dir / f".{CONTEXT_FILE}.tmp").unlink(missing_ok=True)
-        raise RecordsNotWritten(run_dir / CONTEXT_FILE, exc) from exc
+            (run_dir / f".{LAYOUT.context}.tmp").unlink(missing_ok=True)
+        raise RecordsNotWritten(run_dir / LAYOUT.context, exc) from exc
 
 
 def run_point(

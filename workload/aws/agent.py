@@ -42,7 +42,8 @@ from workload.aws.fault_driver import PointFaults, RunFaults
 from workload.aws.store import RunStore, StoreDenied, now
 from workload.context import read_context
 from workload.errors import UserError
-from workload.faults import timeline_path, write_timeline
+from workload.faults import write_timeline
+from workload.layout import LAYOUT
 from workload.preflight import preflight
 from workload.results import NodeStatus, write_status
 from workload.scenario import Scenario, load_scenario
@@ -74,18 +75,6 @@ def read_parameter(
             time.sleep(pause)
     log(f"cannot read {name} from the parameter store: {error}")
     return None
-
-
-def ready_key(point: int) -> str:
-    return f"control/p{point}.ready"
-
-
-def done_key(point: int, role: str, node: int) -> str:
-    return f"control/p{point}-{role}-{node}.done"
-
-
-def started_key(role: str, node: int) -> str:
-    return f"control/{role}-{node}.started"
 
 
 def participants(point: SweepPoint) -> list[tuple[str, int]]:
@@ -287,7 +276,7 @@ class ClientAgent:
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
             f"results to {self.store.uri('')}"
         )
-        self.store.put_json(started_key(self.role, self.node), {"at": now()})
+        self.store.put_json(LAYOUT.started(self.role, self.node), {"at": now()})
         try:  # room and memory for this node's points, before waiting for anything
             preflight(self.results, [p for p in points if p.index in mine])
         except UserError as exc:
@@ -302,9 +291,9 @@ class ClientAgent:
             self.log(error)
             self._fail(mine, error)
             return 1
-        if self.coordinator and self.store.keys("control/p"):
+        if self.coordinator and self.store.keys(LAYOUT.point_markers):
             self.log(
-                f"run {self.store.run_id} already has results in {self.store.uri('control/')}: "
+                f"run {self.store.run_id} already has results in {self.store.uri(LAYOUT.markers)}: "
                 "give every run its own run id (pulumi config set brokerbench:runId …)"
             )
             return 1
@@ -323,14 +312,14 @@ class ClientAgent:
                 prepared, message = self.commands.prepare(point.index)
                 uploader.upload_new()
                 self.store.put_json(
-                    ready_key(point.index),
+                    LAYOUT.ready(point.index),
                     {"ok": prepared, "error": "" if prepared else message, "at": now()},
                 )
             deadline = start + self.broker_wait + self._budget(point) * (position + 1) * 2
             ready = self._await_ready(point.index, deadline)
             if point.index not in mine:
                 continue
-            closed = self.store.get_json(done_key(point.index, self.role, self.node))
+            closed = self.store.get_json(LAYOUT.done(point.index, self.role, self.node))
             if closed is not None:  # closed without this node, or done before a restart
                 self.log(f"point {point.index}: skipped, already closed ({closed.get('error')})")
                 ok = ok and bool(closed.get("ok"))
@@ -366,7 +355,7 @@ class ClientAgent:
             return True
         timeline = faults.finish(restore)
         write_timeline(self.run_dir, timeline)
-        key = timeline_path(Path(), timeline.point).as_posix()
+        key = LAYOUT.timeline(timeline.point)
         uploaded = self.uploader is not None and key not in self.uploader.upload_new()
         errors = [
             f"fault {r.index} ({r.describe()}): {r.error}" for r in timeline.faults if r.error
@@ -392,7 +381,7 @@ class ClientAgent:
                 f"under {self.run_dir}"
             )
         try:
-            self.store.put_json(done_key(point, self.role, self.node), value)
+            self.store.put_json(LAYOUT.done(point, self.role, self.node), value)
         except Exception as exc:
             self.log(f"could not post the done marker of point {point}: {exc}")
             return False
@@ -408,7 +397,7 @@ class ClientAgent:
 
     def _await_ready(self, point: int, deadline: float) -> dict[str, Any] | None:
         while True:
-            ready = self.store.get_json(ready_key(point))
+            ready = self.store.get_json(LAYOUT.ready(point))
             if ready is not None or time.monotonic() >= deadline:
                 return ready
             time.sleep(self.poll)
@@ -417,12 +406,12 @@ class ClientAgent:
         """Wait until every node of ``point`` has posted its done marker, for at most the
         point's budget — and, ``start_grace`` into the run, not for nodes that have not even
         posted their started marker: the point is closed for those (:meth:`_close_for`)."""
-        expected = {done_key(point.index, r, n): (r, n) for r, n in participants(point)}
+        expected = {LAYOUT.done(point.index, r, n): (r, n) for r, n in participants(point)}
         deadline = time.monotonic() + self._budget(point)
         while True:
-            present = self.store.keys("control/")
+            present = self.store.keys(LAYOUT.markers)
             missing = [who for key, who in expected.items() if key not in present]
-            absent = [who for who in missing if started_key(*who) not in present]
+            absent = [who for who in missing if LAYOUT.started(*who) not in present]
             clock = time.monotonic()
             if not missing or clock >= deadline:
                 break
@@ -439,14 +428,14 @@ class ClientAgent:
         """Post, for a node that never started, its statuses of ``point`` (the analysis names
         the node in the point's *incomplete*) and its done marker (``cloud wait`` ends)."""
         error = (
-            f"never started: no {started_key(role, node)} marker "
+            f"never started: no {LAYOUT.started(role, node)} marker "
             f"{time.monotonic() - self._began:.0f} s into the run"
         )
         for part in range(self._parts(point)):
             write_status(self.run_dir, NodeStatus(point, role, node, False, error, part))
         failed = self.uploader.upload_new() if self.uploader else []
         self.store.put_json(
-            done_key(point, role, node),
+            LAYOUT.done(point, role, node),
             {
                 "ok": False,
                 "error": error,
