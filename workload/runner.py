@@ -36,7 +36,7 @@ from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
-from workload.context import build_context, now_iso, point_entry, write_context
+from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.coordinator import Coordinator, SweepPlace, places
 from workload.errors import one_line
 from workload.layout import LAYOUT
@@ -121,13 +121,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     tag = run_tag(run_id)
     preflight(results_root, points if search is None else _search_bound(scenario))
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
-        described = system.describe(endpoints, scenario.broker_params())
-        broker_info = {
-            "deployment": scenario.broker.deployment,
-            "topology": scenario.broker.topology,
-            "endpoints": list(endpoints.hosts),
-            **described,
-        }
+        broker_info = broker_entry(scenario, system, endpoints, scenario.broker.topology)
         context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
         if search is not None:
             context.search = search.record  # saved as it stands at every save
