@@ -28,6 +28,7 @@ from analysis.columns import (
 )
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
+from workload.layout import LAYOUT
 from workload.search import format_ms
 
 #: The load that identifies a sweep point across runs.
@@ -153,15 +154,15 @@ class Comparison:
 
 
 def summary_path(run_dir: Path) -> Path:
-    return run_dir / "analysis" / "summary.csv"
+    return run_dir / LAYOUT.summary
 
 
 def load_summary(run_dir: Path) -> list[SummaryRow]:
     """A run's summary rows; a one-line error when the run was never analysed."""
     path = summary_path(run_dir)
     if not path.is_file():
-        if not (run_dir / "context.json").is_file():
-            raise UserError(f"{run_dir}: not a run directory (no context.json)")
+        if not (run_dir / LAYOUT.context).is_file():
+            raise UserError(f"{run_dir}: not a run directory (no {LAYOUT.context})")
         raise UserError(f"{run_dir}: not analysed yet; run 'brokerbench report {run_dir}' first")
     return read_summary_csv(path)
 
@@ -237,7 +238,7 @@ def compare_runs(baseline: Path, contender: Path) -> Comparison:
 
 
 def _context(run_dir: Path) -> dict[str, object]:
-    path = run_dir / "context.json"
+    path = run_dir / LAYOUT.context
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 

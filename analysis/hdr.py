@@ -5,7 +5,8 @@ its plotter (and the tools built on it) read: a header, then one line per value 
 percentile reached at it, the count so far and ``1/(1-percentile)``, and a footer with mean,
 standard deviation, max and total count. Values are milliseconds. brokerbench's histograms
 are log-scale buckets 1 % wide (:mod:`workload.histogram`), so every line is one non-empty
-bucket at its representative value; negative latencies (clocks apart) read as 0.
+bucket at its representative value; negative latencies (clocks apart) read as 0. Where a
+point's file goes is :meth:`workload.layout.RunLayout.hdr`.
 """
 
 from __future__ import annotations
@@ -48,8 +49,3 @@ def hgrm(buckets: Iterable[Bucket]) -> str:
         f"#[Max     = {ordered[-1].value_ms:12.3f}, Total count    = {total:12d}]",
     ]
     return "\n".join(lines) + "\n"
-
-
-def file_name(point: int, metric: str) -> str:
-    """Where a point's histogram of ``metric`` goes, under the run's ``analysis/``."""
-    return f"hdr/point-{point + 1}-{metric}.hgrm"

@@ -38,6 +38,7 @@ from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line
 from workload.faults import read_timelines
+from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 from workload.results import (
     DELIVERY_TABLES,
@@ -77,7 +78,7 @@ def read_table(
     """A raw table: its whole folder, or only ``paths`` (the files that can be read)."""
     schema = spark_schema(TABLES[table])
     run = RunLocation.of(run_dir)
-    relative = f"raw/{table}"
+    relative = LAYOUT.raw_table(table)
     if paths is None and run.has_parquet(relative):
         paths = [run.spark_path(relative)]
     if not paths:
@@ -151,7 +152,7 @@ def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> R
     statuses = {}
     for key in candidates:
         try:
-            text = run.read_text(f"nodes/{key.name}.json")
+            text = run.read_text(key.status_file)
         except Exception:  # no such object: the part left no status
             continue
         status = parse_status(key.name, text)
@@ -278,7 +279,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
     """
     run = RunLocation.of(run_dir)
-    context = RunContext.of(json.loads(run.read_text("context.json")))
+    context = RunContext.of(json.loads(run.read_text(LAYOUT.context)))
     measurement = context.scenario.measurement
     records = run_records(spark, run, context)
     points = point_records(context, records)
@@ -317,16 +318,16 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     _merge(rows, capacity.probe_columns(context, rows))
     summary = _summary_rows(context, rows)
     try:
-        run.write_text("analysis/summary.csv", summary_csv(summary))
+        run.write_text(LAYOUT.summary, summary_csv(summary))
     except OSError as exc:  # a full disk or a read-only directory: one line naming it
         if not run.s3:  # and no summary rather than a truncated one
             with contextlib.suppress(OSError):
-                (run.local / "analysis" / "summary.csv").unlink(missing_ok=True)
-        raise RecordsNotWritten(run.spark_path("analysis/summary.csv"), exc) from exc
+                (run.local / LAYOUT.summary).unlink(missing_ok=True)
+        raise RecordsNotWritten(run.spark_path(LAYOUT.summary), exc) from exc
     if repeats.repeated(summary):
-        _write_text(run, "analysis/repeats.csv", repeats.repeats_csv(repeats.summarise(summary)))
-    write_parquet(series, run, "analysis/windows")
-    write_parquet(histograms, run, "analysis/histograms")
+        _write_text(run, LAYOUT.repeats, repeats.repeats_csv(repeats.summarise(summary)))
+    write_parquet(series, run, LAYOUT.windows)
+    write_parquet(histograms, run, LAYOUT.histograms)
     write_hgrm(histograms, run)
     for cached in (counters, hist, series, histograms):
         cached.unpersist()
@@ -382,7 +383,7 @@ def write_hgrm(histograms: DataFrame, run: RunLocation) -> None:
             hdr.Bucket(row["bucket"], row["count"], row["value_ms"])
         )
     for (point, metric), buckets in sorted(by_series.items()):
-        _write_text(run, f"analysis/{hdr.file_name(point, metric)}", hdr.hgrm(buckets))
+        _write_text(run, LAYOUT.hdr(point, metric), hdr.hgrm(buckets))
 
 
 def _write_text(run: RunLocation, relative: str, text: str) -> None:

@@ -18,6 +18,7 @@ from analysis import charts
 from analysis.columns import SummaryRow, number, read_summary_csv, run_column, window_column
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
+from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 
 
@@ -41,15 +42,15 @@ def load_runs(results: Path) -> list[RunSummary]:
     series names are the system title, made unique with the run id where needed."""
     candidates = (
         [results]
-        if (results / "context.json").is_file()
-        else sorted(p.parent for p in results.glob("*/context.json"))
+        if (results / LAYOUT.context).is_file()
+        else sorted(p.parent for p in results.glob(f"*/{LAYOUT.context}"))
     )
     runs = []
     for run_dir in candidates:
-        summary = run_dir / "analysis" / "summary.csv"
+        summary = run_dir / LAYOUT.summary
         if not summary.is_file():
             continue
-        context = RunContext.of(json.loads((run_dir / "context.json").read_text()))
+        context = RunContext.of(json.loads((run_dir / LAYOUT.context).read_text()))
         rows = read_summary_csv(summary)
         broker = context.broker
         runs.append(
@@ -128,7 +129,7 @@ def render(runs: list[RunSummary]) -> str:
     )
     body = "".join(
         f"<tr><td>{html.escape(run.title)}</td><td><a href="
-        f'"{html.escape(run.run_dir.name)}/analysis/report.html">{html.escape(run.run_id)}</a></td>'
+        f'"{html.escape(run.run_dir.name)}/{LAYOUT.report}">{html.escape(run.run_id)}</a></td>'
         + "".join(f"<td>{html.escape(cell(r, k, f))}</td>" for k, _, f in TABLE)
         + "</tr>"
         for run in runs

@@ -27,6 +27,7 @@ from analysis.capacity import capacity
 from analysis.columns import RUN_QUANTILES, SummaryRow, number, run_column, window_column
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
+from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 from workload.results import RecordsNotWritten
 
@@ -347,7 +348,7 @@ def knee_text(points: list[charts.CurvePoint]) -> str:
 def window_origins(run_dir: Path) -> dict[int, int]:
     """Each point's time 0 on its time-series charts: the second its first latency window
     starts (the end of its warm-up), wall-clock."""
-    directory = run_dir / "analysis" / "windows"
+    directory = run_dir / LAYOUT.windows
     if not directory.is_dir():
         return {}
     table = pq.read_table(directory, columns=["point", "window_start"])
@@ -364,7 +365,7 @@ def window_origins(run_dir: Path) -> dict[int, int]:
 def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
     """Each point's latency windows (``analysis/windows``), in order; time counts from the
     point's first window, the end of its warm-up (:func:`window_origins`)."""
-    directory = run_dir / "analysis" / "windows"
+    directory = run_dir / LAYOUT.windows
     if not directory.is_dir():
         return {}
     rows: dict[int, list[dict[str, Any]]] = {}
@@ -436,7 +437,7 @@ def faults_block(row: SummaryRow, through: faults.Through | None, origin_s: int 
 
 def read_histograms(run_dir: Path) -> dict[int, dict[str, list[Bucket]]]:
     """Each point's merged whole-run histograms (``analysis/histograms``), by metric."""
-    directory = run_dir / "analysis" / "histograms"
+    directory = run_dir / LAYOUT.histograms
     if not directory.is_dir():
         return {}
     out: dict[int, dict[str, list[Bucket]]] = {}
@@ -580,7 +581,7 @@ def context_tables(context: dict[str, Any], rows: Sequence[SummaryRow]) -> str:
         f"<div><h3>Scenario</h3>{_kv_table([p for p in scenario_pairs if p[1] != '–'])}</div>"
         f"<div><h3>Machine and clients</h3>{_kv_table(machine)}</div></div>"
         f"{_points_table(context.get('points') or [])}{_clocks(rows)}"
-        "<details><summary>the run context as recorded (context.json)</summary>"
+        f"<details><summary>the run context as recorded ({LAYOUT.context})</summary>"
         f"<pre>{raw}</pre></details>"
     )
 
@@ -779,7 +780,7 @@ there, send delay is how late a batch started against the schedule, so a stall s
 Times on the charts count seconds from the start of the measurement (the end of the warm-up); each window is drawn at its end.</p>
 {"".join(sections)}
 {context_tables(recorded, rows)}"""
-    path = run_dir / "analysis" / "report.html"
+    path = run_dir / LAYOUT.report
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page(f"brokerbench — {run_id}", content))

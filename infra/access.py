@@ -23,8 +23,9 @@ import pulumi
 import pulumi_aws as aws
 
 from brokers.base import BROKER_PASSWORD
-from infra.plan import RunLayout
-from workload.aws.fault_agent import ACK, BEGIN, END, FAULTS_PREFIX
+from infra.plan import BucketLayout
+from workload.aws.fault_agent import BEGIN, END
+from workload.layout import LAYOUT
 
 BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
 
@@ -32,7 +33,7 @@ BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
 @dataclass(frozen=True)
 class RunAccessArgs:
     bucket: pulumi.Input[str]
-    layout: RunLayout
+    layout: BucketLayout
     tags: dict[str, str]
     #: ARN of the managed service; clients may call ``managed_actions`` on the resources
     #: whose ARN starts with it.
@@ -151,7 +152,7 @@ def _trust(service: str) -> str:
     )
 
 
-def _list_statement(bucket: str, layout: RunLayout) -> dict[str, object]:
+def _list_statement(bucket: str, layout: BucketLayout) -> dict[str, object]:
     return {
         "Sid": "ListThisRun",
         "Effect": "Allow",
@@ -163,7 +164,7 @@ def _list_statement(bucket: str, layout: RunLayout) -> dict[str, object]:
     }
 
 
-def client_s3_policy(bucket: str, layout: RunLayout) -> str:
+def client_s3_policy(bucket: str, layout: BucketLayout) -> str:
     objects = f"arn:aws:s3:::{bucket}/"
     return json.dumps(
         {
@@ -187,12 +188,12 @@ def client_s3_policy(bucket: str, layout: RunLayout) -> str:
     )
 
 
-def fault_markers_prefix(layout: RunLayout) -> str:
+def fault_markers_prefix(layout: BucketLayout) -> str:
     """Where the run's fault markers and their acknowledgements are."""
-    return f"{layout.run_prefix}{FAULTS_PREFIX}"
+    return f"{layout.run_prefix}{LAYOUT.fault_markers}"
 
 
-def broker_s3_policy(bucket: str, layout: RunLayout) -> str:
+def broker_s3_policy(bucket: str, layout: BucketLayout) -> str:
     """A broker machine's fault agent: the wheel it runs from, the run's fault markers to
     list and read, acknowledgements to write — nothing else of the bucket."""
     objects = f"arn:aws:s3:::{bucket}/"
@@ -220,7 +221,7 @@ def broker_s3_policy(bucket: str, layout: RunLayout) -> str:
                     "Sid": "WriteFaultAcks",
                     "Effect": "Allow",
                     "Action": "s3:PutObject",
-                    "Resource": f"{objects}{faults}*{ACK}",
+                    "Resource": f"{objects}{faults}*{LAYOUT.ack_suffix}",
                 },
                 {
                     "Sid": "ListFaultMarkers",
@@ -234,7 +235,7 @@ def broker_s3_policy(bucket: str, layout: RunLayout) -> str:
     )
 
 
-def analysis_s3_policy(bucket: str, layout: RunLayout) -> str:
+def analysis_s3_policy(bucket: str, layout: BucketLayout) -> str:
     objects = f"arn:aws:s3:::{bucket}/"
     return json.dumps(
         {

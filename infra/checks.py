@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from infra.plan import BucketLayout
+
 WORLD = {"0.0.0.0/0", "::/0"}
 S3_WRITE = {
     "s3:PutObject",
@@ -297,9 +299,10 @@ def iam_problems(resources: Iterable[Declared], bucket: str, run_id: str) -> lis
     this run's results and artifacts, listing only with a prefix condition, roles assumable
     only by AWS services."""
     resources = list(resources)
-    writable = f"arn:aws:s3:::{bucket}/runs/{run_id}/"
-    readable = (writable, f"arn:aws:s3:::{bucket}/artifacts/{run_id}/")
-    prefixes = (f"runs/{run_id}/", f"artifacts/{run_id}/")
+    layout = BucketLayout(run_id, wheel_name="")
+    writable = f"arn:aws:s3:::{bucket}/{layout.run_prefix}"
+    readable = (writable, f"arn:aws:s3:::{bucket}/{layout.artifacts_prefix}")
+    prefixes = (layout.run_prefix, layout.artifacts_prefix)
     problems = []
     for r in of_type(resources, "iam/rolePolicyAttachment:RolePolicyAttachment"):
         problems.append(f"{r.name}: managed policy {r.inputs.get('policyArn')} attached")

@@ -18,6 +18,7 @@ from typing import Any
 import toml
 
 from brokers.base import Endpoints
+from workload.layout import LAYOUT
 from workload.scenario import Scenario, parse_scenario
 from workload.sweep import SweepPoint
 
@@ -60,11 +61,12 @@ class PointPlan:
 
 
 @dataclass(frozen=True)
-class RunLayout:
+class BucketLayout:
     """Where a run's files live in the results bucket.
 
-    ``runs/<run-id>/`` mirrors a local ``RESULTS_DIR/<run-id>/`` (clients write here);
-    ``artifacts/<run-id>/`` holds what the stack uploads (clients only read it).
+    ``runs/<run-id>/`` mirrors a local ``RESULTS_DIR/<run-id>/`` (clients write here; its
+    names are :class:`workload.layout.RunLayout`'s); ``artifacts/<run-id>/`` holds what the
+    stack uploads (clients only read it).
     """
 
     run_id: str
@@ -72,7 +74,7 @@ class RunLayout:
 
     @property
     def run_prefix(self) -> str:
-        return f"runs/{self.run_id}/"
+        return LAYOUT.prefix(self.run_id)
 
     @property
     def artifacts_prefix(self) -> str:
@@ -80,7 +82,7 @@ class RunLayout:
 
     @property
     def analysis_prefix(self) -> str:
-        return f"{self.run_prefix}analysis/"
+        return f"{self.run_prefix}{LAYOUT.analysis}/"
 
     @property
     def wheel_key(self) -> str:

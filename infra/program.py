@@ -37,9 +37,9 @@ from infra.nodes import (
 )
 from infra.plan import (
     BrokerNode,
+    BucketLayout,
     ClientNode,
     FleetPlan,
-    RunLayout,
     client_scenario,
     default_endpoints,
     plan_fleet,
@@ -83,7 +83,7 @@ class Deployment:
     client_nodes: dict[str, str]
     emr_application_id: pulumi.Output[str]
     emr_execution_role_arn: pulumi.Output[str]
-    layout: RunLayout
+    layout: BucketLayout
     plan: FleetPlan
     placeholder: bool
 
@@ -128,7 +128,7 @@ def build(
     plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
     run_id = settings.resolved_run_id(stack, scenario.name)
     wheel = wheel or settings.wheel or build_wheel()
-    layout = RunLayout(run_id, wheel.name)
+    layout = BucketLayout(run_id, wheel.name)
     tags = {
         "brokerbench:run": run_id,
         "brokerbench:system": system.name,
@@ -331,7 +331,7 @@ def _manifest(
     system: BrokerSystem[Any],
     scenario: Scenario,
     plan: FleetPlan,
-    layout: RunLayout,
+    layout: BucketLayout,
     stack: str,
     region: str,
 ) -> str:

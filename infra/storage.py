@@ -19,7 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.constraints import Constraints
-from infra.plan import RunLayout
+from infra.plan import BucketLayout
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _tls_only_policy(arn: str) -> str:
 @dataclass(frozen=True)
 class RunArtifactsArgs:
     bucket: pulumi.Input[str]
-    layout: RunLayout
+    layout: BucketLayout
     wheel: Path
     scenario_toml: pulumi.Input[str]
     manifest: pulumi.Input[str]

@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 
 from brokers.base import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
-from infra.plan import BrokerNode, ClientNode, RunLayout
+from infra.plan import BrokerNode, BucketLayout, ClientNode
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Amazon Time Sync Service, reachable from every instance.
@@ -125,8 +125,8 @@ class RunContext:
 
     @property
     def constraints_key(self) -> str:
-        """The pip constraints the stack uploads next to the wheel (:class:`RunLayout`)."""
-        return RunLayout(self.run_id, self.wheel_name).constraints_key
+        """The pip constraints the stack uploads next to the wheel (:class:`BucketLayout`)."""
+        return BucketLayout(self.run_id, self.wheel_name).constraints_key
 
 
 def data_dir(recipe: CloudRecipe | None) -> str:

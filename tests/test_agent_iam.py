@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 from brokers import registry
 from brokers.base import Endpoints
 from infra.access import analysis_s3_policy, client_s3_policy
-from infra.plan import RunLayout, plan_fleet
+from infra.plan import BucketLayout, plan_fleet
 from tests import test_cloud_commands as fleet_tests
 from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
 from workload import cloud
@@ -46,17 +46,15 @@ from workload.aws.agent import (
     ClientAgent,
     NodeCommands,
     RunStore,
-    done_key,
     participants,
-    ready_key,
-    started_key,
 )
 from workload.context import build_context, write_context
+from workload.layout import LAYOUT
 from workload.results import NodeStatus, write_node, write_status
 from workload.scenario import PASSWORD_ENV, load_scenario
 from workload.sweep import expand
 
-LAYOUT = RunLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
+BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_POLICY = json.dumps(
     {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
@@ -247,27 +245,27 @@ def without(policy: str, sid: str, action: str) -> str:
 
 def test_the_server_enforces_the_stack_policies(account: Account) -> None:
     admin = account.client("s3", account.admin)
-    for key in (LAYOUT.wheel_key, "artifacts/other-run/wheel.whl"):
+    for key in (BUCKET_LAYOUT.wheel_key, "artifacts/other-run/wheel.whl"):
         admin.put_object(Bucket=BUCKET, Key=key, Body=b"wheel")
     marker = f"runs/{RUN}/control/p0.ready"
-    client_role = account.role("client", client_s3_policy(BUCKET, LAYOUT))
+    client_role = account.role("client", client_s3_policy(BUCKET, BUCKET_LAYOUT))
     client = account.client("s3", account.assume(client_role, "sender-0"))
     expected = {
         ("put", marker): "ok",
         ("get", marker): "ok",
-        ("get", LAYOUT.wheel_key): "ok",
+        ("get", BUCKET_LAYOUT.wheel_key): "ok",
         ("put", "runs/other-run/control/p0.ready"): "AccessDenied 403",
-        ("put", LAYOUT.wheel_key): "AccessDenied 403",  # artifacts are read-only
+        ("put", BUCKET_LAYOUT.wheel_key): "AccessDenied 403",  # artifacts are read-only
         ("get", "artifacts/other-run/wheel.whl"): "AccessDenied 403",
         ("delete", marker): "AccessDenied 403",
     }
     assert answers(client, list(expected)) == list(expected.values())
     assert answer(client.list_buckets) == "AccessDenied 403"
 
-    analysis_role = account.role("analysis", analysis_s3_policy(BUCKET, LAYOUT))
+    analysis_role = account.role("analysis", analysis_s3_policy(BUCKET, BUCKET_LAYOUT))
     analysis = account.client("s3", account.assume(analysis_role, "job"))
     expected = {
-        ("put", f"{LAYOUT.analysis_prefix}summary.csv"): "ok",
+        ("put", f"{BUCKET_LAYOUT.analysis_prefix}summary.csv"): "ok",
         ("get", marker): "ok",
         ("put", f"runs/{RUN}/raw/seconds/p0-sender-0.0.parquet"): "AccessDenied 403",
     }
@@ -275,9 +273,9 @@ def test_the_server_enforces_the_stack_policies(account: Account) -> None:
 
 
 def test_a_missing_marker_is_listed_never_read(account: Account) -> None:
-    policy = client_s3_policy(BUCKET, LAYOUT)
+    policy = client_s3_policy(BUCKET, BUCKET_LAYOUT)
     role = account.role("client", policy)
-    key = f"runs/{RUN}/{ready_key(0)}"
+    key = f"runs/{RUN}/{LAYOUT.ready(0)}"
     # what the IAM-enforcing moto server answers, and what S3 answers this policy
     bare = account.client("s3", account.assume(role, "receiver-0"))
     assert answers(bare, [("get", key)]) == ["NoSuchKey 404"]
@@ -287,16 +285,16 @@ def test_a_missing_marker_is_listed_never_read(account: Account) -> None:
     assert refused == "AccessDenied 403"  # outside the condition
 
     store = RunStore(client, BUCKET, RUN)
-    assert store.get_json(ready_key(0)) is None
+    assert store.get_json(LAYOUT.ready(0)) is None
     account.client("s3", account.admin).put_object(Bucket=BUCKET, Key=key, Body=b'{"ok": true}')
-    assert store.get_json(ready_key(0)) == {"ok": True}
+    assert store.get_json(LAYOUT.ready(0)) == {"ok": True}
     assert store.get_json("control/p0") is None  # a key under which others lie is no key
 
 
 def test_agents_with_the_stack_policy_run_a_sweep(
     account: Account, broker: str, tmp_path: Path
 ) -> None:
-    policy = client_s3_policy(BUCKET, LAYOUT)
+    policy = client_s3_policy(BUCKET, BUCKET_LAYOUT)
     role = account.role("client", policy)
     admin = account.client("s3", account.admin)
     fleet = Fleet(admin, scenario_file(tmp_path, broker), tmp_path)
@@ -311,14 +309,14 @@ def test_agents_with_the_stack_policy_run_a_sweep(
     assert codes == [0] * 6, fleet.logs
 
     stored = fleet_tests.keys(admin)
-    assert {started_key(r, n) for r, n in nodes} | {ready_key(0), ready_key(1)} <= stored
+    assert {LAYOUT.started(r, n) for r, n in nodes} | {LAYOUT.ready(0), LAYOUT.ready(1)} <= stored
     for point in expand(load_scenario(fleet.scenario)):
         for who in participants(point):
             name = f"p{point.index}-{machine(*who)}"
-            assert {f"raw/seconds/{name}.parquet", done_key(point.index, *who)} <= stored
+            assert {f"raw/seconds/{name}.parquet", LAYOUT.done(point.index, *who)} <= stored
     for who, rule in rules.items():
         assert rule.refused == [], who  # no list S3 refuses, no read of a missing key
-    polled = rules["receiver", 0].listed.count(f"runs/{RUN}/{ready_key(0)}")
+    polled = rules["receiver", 0].listed.count(f"runs/{RUN}/{LAYOUT.ready(0)}")
     assert polled > 3  # waited for point 0's ready marker before the coordinator posted it
 
 
@@ -352,8 +350,8 @@ def test_a_missing_permission_ends_the_agent_with_one_line(
 ) -> None:
     admin = account.client("s3", account.admin)
     if ready:
-        admin.put_object(Bucket=BUCKET, Key=f"runs/{RUN}/{ready_key(0)}", Body=b'{"ok": true}')
-    policy = without(client_s3_policy(BUCKET, LAYOUT), sid, permission)
+        admin.put_object(Bucket=BUCKET, Key=f"runs/{RUN}/{LAYOUT.ready(0)}", Body=b'{"ok": true}')
+    policy = without(client_s3_policy(BUCKET, BUCKET_LAYOUT), sid, permission)
     fleet = Fleet(admin, scenario_file(tmp_path, broker), tmp_path)
     fleet.clients["receiver", 0] = account.s3_as(
         account.role("client", policy), "receiver-0", policy
@@ -367,7 +365,7 @@ def test_a_missing_permission_ends_the_agent_with_one_line(
         "this machine's role lacks that permission there"
     )
     if permission != "s3:PutObject":  # the operator sees it in `brokerbench cloud status`
-        marker = RunStore(admin, BUCKET, RUN).get_json(done_key(0, "receiver", 0))
+        marker = RunStore(admin, BUCKET, RUN).get_json(LAYOUT.done(0, "receiver", 0))
         assert marker is not None and marker["error"] == refusals[0]
 
 
@@ -410,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         "--broker", action="store_true", help="run brokerbench prepare / node for real"
     )
     args = parser.parse_args(argv)
-    rules = RealS3(client_s3_policy(BUCKET, LAYOUT))
+    rules = RealS3(client_s3_policy(BUCKET, BUCKET_LAYOUT))
     store = RunStore(rules.install(boto3.client("s3")), BUCKET, RUN)
 
     def log(line: str) -> None:
@@ -481,8 +479,10 @@ def test_a_run_with_a_node_that_never_starts(
     admin = account.client("s3", account.admin)
     plan = plan_fleet({"broker": 1}, expand(load_scenario(scenario)), "10.42.1.0/24")
     manifest = {"run_id": RUN, "points": [vars(p) for p in plan.points]}
-    admin.put_object(Bucket=BUCKET, Key=LAYOUT.manifest_key, Body=json.dumps(manifest).encode())
-    role = account.role("client", client_s3_policy(BUCKET, LAYOUT))
+    admin.put_object(
+        Bucket=BUCKET, Key=BUCKET_LAYOUT.manifest_key, Body=json.dumps(manifest).encode()
+    )
+    role = account.role("client", client_s3_policy(BUCKET, BUCKET_LAYOUT))
 
     began = time.monotonic()
     processes = []

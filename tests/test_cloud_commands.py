@@ -19,7 +19,8 @@ from moto import mock_aws
 
 from analysis.job import RunRecords, expected_parts, point_records
 from workload import cloud
-from workload.aws.agent import ClientAgent, RunStore, Uploader, done_key, ready_key, started_key
+from workload.aws.agent import ClientAgent, RunStore, Uploader
+from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 from workload.results import PartKey, parse_status
 
@@ -162,13 +163,13 @@ def test_nodes_run_the_points_in_step_and_upload_everything(
     assert all(e[1] == "1" for e in order[prepare_1:])
 
     stored = keys(s3)
-    assert {ready_key(0), ready_key(1), "context.json"} <= stored
+    assert {LAYOUT.ready(0), LAYOUT.ready(1), "context.json"} <= stored
     for point, role, node in starts:
         name = f"p{point}-{role}-{node}"
         assert {
             f"raw/seconds/{name}.parquet",
             f"nodes/{name}.json",
-            done_key(int(point), role, int(node)),
+            LAYOUT.done(int(point), role, int(node)),
         } <= stored
 
 
@@ -179,7 +180,7 @@ def test_a_failed_node_is_reported_and_the_run_goes_on(
     agents = [fleet.agent("sender", 0), fleet.agent("sender", 1, fail_point=1)]
     agents += [fleet.agent("receiver", n) for n in range(4)]
     assert fleet.run(agents) == [0, 1, 0, 0, 0, 0]
-    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "sender", 1))  # type: ignore[arg-type]
+    marker = RunStore(s3, BUCKET, RUN).get_json(LAYOUT.done(1, "sender", 1))  # type: ignore[arg-type]
     assert marker is not None and marker["ok"] is False and "broker went away" in marker["error"]
     # its records are uploaded all the same
     assert "raw/seconds/p1-sender-1.parquet" in keys(s3)
@@ -188,13 +189,13 @@ def test_a_failed_node_is_reported_and_the_run_goes_on(
 def test_unreachable_brokers_fail_every_point_of_the_node(s3: object, tmp_path: Path) -> None:
     fleet = Fleet(s3, scenario_file(tmp_path, "127.0.0.1:9"), tmp_path)
     assert fleet.agent("receiver", 3, wait=0.2).run() == 1
-    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "receiver", 3))  # type: ignore[arg-type]
+    marker = RunStore(s3, BUCKET, RUN).get_json(LAYOUT.done(1, "receiver", 3))  # type: ignore[arg-type]
     assert (
         marker is not None
         and "brokers not reachable" in marker["error"]
         and "127.0.0.1:9" in marker["error"]
     )
-    assert done_key(0, "receiver", 3) not in keys(s3)  # receiver 3 is not part of point 0
+    assert LAYOUT.done(0, "receiver", 3) not in keys(s3)  # receiver 3 is not part of point 0
 
 
 def test_a_node_without_room_for_results_fails_its_points_before_waiting(
@@ -203,7 +204,7 @@ def test_a_node_without_room_for_results_fails_its_points_before_waiting(
     fleet = Fleet(s3, scenario_file(tmp_path, "127.0.0.1:9"), tmp_path)
     (tmp_path / "receiver-3").write_text("a file where the results directory should be")
     assert fleet.agent("receiver", 3, wait=60).run() == 1  # fails at once: no broker wait
-    marker = RunStore(s3, BUCKET, RUN).get_json(done_key(1, "receiver", 3))  # type: ignore[arg-type]
+    marker = RunStore(s3, BUCKET, RUN).get_json(LAYOUT.done(1, "receiver", 3))  # type: ignore[arg-type]
     assert marker is not None and "cannot create the results directory" in marker["error"]
 
 
@@ -222,7 +223,7 @@ def test_a_node_that_never_starts_is_waited_for_once_and_named(
     store = RunStore(s3, BUCKET, RUN)  # type: ignore[arg-type]
     statuses = {}
     for point in (0, 1):
-        marker = store.get_json(done_key(point, "receiver", 1))
+        marker = store.get_json(LAYOUT.done(point, "receiver", 1))
         assert marker is not None and marker["ok"] is False and marker["posted_by"] == "sender-0"
         assert marker["error"].startswith("never started: no control/receiver-1.started marker")
         for part in (0, 1):
@@ -256,11 +257,11 @@ def test_a_node_that_never_starts_is_waited_for_once_and_named(
     assert late.run() == 1
     assert not [e for e in fleet.events if e[2:] == ("receiver", "1")]
     assert sum("skipped, already closed (never started" in line for line in fleet.logs) == 2
-    assert store.get_json(started_key("receiver", 1)) is not None
+    assert store.get_json(LAYOUT.started("receiver", 1)) is not None
 
 
 def test_a_used_run_id_is_refused(s3: object, broker: str, tmp_path: Path) -> None:
-    RunStore(s3, BUCKET, RUN).put_json(ready_key(0), {"ok": True})  # type: ignore[arg-type]
+    RunStore(s3, BUCKET, RUN).put_json(LAYOUT.ready(0), {"ok": True})  # type: ignore[arg-type]
     fleet = Fleet(s3, scenario_file(tmp_path, broker), tmp_path)
     assert fleet.agent("sender", 0).run() == 1
     assert any("already has results" in line for line in fleet.logs)
@@ -325,8 +326,8 @@ def test_status_and_wait_follow_the_done_markers(
 ) -> None:
     manifest(s3)
     store = RunStore(s3, BUCKET, RUN)  # type: ignore[arg-type]
-    store.put_json(done_key(0, "sender", 0), {"ok": True})
-    store.put_json(done_key(0, "receiver", 0), {"ok": False, "error": "receiver crashed"})
+    store.put_json(LAYOUT.done(0, "sender", 0), {"ok": True})
+    store.put_json(LAYOUT.done(0, "receiver", 0), {"ok": False, "error": "receiver crashed"})
     assert cloud.main(["cloud", "status", *TARGET]) == 1
     out = capsys.readouterr().out
     assert "2/9 node results" in out and "point 0 receiver 0: receiver crashed" in out
@@ -337,8 +338,8 @@ def test_status_and_wait_follow_the_done_markers(
 
     for role, count, point in (("receiver", 2, 0), ("sender", 2, 1), ("receiver", 4, 1)):
         for node in range(count):
-            store.put_json(done_key(point, role, node), {"ok": True})
-    store.put_json(done_key(0, "sender", 0), {"ok": True})
+            store.put_json(LAYOUT.done(point, role, node), {"ok": True})
+    store.put_json(LAYOUT.done(0, "sender", 0), {"ok": True})
     assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "5", "--poll", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "9/9 node results" in out and "not started" not in out

@@ -27,31 +27,29 @@ from brokers.base import CloudFaults
 from infra import checks
 from infra.access import RunAccess, RunAccessArgs, broker_s3_policy, client_s3_policy
 from infra.mocking import deploy
-from infra.plan import BrokerNode, RunLayout
+from infra.plan import BrokerNode, BucketLayout
 from infra.userdata import FAULT_AGENT_UNIT, RunContext, broker_user_data
 from tests import test_agent_iam as iam_tests
 from tests import test_cloud_commands as fleet_tests
 from tests.test_agent_iam import Account, answer, answers
 from tests.test_cloud_commands import BUCKET, REGION, RUN
 from workload.aws import fault_agent
-from workload.aws.agent import ClientAgent, RunStore, done_key
+from workload.aws.agent import ClientAgent, RunStore
 from workload.aws.fault_agent import (
     BEGIN,
     END,
     FaultAgent,
     FaultFailed,
     NodeFaults,
-    ack_key,
-    finished_key,
-    marker_key,
 )
 from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
 from workload.errors import ScenarioError
 from workload.faults import PointTimeline, schedule
+from workload.layout import LAYOUT
 from workload.scenario import FaultSpec, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYOUT = RunLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
+BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 UNIT = "postgresql@15-main.service"
 PORTS = [5432]
 #: A PostgreSQL stack's fault nodes: the primary leads (node 0), nothing fails over.
@@ -102,7 +100,7 @@ def agent_of(store: RunStore, node: str, machine: Machine, tmp_path: Path) -> Fa
 
 
 def post(store: RunStore, point: int, fault: int, kind: str, action: str, **extra: Any) -> str:
-    key = marker_key("standby-0", point, fault, kind)
+    key = LAYOUT.fault_marker("standby-0", point, fault, kind)
     store.put_json(key, {"action": action, **extra})
     return key
 
@@ -118,14 +116,14 @@ def test_the_fault_agent_acts_on_its_markers_in_order_and_acknowledges(
     agent = agent_of(store, "standby-0", machine, tmp_path)
     drop_in = tmp_path / f"{UNIT}.d" / fault_agent.DROP_IN
     kill = post(store, 0, 0, BEGIN, "kill")
-    store.put_json(marker_key("standby-1", 0, 0, BEGIN), {"action": "stop"})  # not its own
+    store.put_json(LAYOUT.fault_marker("standby-1", 0, 0, BEGIN), {"action": "stop"})  # not its own
     assert agent.step()
     assert machine.commands == [
         "systemctl daemon-reload",
         f"systemctl kill --signal=SIGKILL {UNIT}",
     ]
     assert drop_in.read_text() == "[Service]\nRestart=no\n"  # systemd must not restart it
-    assert store.get_json(ack_key(kill)) == {
+    assert store.get_json(LAYOUT.fault_ack(kill)) == {
         "acted_ns": 1000, "ok": True, "error": "", "node": "standby-0",
     }  # fmt: skip
 
@@ -161,7 +159,7 @@ def test_the_fault_agent_acts_on_its_markers_in_order_and_acknowledges(
     assert agent.step() and machine.commands == []  # every marker answered once
     acks = sorted(k for k in store.keys("control/faults/") if k.endswith(".ack"))
     assert len(acks) == 8 and all(store.get_json(k)["ok"] for k in acks)  # type: ignore[index]
-    store.put_json(finished_key("standby-0"), {})
+    store.put_json(LAYOUT.fault_finished("standby-0"), {})
     assert not agent.step()
 
 
@@ -170,7 +168,7 @@ def test_a_failed_command_is_acknowledged_with_its_one_line(s3: Any, tmp_path: P
     agent = agent_of(store, "standby-0", Machine(failing="SIGSTOP"), tmp_path)
     key = post(store, 2, 0, BEGIN, "pause")
     agent.step()
-    ack = store.get_json(ack_key(key))
+    ack = store.get_json(LAYOUT.fault_ack(key))
     assert ack is not None and ack["ok"] is False
     assert ack["error"] == f"systemctl kill --signal=SIGSTOP {UNIT}: Unit {UNIT} not loaded."
 
@@ -188,7 +186,13 @@ def test_the_fault_agent_runs_from_a_zip_without_site_packages(tmp_path: Path) -
     with the system's Python only (boto3 is imported once the arguments are read)."""
     wheel = tmp_path / "brokerbench.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
-        for name in ("__init__.py", "aws/__init__.py", "aws/store.py", "aws/fault_agent.py"):
+        for name in (
+            "__init__.py",
+            "layout.py",
+            "aws/__init__.py",
+            "aws/store.py",
+            "aws/fault_agent.py",
+        ):
             archive.write(ROOT / "workload" / name, f"workload/{name}")
     done = subprocess.run(
         [sys.executable, "-S", "-m", "workload.aws.fault_agent", "--help"],
@@ -240,10 +244,13 @@ def test_the_coordinator_posts_markers_no_sooner_than_their_times_and_writes_the
     point = PointFaults(store, 3, faults, NODES, SUPPORT, lambda: 0, lambda _: None, 30, 0.01)
     thread, stop = answering(agents)
     point.start()
-    keys = [marker_key("standby-0", 3, 0, BEGIN), marker_key("standby-0", 3, 0, END)]
-    keys.append(marker_key("standby-0", 3, 1, BEGIN))  # the first follower that is up
+    keys = [
+        LAYOUT.fault_marker("standby-0", 3, 0, BEGIN),
+        LAYOUT.fault_marker("standby-0", 3, 0, END),
+    ]
+    keys.append(LAYOUT.fault_marker("standby-0", 3, 1, BEGIN))  # the first follower that is up
     deadline = time.monotonic() + 30
-    while not all(ack_key(k) in store.keys("control/faults/") for k in keys):
+    while not all(LAYOUT.fault_ack(k) in store.keys("control/faults/") for k in keys):
         assert time.monotonic() < deadline, store.keys("control/faults/")
         time.sleep(0.01)
     timeline = point.finish(restore=True)
@@ -255,11 +262,11 @@ def test_the_coordinator_posts_markers_no_sooner_than_their_times_and_writes_the
         marker = store.get_json(key)
         assert marker is not None and marker["posted_ns"] - point.sending_ns >= at * 1e9
     kill, pause = timeline.faults
-    acks = [store.get_json(ack_key(k)) or {} for k in keys]
+    acks = [store.get_json(LAYOUT.fault_ack(k)) or {} for k in keys]
     assert (kill.node, kill.leader, kill.fails_over) == ("standby-0", False, False)
     assert (kill.began_ns, kill.ended_ns) == (acks[0]["acted_ns"], acks[1]["acted_ns"])
     assert (pause.node, pause.began_ns, pause.ended_ns) == ("standby-0", acks[2]["acted_ns"], None)
-    restore = store.get_json(marker_key("standby-0", 3, 1, END))
+    restore = store.get_json(LAYOUT.fault_marker("standby-0", 3, 1, END))
     assert restore is not None and restore["why"] == "restore"
     assert pause.restored_ns is not None and not pause.error and not kill.error
     assert machines["primary-0"].commands == [] and machines["standby-1"].commands == []
@@ -273,7 +280,7 @@ def test_a_fault_nobody_answers_is_an_error_of_the_timeline(s3: Any) -> None:
     point = PointFaults(store, 0, faults, NODES, SUPPORT, None, lambda _: None, 0.05, 0.01)
     point.start()
     deadline = time.monotonic() + 30
-    while marker_key("standby-1", 0, 0, BEGIN) not in store.keys("control/"):
+    while LAYOUT.fault_marker("standby-1", 0, 0, BEGIN) not in store.keys("control/"):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     stop, kill = point.finish(restore=False).faults
@@ -324,7 +331,7 @@ class WaitingCommands:
 
     def run_node(self, point: int) -> tuple[bool, str]:
         if self.coordinator:
-            wanted = [ack_key(k.format(point=point)) for k in self.waits_for]
+            wanted = [LAYOUT.fault_ack(k.format(point=point)) for k in self.waits_for]
             deadline = time.monotonic() + 30
             while not all(k in self.store.keys("control/faults/") for k in wanted):
                 if time.monotonic() > deadline:
@@ -371,7 +378,7 @@ def test_the_coordinator_runs_each_points_faults_and_uploads_its_timeline(
 
     assert codes == [0, 0], logs
     for point in (0, 1):
-        assert store.get_json(done_key(point, "receiver", 0)) is not None
+        assert store.get_json(LAYOUT.done(point, "receiver", 0)) is not None
         timeline = PointTimeline.model_validate(store.get_json(f"faults/p{point}.json"))
         kill, stop_ = timeline.faults
         assert (kill.node, kill.action, stop_.node, stop_.action) == (
@@ -383,7 +390,7 @@ def test_the_coordinator_runs_each_points_faults_and_uploads_its_timeline(
     assert machines["standby-0"].commands == [
         f"systemctl stop {UNIT}", f"systemctl start {UNIT}", f"systemctl stop {UNIT}",
     ]  # fmt: skip
-    assert all(finished_key(n) in store.keys("control/faults/") for n in NODES)
+    assert all(LAYOUT.fault_finished(n) in store.keys("control/faults/") for n in NODES)
 
 
 # -- the broker role's policy against the IAM-enforcing S3 server ----------------------------
@@ -393,27 +400,34 @@ def test_a_broker_machine_reads_only_fault_markers_and_writes_only_acknowledgeme
     account: Account, tmp_path: Path
 ) -> None:
     admin = account.client("s3", account.admin)
-    for key in (LAYOUT.wheel_key, "artifacts/other-run/x.whl"):
+    for key in (BUCKET_LAYOUT.wheel_key, "artifacts/other-run/x.whl"):
         admin.put_object(Bucket=BUCKET, Key=key, Body=b"wheel")
-    policy = broker_s3_policy(BUCKET, LAYOUT)
+    policy = broker_s3_policy(BUCKET, BUCKET_LAYOUT)
     machine_s3 = account.s3_as(account.role("broker", policy), "standby-0", policy)
-    client_policy = client_s3_policy(BUCKET, LAYOUT)
+    client_policy = client_s3_policy(BUCKET, BUCKET_LAYOUT)
     client = account.s3_as(account.role("client", client_policy), "sender-0", client_policy)
     run = f"runs/{RUN}/"
-    begin = run + marker_key("standby-0", 0, 0, BEGIN)
-    for key in (begin, run + marker_key("standby-0", 0, 0, END), run + done_key(0, "sender", 0)):
+    begin = run + LAYOUT.fault_marker("standby-0", 0, 0, BEGIN)
+    for key in (
+        begin,
+        run + LAYOUT.fault_marker("standby-0", 0, 0, END),
+        run + LAYOUT.done(0, "sender", 0),
+    ):
         client.put_object(Bucket=BUCKET, Key=key, Body=b"{}")
     expected = {
         ("get", begin): "ok",
-        ("get", run + marker_key("standby-0", 0, 0, END)): "ok",
-        ("put", run + ack_key(marker_key("standby-0", 0, 0, BEGIN))): "ok",
-        ("get", LAYOUT.wheel_key): "ok",
+        ("get", run + LAYOUT.fault_marker("standby-0", 0, 0, END)): "ok",
+        ("put", run + LAYOUT.fault_ack(LAYOUT.fault_marker("standby-0", 0, 0, BEGIN))): "ok",
+        ("get", BUCKET_LAYOUT.wheel_key): "ok",
         ("get", "artifacts/other-run/x.whl"): "AccessDenied 403",
         ("put", begin): "AccessDenied 403",  # markers are the coordinator's
-        ("get", run + done_key(0, "sender", 0)): "AccessDenied 403",
-        ("put", run + done_key(0, "sender", 0)): "AccessDenied 403",
+        ("get", run + LAYOUT.done(0, "sender", 0)): "AccessDenied 403",
+        ("put", run + LAYOUT.done(0, "sender", 0)): "AccessDenied 403",
         ("put", run + "faults/p0.json"): "AccessDenied 403",
-        ("put", f"runs/other-run/{marker_key('standby-0', 0, 0, BEGIN)}.ack"): "AccessDenied 403",
+        (
+            "put",
+            f"runs/other-run/{LAYOUT.fault_marker('standby-0', 0, 0, BEGIN)}.ack",
+        ): "AccessDenied 403",
         ("delete", begin): "AccessDenied 403",
     }
     assert answers(machine_s3, list(expected)) == list(expected.values())
@@ -436,7 +450,9 @@ def test_a_broker_machine_reads_only_fault_markers_and_writes_only_acknowledgeme
     thread, stop = answering([agent])
     point.start()
     deadline = time.monotonic() + 30
-    while ack_key(marker_key("standby-1", 1, 0, END)) not in coordinator.keys("control/faults/"):
+    while LAYOUT.fault_ack(LAYOUT.fault_marker("standby-1", 1, 0, END)) not in coordinator.keys(
+        "control/faults/"
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     (pause,) = point.finish(restore=True).faults
@@ -450,7 +466,9 @@ def test_a_broker_machine_reads_only_fault_markers_and_writes_only_acknowledgeme
 
 def test_the_broker_role_gets_the_fault_policy_only_with_faults() -> None:
     def program(faults: bool) -> Any:
-        access = RunAccess("access", RunAccessArgs("results-bucket", LAYOUT, {}, faults=faults))
+        access = RunAccess(
+            "access", RunAccessArgs("results-bucket", BUCKET_LAYOUT, {}, faults=faults)
+        )
         return access
 
     for faults in (False, True):
@@ -460,7 +478,7 @@ def test_the_broker_role_gets_the_fault_policy_only_with_faults() -> None:
             r.name: r.inputs["policy"]
             for r in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
         }
-        expected = broker_s3_policy("results-bucket", LAYOUT) if faults else None
+        expected = broker_s3_policy("results-bucket", BUCKET_LAYOUT) if faults else None
         assert policies.get("access-broker-s3") == expected
 
 
@@ -550,7 +568,7 @@ CONTEXT = RunContext(
     scenario_name="pg-faults",
     bucket=BUCKET,
     region=REGION,
-    wheel_key=LAYOUT.wheel_key,
+    wheel_key=BUCKET_LAYOUT.wheel_key,
     faults=True,
     secret_parameters={
         "password": f"/brokerbench/{RUN}/password",
@@ -575,7 +593,7 @@ def test_broker_nodes_run_the_fault_agent_only_with_faults() -> None:
         "bucket": BUCKET, "run_id": RUN, "region": REGION, "node": "standby-0",
         "unit": UNIT, "ports": "5432", "address": "10.42.1.11",
     }  # fmt: skip
-    assert f"s3://{BUCKET}/{LAYOUT.wheel_key}" in unit
+    assert f"s3://{BUCKET}/{BUCKET_LAYOUT.wheel_key}" in unit
     assert f"[systemctl, enable, --now, {FAULT_AGENT_UNIT}]" in text
     assert "python3-boto3" in text and "iptables" in text
     assert checks.cloud_config_problems(text) == []
@@ -600,7 +618,7 @@ def test_only_the_nodes_a_fault_may_name_run_the_fault_agent() -> None:
     assert "--node broker-2 --unit kafka.service --ports 9092,9093" in unit_of(text)
     pulsar = registry.get("pulsar").cloud
     assert pulsar is not None and pulsar.faults_for({"broker": 2}) is None
-    assert json.loads(broker_s3_policy(BUCKET, LAYOUT))["Statement"][0]["Resource"].endswith(
-        LAYOUT.wheel_key
+    assert json.loads(broker_s3_policy(BUCKET, BUCKET_LAYOUT))["Statement"][0]["Resource"].endswith(
+        BUCKET_LAYOUT.wheel_key
     )
     assert RunFaults is not None  # the coordinator's side is covered above

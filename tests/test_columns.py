@@ -15,7 +15,8 @@ from analysis.columns import (
     upgrade,
     window_column,
 )
-from analysis.hdr import Bucket, file_name, hgrm
+from analysis.hdr import Bucket, hgrm
+from workload.layout import LAYOUT
 
 
 def test_every_latency_column_names_its_scope() -> None:
@@ -68,4 +69,4 @@ def test_hgrm_lists_each_bucket_with_its_percentile_and_count() -> None:
 
 def test_an_empty_histogram_gives_no_file_text_and_names_are_per_point_and_metric() -> None:
     assert hgrm([]) == ""
-    assert file_name(0, "processing_latency") == "hdr/point-1-processing_latency.hgrm"
+    assert LAYOUT.hdr(0, "processing_latency") == "analysis/hdr/point-1-processing_latency.hgrm"

@@ -30,7 +30,7 @@ import pytest
 from moto import mock_aws
 
 from analysis.storage import hadoop_aws_jars, s3a_settings
-from infra.plan import RunLayout
+from infra.plan import BucketLayout
 from infra.userdata import analysis_entry
 from tests import test_analysis_s3
 from tests.test_analysis_s3 import CREDENTIALS, synthetic
@@ -119,7 +119,7 @@ def local_s3_for_spark(jars: list[Path]) -> list[str]:
     return options
 
 
-def put_run(s3: Any, run_dir: Path, layout: RunLayout) -> None:
+def put_run(s3: Any, run_dir: Path, layout: BucketLayout) -> None:
     for path in sorted(run_dir.rglob("*")):
         if path.is_file():
             s3.upload_file(str(path), BUCKET, layout.run_prefix + str(path.relative_to(run_dir)))
@@ -167,7 +167,7 @@ def test_emr_job_runs_from_the_uploaded_wheel_and_entry_script(
         monkeypatch.setenv(key, env[key])
 
     # What the stack uploads: the wheel under its --py-files name, and the entry script.
-    layout = RunLayout(RUN, wheel.name)
+    layout = BucketLayout(RUN, wheel.name)
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket=BUCKET)
     s3.upload_file(str(wheel), BUCKET, layout.py_files_key)
@@ -248,7 +248,7 @@ def deploy(monkeypatch: pytest.MonkeyPatch, image: str | None) -> tuple[EmrClien
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     manifest = {"emr_python": "/usr/bin/python3.11", "points": []}
-    key = RunLayout(RUN, "brokerbench.whl").manifest_key
+    key = BucketLayout(RUN, "brokerbench.whl").manifest_key
     s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(manifest))
     emr = EmrClient(boto3.client("emr-serverless", region_name=REGION), image)
     app = emr.create_application(name="analysis", releaseLabel="emr-7.5.0", type="SPARK")

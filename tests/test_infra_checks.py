@@ -10,13 +10,13 @@ from brokers.sqs.cloud import CLIENT_ACTIONS
 from infra import checks
 from infra.access import analysis_s3_policy, client_managed_policy, client_s3_policy
 from infra.checks import Declared
-from infra.plan import RunLayout
+from infra.plan import BucketLayout
 
 SG = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 INSTANCE = "aws:ec2/instance:Instance"
 BUCKET = "aws:s3/bucket:Bucket"
-LAYOUT = RunLayout("run-1", "brokerbench-0.1.0-py3-none-any.whl")
+LAYOUT = BucketLayout("run-1", "brokerbench-0.1.0-py3-none-any.whl")
 
 
 def r(type_: str, name: str, id_: str = "", **inputs: Any) -> Declared:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from brokers import registry
 from brokers.errors import BrokerError
 from workload.errors import RunFailed, ScenarioError, UserError
+from workload.layout import LAYOUT
 
 if TYPE_CHECKING:
     from workload.scenario import Scenario
@@ -92,11 +93,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     _require_spark()
     run_dirs = (
         [args.results]
-        if (args.results / "context.json").exists()
-        else sorted(p.parent for p in args.results.glob("*/context.json"))
+        if (args.results / LAYOUT.context).exists()
+        else sorted(p.parent for p in args.results.glob(f"*/{LAYOUT.context}"))
     )
     if not run_dirs:
-        raise UserError(f"{args.results}: no runs found (a run directory holds context.json)")
+        raise UserError(f"{args.results}: no runs found (a run directory holds {LAYOUT.context})")
     for run_dir in run_dirs:
         _report(run_dir)
     if len(run_dirs) > 1:

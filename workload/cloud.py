@@ -22,11 +22,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workload.errors import UserError
+from workload.layout import LAYOUT
 from workload.record import ManifestPoint
 from workload.scenario import PASSWORD_ENV, parse_duration
+
+if TYPE_CHECKING:
+    from infra.plan import BucketLayout
 
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
 #: The Pulumi project (``Pulumi.yaml``) the ``--stack`` option refers to.
@@ -45,15 +49,22 @@ class CloudRun:
 
     @property
     def run_prefix(self) -> str:
-        return f"runs/{self.run_id}/"
+        return LAYOUT.prefix(self.run_id)
 
     @property
     def run_uri(self) -> str:
         return f"s3://{self.bucket}/{self.run_prefix}"
 
     @property
+    def bucket_layout(self) -> BucketLayout:
+        """Its keys in the bucket (only the fixed artifact names are read: no wheel name)."""
+        from infra.plan import BucketLayout
+
+        return BucketLayout(self.run_id, wheel_name="")
+
+    @property
     def manifest_key(self) -> str:
-        return f"artifacts/{self.run_id}/manifest.json"
+        return self.bucket_layout.manifest_key
 
 
 def stack_outputs(stack: str) -> dict[str, Any]:
@@ -133,17 +144,17 @@ def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
 def run_progress(s3: Any, run: CloudRun) -> Progress:
     """Which nodes of which sweep points have posted their done marker (from the manifest),
     and which nodes still awaited have not started."""
-    from workload.aws.agent import RunStore, done_key, started_key
+    from workload.aws.store import RunStore
 
     manifest = read_manifest(s3, run)
     store = RunStore(s3, run.bucket, run.run_id)
-    present = store.keys("control/")
+    present = store.keys(LAYOUT.markers)
     failed, missing, done = [], [], 0
     awaited: set[tuple[str, int]] = set()
     for point in (ManifestPoint.model_validate(p) for p in manifest["points"]):
         for role, count in (("sender", point.senders), ("receiver", point.receivers)):
             for node in range(count):
-                key = done_key(point.index, role, node)
+                key = LAYOUT.done(point.index, role, node)
                 if key not in present:
                     missing.append(f"point {point.index} {role} {node}")
                     awaited.add((role, node))
@@ -155,9 +166,9 @@ def run_progress(s3: Any, run: CloudRun) -> Progress:
                         f"point {point.index} {role} {node}: {marker.get('error') or 'failed'}"
                     )
     not_started = [
-        f"{role} {node} (no {started_key(role, node)} marker)"
+        f"{role} {node} (no {LAYOUT.started(role, node)} marker)"
         for role, node in sorted(awaited)
-        if started_key(role, node) not in present
+        if LAYOUT.started(role, node) not in present
     ]
     return Progress(done + len(missing), done, failed, missing, not_started)
 
@@ -217,9 +228,7 @@ def analysis_job_driver(run: CloudRun, python: str = "") -> dict[str, Any]:
     interpreter, the stack's ``emrPython``) runs driver and executors. ``cloud analyze``
     submits exactly this, and the local test of the job runs spark-submit with it.
     """
-    from infra.plan import RunLayout
-
-    layout = RunLayout(run.run_id, wheel_name="")  # only the fixed artifact names are read
+    layout = run.bucket_layout
     parameters = [f"--py-files s3://{run.bucket}/{layout.py_files_key}"]
     if python:
         parameters += [
@@ -272,7 +281,7 @@ def submit_analysis(emr: Any, run: CloudRun, python: str = "") -> str:
         jobDriver={"sparkSubmit": analysis_job_driver(run, python)},
         configurationOverrides={
             "monitoringConfiguration": {
-                "s3MonitoringConfiguration": {"logUri": f"{run.run_uri}analysis/logs/"}
+                "s3MonitoringConfiguration": {"logUri": f"{run.run_uri}{LAYOUT.analysis_logs}"}
             }
         },
     )
@@ -310,11 +319,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     state = follow_job(emr, run, job_run_id, args.poll, args.timeout)
     if state != "SUCCESS":
         print(
-            f"brokerbench: analysis job ended {state or 'unknown'}; logs: {run.run_uri}analysis/logs/",
+            f"brokerbench: analysis job ended {state or 'unknown'}; logs: {run.run_uri}{LAYOUT.analysis_logs}",
             file=sys.stderr,
         )
         return 1
-    print(f"analysis written to {run.run_uri}analysis/ — fetch it with: brokerbench cloud fetch")
+    print(
+        f"analysis written to {run.run_uri}{LAYOUT.analysis}/ — fetch it with: brokerbench cloud fetch"
+    )
     return 0
 
 
@@ -325,15 +336,16 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
     """Download the run's context, node statuses, fault timelines, analysis (and raw
     records) to ``results``; with the raw records, ``brokerbench report`` on the download
     analyses it here, the faults' gaps and losses included."""
-    from workload.aws.agent import RunStore
+    from workload.aws.store import RunStore
 
     store = RunStore(s3, run.bucket, run.run_id)
     run_dir = results / run.run_id
-    wanted = ("context.json", "nodes/", "faults/", "analysis/", "logs/") + (
-        ("raw/",) if raw else ()
+    folders = [LAYOUT.nodes, LAYOUT.faults, LAYOUT.analysis, LAYOUT.logs] + (
+        [LAYOUT.raw] if raw else []
     )
+    wanted = (LAYOUT.context, *(f"{folder}/" for folder in folders))
     keys = sorted(
-        k for k in store.keys("") if k.startswith(wanted) and not k.startswith("analysis/logs/")
+        k for k in store.keys("") if k.startswith(wanted) and not k.startswith(LAYOUT.analysis_logs)
     )
     for key in keys:
         target = run_dir / key
@@ -354,11 +366,11 @@ def print_summary(run_dir: Path) -> bool:
     from analysis.console import run_summary
     from workload.record import BrokerRecord, RunContext
 
-    summary = run_dir / "analysis" / "summary.csv"
+    summary = run_dir / LAYOUT.summary
     if not summary.exists():
         return False
     rows = read_summary_csv(summary)
-    context_file = run_dir / "context.json"
+    context_file = run_dir / LAYOUT.context
     context = RunContext.of(json.loads(context_file.read_text()) if context_file.exists() else {})
     if context.broker == BrokerRecord():  # none recorded: the summary's broker, or the run
         context.broker = BrokerRecord(
@@ -372,13 +384,13 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     run_dir = fetch_run(_client("s3", run.region), run, args.results, args.raw)
     if print_summary(run_dir):
-        report = run_dir / "analysis" / "report.html"
+        report = run_dir / LAYOUT.report
         if report.exists():
             print(f"report: {report}")
         return 0
     hint = "brokerbench report " + str(run_dir) if args.raw else "brokerbench cloud fetch --raw …"
     print(
-        f"brokerbench: no analysis in {run.run_uri}analysis/ yet: run 'brokerbench cloud analyze', "
+        f"brokerbench: no analysis in {run.run_uri}{LAYOUT.analysis}/ yet: run 'brokerbench cloud analyze', "
         f"or analyse here with: {hint}",
         file=sys.stderr,
     )
@@ -421,7 +433,7 @@ def cmd_client(args: argparse.Namespace) -> int:
     code = agent.run()
     if args.log_file and args.log_file.exists():
         try:
-            store.upload(args.log_file, f"logs/{args.role}-{args.node}.log")
+            store.upload(args.log_file, LAYOUT.agent_log(args.role, args.node))
         except Exception as exc:
             log(f"could not upload {args.log_file}: {exc}")
     return code

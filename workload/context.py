@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from brokers.base import BrokerSystem
+from brokers.base import BrokerSystem, Endpoints
 from workload.clock import SINGLE_HOST, ClockState
+from workload.layout import LAYOUT
 from workload.node import processes_for
 from workload.record import (
-    CONTEXT_FILE,
     PointEntry,
     PointLoad,
     RunContext,
@@ -39,7 +39,7 @@ from workload.scenario import Scenario
 from workload.sweep import SweepPoint
 
 __all__ = [
-    "CONTEXT_FILE",
+    "broker_entry",
     "build_context",
     "clock_entry",
     "host_info",
@@ -96,7 +96,7 @@ def clock_entry(clock: ClockState, host: str) -> dict[str, Any]:
     return {
         **clock.as_dict(),
         "host": host,
-        "nodes": "each node's before every sweep point, in its status (nodes/*.json)",
+        "nodes": f"each node's before every sweep point, in its status ({LAYOUT.nodes}/*.json)",
     }
 
 
@@ -114,6 +114,19 @@ def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> PointEntry:
         # Processes each client node spreads its workers over (on this host).
         processes_per_node=processes_for(point.load),
     )
+
+
+def broker_entry(
+    scenario: Scenario, system: BrokerSystem[Any], endpoints: Endpoints, topology: str
+) -> dict[str, Any]:
+    """How the run reaches its broker, and the broker as read back from its servers (the
+    context's ``broker``, beside what :func:`build_context` adds)."""
+    return {
+        "deployment": scenario.broker.deployment,
+        "topology": topology,
+        "endpoints": list(endpoints.hosts),
+        **system.describe(endpoints, scenario.broker_params()),
+    }
 
 
 def build_context(

@@ -28,11 +28,10 @@ from pydantic import BaseModel, ConfigDict
 from brokers import registry
 from brokers.base import Destination, FaultSupport, LocalCluster
 from workload.errors import first_line
+from workload.layout import LAYOUT
 from workload.results import RecordsNotWritten
 from workload.scenario import FaultSpec, Scenario, describe_fault
 
-#: Where in a run directory the fault timelines are.
-FAULTS_DIR = "faults"
 #: How long a node brought back between points may take to be ready.
 RESTORE_TIMEOUT = 180.0
 
@@ -91,7 +90,7 @@ class PointTimeline(BaseModel):
 
 
 def timeline_path(run_dir: Path, point: int) -> Path:
-    return run_dir / FAULTS_DIR / f"p{point}.json"
+    return run_dir / LAYOUT.timeline(point)
 
 
 def write_timeline(run_dir: Path, timeline: PointTimeline) -> None:
@@ -112,7 +111,7 @@ def read_timelines(run_dir: Path) -> dict[int, PointTimeline]:
     """Every point's timeline in a run directory (none for a run without faults)."""
     timelines = [
         PointTimeline.model_validate_json(path.read_text())
-        for path in sorted((run_dir / FAULTS_DIR).glob("p*.json"))
+        for path in sorted((run_dir / LAYOUT.faults).glob(LAYOUT.timelines))
     ]
     return {t.point: t for t in timelines}
 

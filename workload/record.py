@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-CONTEXT_FILE = "context.json"
+from workload.layout import LAYOUT
 
 Outcome = Literal[
     "running", "below_low", "at_least_high", "within_precision", "max_probes", "incomplete"
@@ -264,14 +264,14 @@ class RunContext(Record):
 
 def write_context(run_dir: Path, context: RunContext) -> None:
     """Write ``context.json`` (through a temporary file: a reader sees a whole one)."""
-    tmp = run_dir / f".{CONTEXT_FILE}.tmp"
+    tmp = run_dir / f".{LAYOUT.context}.tmp"
     tmp.write_text(json.dumps(context.dump(), indent=2, default=str))
-    tmp.rename(run_dir / CONTEXT_FILE)
+    tmp.rename(run_dir / LAYOUT.context)
 
 
 def read_raw_context(run_dir: Path) -> dict[str, Any]:
     """``context.json`` as written (for what renders the whole of it)."""
-    return dict(json.loads((run_dir / CONTEXT_FILE).read_text()))
+    return dict(json.loads((run_dir / LAYOUT.context).read_text()))
 
 
 def load_context(run_dir: Path) -> RunContext:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from brokers import registry
 from workload.clock import read_clock
-from workload.context import build_context, clock_entry, now_iso, write_context
+from workload.context import broker_entry, build_context, clock_entry, now_iso, write_context
 from workload.errors import UserError
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, run_node_processes
@@ -46,12 +46,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if point.index == 0:
         run_dir = args.results / args.run_id
         run_dir.mkdir(parents=True, exist_ok=True)
-        broker = {
-            "deployment": "endpoints",
-            "topology": "reference",
-            "endpoints": list(endpoints.hosts),
-            **system.describe(endpoints, scenario.broker_params()),
-        }
+        broker = broker_entry(scenario, system, endpoints, "reference")  # deployment: endpoints
         context = build_context(
             args.run_id, scenario, str(args.scenario), system, expand(scenario), broker
         )

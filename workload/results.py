@@ -1,12 +1,12 @@
-"""The on-disk layout of a run and the Parquet tables each client node writes.
+"""The Parquet tables each client node writes, and the status of each node part.
 
-``RESULTS_DIR/<run-id>/``
-  ``context.json``            the run context (``workload.context``)
-  ``raw/seconds/``            per second, per worker: counters and latency histograms
-  ``raw/sent_ranges/``        per sender worker: confirmed sequence ranges
-  ``raw/received/``           per received message: sender node, worker, seq, second
-  ``nodes/``                  one JSON status per node (ok, or the error that stopped it)
-  ``analysis/``               what the analysis job writes (summary.csv, windows, report)
+The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.layout`):
+
+  ``seconds``                 per second, per worker: counters and latency histograms
+  ``sent_ranges``             per sender worker: confirmed sequence ranges
+  ``received``                per received message: sender node, worker, seq, second
+
+and ``nodes/``, one JSON status per node part (ok, or the error that stopped it).
 
 Every row carries ``run_id`` and ``point`` so the tables of many runs can be read as one
 dataset (locally or from S3). Files are named ``p<point>-<role>-<node>.<part>.parquet``: a
@@ -22,7 +22,6 @@ import contextlib
 import errno
 import json
 import os
-import re
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workload.errors import RunFailed
+from workload.layout import LAYOUT
 from workload.recording import WorkerRecorder
 
 HIST = pa.map_(pa.int32(), pa.int64())
@@ -89,8 +89,6 @@ TABLES = {
 #: The table that proves delivery, per role: what senders had confirmed, what receivers got.
 DELIVERY_TABLES = {"sender": "sent_ranges", "receiver": "received"}
 
-_NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
-
 
 @dataclass(frozen=True, order=True)
 class PartKey:
@@ -103,7 +101,12 @@ class PartKey:
 
     @property
     def name(self) -> str:
-        return node_file(self.point, self.role, self.node, self.part)
+        return LAYOUT.part_name(self.point, self.role, self.node, self.part)
+
+    @property
+    def status_file(self) -> str:
+        """Its status, relative to the run's root."""
+        return LAYOUT.status(self.point, self.role, self.node, self.part)
 
     @property
     def who(self) -> str:
@@ -117,11 +120,8 @@ class PartKey:
     @classmethod
     def of_file(cls, path: str) -> PartKey | None:
         """The part a file of a run belongs to (``…/p0-receiver-1.0.parquet``); None otherwise."""
-        match = _NODE_FILE.fullmatch(path.rsplit("/", 1)[-1])
-        if match is None:
-            return None
-        point, role, node, part = match.groups()
-        return cls(int(point), role, int(node), int(part))
+        found = LAYOUT.part_of(path)
+        return None if found is None else cls(*found)
 
 
 @dataclass(frozen=True)
@@ -168,14 +168,14 @@ def write_problem(exc: OSError) -> str:
 
 
 def raw_dir(run_dir: Path, table: str) -> Path:
-    return run_dir / "raw" / table
+    return run_dir / LAYOUT.raw_table(table)
 
 
 def read_point(run_dir: Path, table: str, point: int, columns: list[str] | None = None) -> pa.Table:
     """One raw table's rows of one sweep point, from every node part's file (``columns``
     only, when given); an empty table of the same schema when the point has none."""
     schema = TABLES[table]
-    files = sorted(raw_dir(run_dir, table).glob(f"p{point}-*.parquet"))
+    files = sorted(raw_dir(run_dir, table).glob(LAYOUT.point_files(point)))
     if not files:
         empty = schema.empty_table()
         return empty.select(columns) if columns is not None else empty
@@ -183,7 +183,7 @@ def read_point(run_dir: Path, table: str, point: int, columns: list[str] | None 
 
 
 def node_file(point: int, role: str, node: int, part: int = 0) -> str:
-    return f"p{point}-{role}-{node}.{part}"
+    return LAYOUT.part_name(point, role, node, part)
 
 
 def write_node(
@@ -230,7 +230,6 @@ def write_node(
                 SENT_RANGES_SCHEMA.names, (run_id, point, node, rec.worker, lo, hi), strict=True
             ):
                 ranges[key].append(value)
-    name = node_file(point, role, node, part)
     tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}
     if role == "sender":
         tables["sent_ranges"] = pa.table(ranges, schema=SENT_RANGES_SCHEMA)
@@ -251,7 +250,7 @@ def write_node(
     failed: list[RecordsNotWritten] = []
     for table, data in tables.items():  # each table on its own: keep whatever can be kept
         try:
-            _write(raw_dir(run_dir, table), name, data)
+            _write(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
         except RecordsNotWritten as exc:
             failed.append(exc)
     if failed:
@@ -264,8 +263,7 @@ def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], type_)
 
 
-def _write(directory: Path, name: str, table: pa.Table) -> None:
-    path = directory / f"{name}.parquet"
+def _write(path: Path, table: pa.Table) -> None:
     _atomically(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
@@ -285,13 +283,13 @@ def _atomically(path: Path, write: Callable[[Path], object]) -> None:
 
 
 def write_status(run_dir: Path, status: NodeStatus) -> None:
-    path = run_dir / "nodes" / f"{status.key.name}.json"
+    path = run_dir / status.key.status_file
     _atomically(path, lambda tmp: tmp.write_text(json.dumps(asdict(status), indent=1)))
 
 
 def read_statuses(run_dir: Path) -> list[NodeStatus]:
     """The node statuses a run holds; a status file that cannot be read counts as absent."""
-    directory = run_dir / "nodes"
+    directory = run_dir / LAYOUT.nodes
     if not directory.is_dir():
         return []
     statuses = []

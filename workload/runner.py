@@ -1,5 +1,7 @@
 """Running a scenario locally: start (or reach) the broker, run every sweep point with its
-sender and receiver node processes, record everything under ``RESULTS_DIR/<run-id>/``.
+sender and receiver node processes (:class:`~workload.local_fleet.LocalFleet`, sequenced by
+the :class:`~workload.coordinator.Coordinator`), record everything under
+``RESULTS_DIR/<run-id>/``.
 
 The runner never loses what was recorded: a node that fails, a broker that dies and a
 Ctrl-C all end the run with the nodes' results written and the context saying how it
@@ -18,14 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing as mp
-import queue
 import secrets
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,15 +36,15 @@ from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
-from workload.context import CONTEXT_FILE, build_context, now_iso, point_entry, write_context
+from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
+from workload.coordinator import Coordinator, SweepPlace, places
 from workload.errors import one_line
-from workload.faults import FaultScheduler, start_faults, write_timeline
-from workload.naming import destination_name, point_tag, run_tag
-from workload.node import NodeSpec, Progress, node_process, split
+from workload.layout import LAYOUT
+from workload.local_fleet import LocalFleet, RunOutcome
+from workload.naming import run_tag
 from workload.preflight import preflight
-from workload.progress import ProgressView
 from workload.record import ProbeRecord, RunContext
-from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
+from workload.results import RecordsNotWritten
 from workload.scenario import Scenario, load_scenario
 from workload.search import (
     CapacitySearch,
@@ -57,24 +57,9 @@ from workload.search import (
     unjudged,
 )
 from workload.search import estimated_seconds as search_seconds
-from workload.signals import signal_name
-from workload.sweep import SweepPoint, describe_points, estimated_seconds, expand
+from workload.sweep import SweepPoint, describe_points, expand
 
 Console = Callable[[str], None]
-
-
-@dataclass
-class RunOutcome:
-    run_id: str
-    run_dir: Path
-    errors: list[str] = field(default_factory=list)
-    interrupted: bool = False
-    #: The signal that interrupted the run (SIGINT for Ctrl-C).
-    signal: str = "SIGINT"
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not self.interrupted
 
 
 def new_run_id(scenario: Scenario) -> str:
@@ -136,13 +121,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     tag = run_tag(run_id)
     preflight(results_root, points if search is None else _search_bound(scenario))
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
-        described = system.describe(endpoints, scenario.broker_params())
-        broker_info = {
-            "deployment": scenario.broker.deployment,
-            "topology": scenario.broker.topology,
-            "endpoints": list(endpoints.hosts),
-            **described,
-        }
+        broker_info = broker_entry(scenario, system, endpoints, scenario.broker.topology)
         context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
         if search is not None:
             context.search = search.record  # saved as it stands at every save
@@ -152,27 +131,11 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
         else:
             console(f"run {run_id}: {describe_search(scenario)} → {run_dir}")
         try:
+            fleet = LocalFleet(scenario, system, endpoints, cluster, tag, outcome, console)
             if search is None:
-                remaining = estimated_seconds(points)
-                for point in points:
-                    remaining -= estimated_seconds([point])
-                    run_point(
-                        scenario,
-                        system,
-                        endpoints,
-                        cluster,
-                        point,
-                        len(points),
-                        tag,
-                        outcome,
-                        console,
-                        remaining_s=max(0.0, remaining),
-                    )
-                    if outcome.interrupted or outcome.errors:
-                        break
+                Coordinator(fleet).run(places(points))
             else:
-                probes = Probes(scenario, system, endpoints, cluster, tag, outcome, console)
-                probes.run(search, context)
+                Probes(scenario, system, Coordinator(fleet), outcome, console).run(search, context)
         finally:
             context.finished = now_iso()
             context.status = (
@@ -209,13 +172,12 @@ def _search_bound(scenario: Scenario) -> list[SweepPoint]:
 
 @dataclass
 class Probes:
-    """Runs a capacity search's probes, one sweep point each, judging each as it ends."""
+    """Runs a capacity search's probes, one sweep point each through the coordinator,
+    judging each as it ends."""
 
     scenario: Scenario
     system: BrokerSystem[Any]
-    endpoints: Endpoints
-    cluster: LocalCluster | None
-    tag: str
+    coordinator: Coordinator
     outcome: RunOutcome
     console: Console
 
@@ -231,18 +193,8 @@ class Probes:
             if not self._save(context):
                 search.stop(_why_stopped(self.outcome))
                 return
-            run_point(
-                self.scenario,
-                self.system,
-                self.endpoints,
-                self.cluster,
-                point,
-                spec.max_probes,
-                self.tag,
-                self.outcome,
-                self.console,
-                remaining_s=search_seconds(self.scenario, spec.max_probes - index - 1),
-            )
+            remaining_s = search_seconds(self.scenario, spec.max_probes - index - 1)
+            self.coordinator.point(SweepPlace(point, spec.max_probes, remaining_s))
             probe = self._judge(point, warmup_s, spec.slo_p99)
             search.add(probe)
             self.console(probe_line(probe))
@@ -281,169 +233,8 @@ def _save_context(run_dir: Path, context: RunContext) -> None:
         write_context(run_dir, context)
     except OSError as exc:
         with contextlib.suppress(OSError):  # the partial file ``write_context`` left
-            (run_dir / f".{CONTEXT_FILE}.tmp").unlink(missing_ok=True)
-        raise RecordsNotWritten(run_dir / CONTEXT_FILE, exc) from exc
-
-
-def run_point(
-    scenario: Scenario,
-    system: BrokerSystem[Any],
-    endpoints: Endpoints,
-    cluster: LocalCluster | None,
-    point: SweepPoint,
-    total: int,
-    tag: str,
-    outcome: RunOutcome,
-    console: Console,
-    remaining_s: float = 0.0,
-) -> None:
-    """Run one sweep point to its end; record errors and interruption in ``outcome``.
-
-    ``remaining_s``: the estimated time of the points after this one, for the progress
-    view's ETA of the whole sweep (:func:`workload.sweep.estimated_seconds`).
-    """
-    position = f"[{point.index + 1}/{total}]"
-    label = f"{position} {point.label}"
-    rate = f" rate={point.load.rate:g}/s per sender worker" if point.load.rate else ""
-    run = f" (run {point.repeat + 1} of {scenario.repeat})" if scenario.repeat > 1 else ""
-    console(
-        f"point {position}: threads={point.load.threads} sender_nodes={point.load.sender_nodes} "
-        f"receiver_nodes={point.receiver_nodes} message_size={point.load.message_size}{rate}{run}"
-    )
-    destination = destination_name(tag, point.index)
-    params = system.params_model.model_validate(point.params)
-    system.prepare(endpoints, params, destination)
-    ctx = mp.get_context("spawn")
-    stop = ctx.Event()
-    senders_done = ctx.Event()
-    progress: Any = ctx.Queue()
-    nodes = [
-        NodeSpec(
-            run_dir=outcome.run_dir,
-            run_id=outcome.run_id,
-            tag=point_tag(tag, point.index),
-            point=point.index,
-            role=role,
-            node=node,
-            system=system.name,
-            endpoints=endpoints,
-            params=point.params,
-            destination=destination.name,
-            load=point.load,
-        )
-        for role, count in (("receiver", point.receiver_nodes), ("sender", point.load.sender_nodes))
-        for node in range(count)
-    ]
-    specs = [part for node_spec in nodes for part in split(node_spec)]
-    processes = [
-        ctx.Process(
-            target=node_process,
-            args=(spec, stop, progress, senders_done),
-            name=f"{spec.role}-{spec.node}.{spec.part}",
-        )
-        for spec in specs
-    ]
-    view = ProgressView(label, point=point, remaining_s=remaining_s)
-    dead_reported: set[str] = set()
-    faults = start_faults(scenario, cluster, destination, point.index, console)
-    try:
-        for process in processes:
-            process.start()
-        senders = [p for p, spec in zip(processes, specs, strict=True) if spec.role == "sender"]
-        while any(p.is_alive() for p in processes):
-            _drain(progress, view, timeout=0.25)
-            view.tick()
-            if not senders_done.is_set() and not any(p.is_alive() for p in senders):
-                senders_done.set()
-            if faults is not None and view.totals()[0] > 0:
-                faults.sending_started()
-            if cluster is not None:
-                # A node down by a declared fault is no failure; any other death is.
-                declared = faults.declared_down() if faults is not None else set()
-                for name in set(cluster.dead_nodes()) - declared - dead_reported:
-                    dead_reported.add(name)
-                    outcome.errors.append(f"broker node {name} died during the run")
-    except KeyboardInterrupt as exc:
-        outcome.interrupted = True
-        outcome.signal = signal_name(exc)
-        stop.set()
-        console(
-            f"\ninterrupted ({outcome.signal}): stopping the workers and keeping what was recorded…"
-        )
-        _join(processes, timeout=60)
-    finally:
-        _drain(progress, view, timeout=0)
-        view.close()
-        stop.set()
-        _join(processes, timeout=5)
-        for process in processes:
-            if process.is_alive():
-                process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
-                process.join(timeout=5)
-        if faults is not None:
-            _finish_faults(faults, outcome, restore=point.index + 1 < total)
-    statuses = {
-        (s.role, s.node, s.part): s
-        for s in read_statuses(outcome.run_dir)
-        if s.point == point.index
-    }
-    for spec, process in zip(specs, processes, strict=True):
-        status = statuses.get((spec.role, spec.node, spec.part))
-        who = f"{spec.role} node {spec.node}" + (f" (process {spec.part})" if spec.part else "")
-        if status is None:
-            outcome.errors.append(_record_missing(outcome.run_dir, spec, process, who))
-        elif not status.ok:
-            outcome.errors.append(f"{who}: {status.error}")
-    if any(s.errors for s in statuses.values()) and not outcome.errors:
-        failed = sum(s.errors for s in statuses.values())
-        console(
-            f"  note: {failed} failed call(s), not retried: a failed send's batch is abandoned "
-            "(see the errors column)"
-        )
-
-
-def _finish_faults(faults: FaultScheduler, outcome: RunOutcome, restore: bool) -> None:
-    """End the point's faults (bringing nodes back for a next point) and keep the timeline."""
-    complete = not outcome.interrupted
-    timeline = faults.finish(restore=restore and complete, complete=complete)
-    outcome.errors.extend(faults.errors)
-    try:
-        write_timeline(outcome.run_dir, timeline)
-    except RecordsNotWritten as exc:
-        outcome.errors.append(str(exc))
-
-
-def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:
-    """Why a node process left no status, written as its status for the analysis: it exited
-    without results — unless that status cannot be written either (a full disk), which is
-    then what is said."""
-    error = f"exited with code {process.exitcode} without results"
-    status = NodeStatus(spec.point, spec.role, spec.node, ok=False, error=error, part=spec.part)
-    try:
-        write_status(run_dir, status)
-    except RecordsNotWritten as exc:
-        return f"{who}: {exc}"
-    return f"{who} {error}"
-
-
-def _drain(progress: Any, view: ProgressView, timeout: float) -> None:
-    try:
-        item = progress.get(timeout=timeout) if timeout else progress.get_nowait()
-        while True:
-            if isinstance(item, Progress):
-                view.update(item)
-            item = progress.get_nowait()
-    except (queue.Empty, EOFError, OSError):
-        return
-
-
-def _join(processes: list[Any], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for process in processes:
-        try:
-            process.join(max(0.1, deadline - time.monotonic()))
-        except KeyboardInterrupt:
-            break
+            (run_dir / f".{LAYOUT.context}.tmp").unlink(missing_ok=True)
+        raise RecordsNotWritten(run_dir / LAYOUT.context, exc) from exc
 
 
 __all__ = ["BrokerError", "RunOutcome", "run_scenario"]

@@ -4,9 +4,10 @@
    ``$BROKERBENCH_PASSWORD_PARAMETER``; the value never is in user-data or in S3).
 1. Post ``control/<role>-<node>.started``, then wait until every broker endpoint of the
    scenario accepts TCP connections.
-2. For every sweep point, in order: sender 0 (the coordinator) waits until every node of
-   the previous point is done, prepares the point (``brokerbench prepare``) and posts
-   ``control/p<K>.ready``; every other node waits for that marker. Nodes that take part in
+2. For every sweep point, in order: sender 0 (the coordinator, :mod:`workload.coordinator`
+   over :class:`~workload.aws.fleet.S3Fleet`) prepares the point (``brokerbench prepare``),
+   posts ``control/p<K>.ready``, runs its own sender node and waits until every node of
+   the point is done; every other node waits for the ready marker. Nodes that take part in
    the point run their role (``brokerbench node``), upload what they recorded and post
    ``control/p<K>-<role>-<node>.done`` (ok or the error). A node that has not posted its
    started marker ``start_grace`` seconds into the run (its machine did not come up or its
@@ -38,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workload.aws.fault_driver import PointFaults, RunFaults
+from workload.aws.fault_driver import RunFaults
+from workload.aws.fleet import S3Fleet, participants
 from workload.aws.store import RunStore, StoreDenied, now
-from workload.context import read_context
+from workload.coordinator import Coordinator, places
 from workload.errors import UserError
-from workload.faults import timeline_path, write_timeline
+from workload.layout import LAYOUT
 from workload.preflight import preflight
-from workload.results import NodeStatus, write_status
 from workload.scenario import Scenario, load_scenario
 from workload.sweep import SweepPoint, expand
 
@@ -74,25 +75,6 @@ def read_parameter(
             time.sleep(pause)
     log(f"cannot read {name} from the parameter store: {error}")
     return None
-
-
-def ready_key(point: int) -> str:
-    return f"control/p{point}.ready"
-
-
-def done_key(point: int, role: str, node: int) -> str:
-    return f"control/p{point}-{role}-{node}.done"
-
-
-def started_key(role: str, node: int) -> str:
-    return f"control/{role}-{node}.started"
-
-
-def participants(point: SweepPoint) -> list[tuple[str, int]]:
-    """(role, node) of every client node that takes part in a sweep point."""
-    return [("sender", n) for n in range(point.load.sender_nodes)] + [
-        ("receiver", n) for n in range(point.receiver_nodes)
-    ]
 
 
 class NodeCommands(Protocol):
@@ -251,8 +233,6 @@ class ClientAgent:
     #: How long the coordinator waits for a broker machine to act on a fault marker.
     fault_ack_timeout: float = 300.0
     _began: float = field(default=0.0, init=False)
-    _faults: RunFaults | None = field(default=None, init=False)
-    _point_faults: PointFaults | None = field(default=None, init=False)
     _posted: set[int] = field(default_factory=set, init=False)
 
     @property
@@ -282,12 +262,12 @@ class ClientAgent:
 
     def _run(self, scenario: Scenario, points: list[SweepPoint], mine: list[int]) -> int:
         endpoints = list(scenario.broker.endpoints)
-        uploader = self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
+        self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
         self.log(
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
             f"results to {self.store.uri('')}"
         )
-        self.store.put_json(started_key(self.role, self.node), {"at": now()})
+        self.store.put_json(LAYOUT.started(self.role, self.node), {"at": now()})
         try:  # room and memory for this node's points, before waiting for anything
             preflight(self.results, [p for p in points if p.index in mine])
         except UserError as exc:
@@ -302,80 +282,83 @@ class ClientAgent:
             self.log(error)
             self._fail(mine, error)
             return 1
-        if self.coordinator and self.store.keys("control/p"):
-            self.log(
-                f"run {self.store.run_id} already has results in {self.store.uri('control/')}: "
-                "give every run its own run id (pulumi config set brokerbench:runId …)"
-            )
-            return 1
         if self.coordinator:
-            self._faults = RunFaults.of(self.store, scenario, self.log)
-            if self._faults is not None:
-                self._faults.ack_timeout = self.fault_ack_timeout
-                self._faults.poll = self.poll
-        ok = True
-        start = time.monotonic()
-        for position, point in enumerate(points):
-            if self.coordinator:
-                if position > 0:
-                    self._await_previous(points[position - 1])
-                    ok = self._close_faults(restore=True) and ok
-                prepared, message = self.commands.prepare(point.index)
-                uploader.upload_new()
-                self.store.put_json(
-                    ready_key(point.index),
-                    {"ok": prepared, "error": "" if prepared else message, "at": now()},
-                )
-            deadline = start + self.broker_wait + self._budget(point) * (position + 1) * 2
-            ready = self._await_ready(point.index, deadline)
-            if point.index not in mine:
-                continue
-            closed = self.store.get_json(done_key(point.index, self.role, self.node))
-            if closed is not None:  # closed without this node, or done before a restart
-                self.log(f"point {point.index}: skipped, already closed ({closed.get('error')})")
-                ok = ok and bool(closed.get("ok"))
-                continue
-            if ready is None or not ready.get("ok"):
-                reason = (
-                    "never prepared" if ready is None else f"not prepared: {ready.get('error')}"
-                )
-                ok = False
-                self._done(point.index, False, f"point {point.index} {reason}", [])
-                continue
-            self.log(f"point {point.index} ({point.label}): running {self.role} node {self.node}")
-            if self._faults is not None:  # the faults' clock starts with this sender node
-                self._point_faults = self._faults.point(point)
-                self._point_faults.start()
-            succeeded, message = self.commands.run_node(point.index)
-            failed = uploader.upload_new()
-            ok = ok and succeeded and not failed
-            self._done(point.index, succeeded, "" if succeeded else message, failed)
-        if self.coordinator and points:  # close the last point too (nodes that never started)
-            self._await_previous(points[-1])
-            ok = self._close_faults(restore=False) and ok
-            if self._faults is not None:
-                self._faults.finish()
+            ok = self._coordinate(scenario, points)
+            if ok is None:
+                return 1
+        else:
+            ok = self._follow(points, mine)
         self.log(f"{self.role} node {self.node}: {'finished' if ok else 'finished with errors'}")
         return 0 if ok else 1
 
-    def _close_faults(self, restore: bool) -> bool:
-        """Write and upload the timeline of the point that just ended (after bringing back a
-        node still down when ``restore``); False when a fault failed or was not performed."""
-        faults, self._point_faults = self._point_faults, None
-        if faults is None:
-            return True
-        timeline = faults.finish(restore)
-        write_timeline(self.run_dir, timeline)
-        key = timeline_path(Path(), timeline.point).as_posix()
-        uploaded = self.uploader is not None and key not in self.uploader.upload_new()
-        errors = [
-            f"fault {r.index} ({r.describe()}): {r.error}" for r in timeline.faults if r.error
-        ]
-        for error in errors:
-            self.log(f"point {timeline.point}: {error}")
-        return uploaded and not errors
+    def _coordinate(self, scenario: Scenario, points: list[SweepPoint]) -> bool | None:
+        """Sender 0: every point through the coordinator over the client machines
+        (:class:`~workload.aws.fleet.S3Fleet`); None when the run id was used before."""
+        if self.store.keys(LAYOUT.point_markers):
+            self.log(
+                f"run {self.store.run_id} already has results in {self.store.uri(LAYOUT.markers)}: "
+                "give every run its own run id (pulumi config set brokerbench:runId …)"
+            )
+            return None
+        faults = RunFaults.of(self.store, scenario, self.log)
+        if faults is not None:
+            faults.ack_timeout = self.fault_ack_timeout
+            faults.poll = self.poll
+        fleet = S3Fleet(self, faults)
+        Coordinator(fleet).run(places(points))
+        if faults is not None and points:
+            faults.finish()
+        return fleet.ok
 
-    def _budget(self, point: SweepPoint) -> float:
+    def _follow(self, points: list[SweepPoint], mine: list[int]) -> bool:
+        """Any other node: wait for each point's ready marker, run the points it takes
+        part in."""
+        ok = True
+        start = time.monotonic()
+        for position, point in enumerate(points):
+            deadline = start + self.broker_wait + self.budget(point) * (position + 1) * 2
+            ready = self._await_ready(point.index, deadline)
+            if point.index in mine:
+                ok = self.take_part(point, ready) and ok
+        return ok
+
+    def take_part(
+        self,
+        point: SweepPoint,
+        ready: dict[str, Any] | None,
+        starting: Callable[[], None] | None = None,
+    ) -> bool:
+        """Run this node of ``point`` (``starting`` just before), upload what it recorded
+        and post its done marker — unless the point is closed already or was not
+        prepared; whether it went well."""
+        closed = self.store.get_json(LAYOUT.done(point.index, self.role, self.node))
+        if closed is not None:  # closed without this node, or done before a restart
+            self.log(f"point {point.index}: skipped, already closed ({closed.get('error')})")
+            return bool(closed.get("ok"))
+        if ready is None or not ready.get("ok"):
+            reason = "never prepared" if ready is None else f"not prepared: {ready.get('error')}"
+            self._done(point.index, False, f"point {point.index} {reason}", [])
+            return False
+        self.log(f"point {point.index} ({point.label}): running {self.role} node {self.node}")
+        if starting is not None:
+            starting()
+        succeeded, message = self.commands.run_node(point.index)
+        failed = self.upload_new()
+        self._done(point.index, succeeded, "" if succeeded else message, failed)
+        return succeeded and not failed
+
+    def upload_new(self) -> list[str]:
+        """Upload what changed in this machine's run directory; what could not be."""
+        assert self.uploader is not None  # set when the run starts
+        return self.uploader.upload_new()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since this agent started the run."""
+        return time.monotonic() - self._began
+
+    def budget(self, point: SweepPoint) -> float:
+        """How long a point may take, at most: its duration and idle timeout and the slack."""
         return point.load.duration + point.load.idle_timeout + self.point_slack
 
     def _done(self, point: int, ok: bool, error: str, failed_uploads: list[str]) -> bool:
@@ -392,7 +375,7 @@ class ClientAgent:
                 f"under {self.run_dir}"
             )
         try:
-            self.store.put_json(done_key(point, self.role, self.node), value)
+            self.store.put_json(LAYOUT.done(point, self.role, self.node), value)
         except Exception as exc:
             self.log(f"could not post the done marker of point {point}: {exc}")
             return False
@@ -408,59 +391,7 @@ class ClientAgent:
 
     def _await_ready(self, point: int, deadline: float) -> dict[str, Any] | None:
         while True:
-            ready = self.store.get_json(ready_key(point))
+            ready = self.store.get_json(LAYOUT.ready(point))
             if ready is not None or time.monotonic() >= deadline:
                 return ready
             time.sleep(self.poll)
-
-    def _await_previous(self, point: SweepPoint) -> None:
-        """Wait until every node of ``point`` has posted its done marker, for at most the
-        point's budget — and, ``start_grace`` into the run, not for nodes that have not even
-        posted their started marker: the point is closed for those (:meth:`_close_for`)."""
-        expected = {done_key(point.index, r, n): (r, n) for r, n in participants(point)}
-        deadline = time.monotonic() + self._budget(point)
-        while True:
-            present = self.store.keys("control/")
-            missing = [who for key, who in expected.items() if key not in present]
-            absent = [who for who in missing if started_key(*who) not in present]
-            clock = time.monotonic()
-            if not missing or clock >= deadline:
-                break
-            if len(absent) == len(missing) and clock >= self._began + self.start_grace:
-                break
-            time.sleep(self.poll)
-        for role, node in absent:
-            self._close_for(point.index, role, node)
-        late = len(missing) - len(absent)
-        if late:
-            self.log(f"point {point.index}: no result from {late} node(s) in time; going on")
-
-    def _close_for(self, point: int, role: str, node: int) -> None:
-        """Post, for a node that never started, its statuses of ``point`` (the analysis names
-        the node in the point's *incomplete*) and its done marker (``cloud wait`` ends)."""
-        error = (
-            f"never started: no {started_key(role, node)} marker "
-            f"{time.monotonic() - self._began:.0f} s into the run"
-        )
-        for part in range(self._parts(point)):
-            write_status(self.run_dir, NodeStatus(point, role, node, False, error, part))
-        failed = self.uploader.upload_new() if self.uploader else []
-        self.store.put_json(
-            done_key(point, role, node),
-            {
-                "ok": False,
-                "error": error,
-                "failed_uploads": failed,
-                "at": now(),
-                "posted_by": f"{self.role}-{self.node}",
-            },
-        )
-        self.log(f"point {point}: {role} {node} {error}; closed without it")
-
-    def _parts(self, point: int) -> int:
-        """Processes per node at ``point`` as the context this coordinator prepared says:
-        the analysis expects records or a status of each."""
-        try:
-            return int(read_context(self.run_dir)["points"][point]["processes_per_node"] or 1)
-        except (OSError, ValueError, LookupError, TypeError):
-            return 1

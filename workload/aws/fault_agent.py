@@ -9,6 +9,8 @@ The coordinator (sender 0, :mod:`workload.aws.fault_driver`) posts, under ``runs
   for a fault without ``until``);
 * ``control/faults/<node>/finished`` when the run has no more points: the agent exits.
 
+(The keys are :class:`workload.layout.RunLayout`'s.)
+
 The agent of ``<node>`` (``broker-1``, the node's name in the stack's plan) lists its own
 prefix every ``poll`` seconds, acts on each marker it has not answered yet and answers it
 with ``<marker>.ack``: ``{"acted_ns": …, "ok": …, "error": …}``, ``acted_ns`` being the
@@ -37,7 +39,6 @@ workload.aws.fault_agent``), without installing the project.
 from __future__ import annotations
 
 import argparse
-import re
 import socket
 import subprocess
 import sys
@@ -47,13 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workload.aws.store import RunStore
+from workload.layout import LAYOUT
 
-#: Where under the run prefix the fault markers are.
-FAULTS_PREFIX = "control/faults/"
-ACK = ".ack"
 #: Marker kinds: a fault begins, a fault ends.
 BEGIN, END = "begin", "end"
-FINISHED = "finished"
 #: The iptables chain of an isolated node.
 CHAIN = "brokerbench-isolate"
 #: Ports an isolation must never cut: SSH and HTTPS (S3, the parameter store).
@@ -61,7 +59,6 @@ KEPT_PORTS = frozenset({22, 443})
 #: Where systemd reads runtime drop-ins.
 RUNTIME_UNITS = Path("/run/systemd/system")
 DROP_IN = "brokerbench-fault.conf"
-_MARKER = re.compile(r"p(\d+)-f(\d+)\.(begin|end)$")
 
 Log = Callable[[str], None]
 #: Runs one command; raises :class:`FaultFailed` (one line) when it fails.
@@ -70,23 +67,6 @@ Runner = Callable[[Sequence[str]], None]
 
 class FaultFailed(Exception):
     """A fault command failed: one line naming the command and its error."""
-
-
-def node_prefix(node: str) -> str:
-    return f"{FAULTS_PREFIX}{node}/"
-
-
-def marker_key(node: str, point: int, fault: int, kind: str) -> str:
-    """The key of a begin or end marker of fault ``fault`` of ``point`` for ``node``."""
-    return f"{node_prefix(node)}p{point}-f{fault}.{kind}"
-
-
-def ack_key(marker: str) -> str:
-    return marker + ACK
-
-
-def finished_key(node: str) -> str:
-    return node_prefix(node) + FINISHED
 
 
 def run_command(command: Sequence[str]) -> None:
@@ -222,19 +202,19 @@ class FaultAgent:
 
     def step(self) -> bool:
         """Act on every marker not answered yet, in order; False once the run is finished."""
-        keys = self.store.keys(node_prefix(self.node))
+        keys = self.store.keys(LAYOUT.fault_node(self.node))
         pending = sorted(
-            (m for k in keys if (m := _parse(k)) is not None and ack_key(k) not in keys),
+            (m for k in keys if (m := _parse(k)) is not None and LAYOUT.fault_ack(k) not in keys),
             key=lambda m: (m[1], m[2], m[3] == END),
         )
         for key, *_ in pending:
             if key not in self.answered:
                 self._answer(key)
-        return finished_key(self.node) not in keys
+        return LAYOUT.fault_finished(self.node) not in keys
 
     def run(self) -> int:
         self.log(f"fault agent of {self.node}: unit {self.faults.unit}, markers under "
-                 f"{self.store.uri(node_prefix(self.node))}")  # fmt: skip
+                 f"{self.store.uri(LAYOUT.fault_node(self.node))}")  # fmt: skip
         while self.step():
             time.sleep(self.poll)
         self.log(f"fault agent of {self.node}: the run is finished")
@@ -257,7 +237,8 @@ class FaultAgent:
             error = str(exc)
         self.log(f"{key}: {action} {kind}" + (f" FAILED: {error}" if error else ""))
         self.store.put_json(
-            ack_key(key), {"acted_ns": acted, "ok": not error, "error": error, "node": self.node}
+            LAYOUT.fault_ack(key),
+            {"acted_ns": acted, "ok": not error, "error": error, "node": self.node},
         )
         self.answered.add(key)
 
@@ -274,10 +255,8 @@ class FaultAgent:
 
 
 def _parse(key: str) -> tuple[str, int, int, str] | None:
-    found = _MARKER.search(key)
-    if found is None:
-        return None
-    return key, int(found.group(1)), int(found.group(2)), found.group(3)
+    marker = LAYOUT.fault_marker_of(key)
+    return None if marker is None else (key, *marker)
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`
 :class:`PointFaults` when it starts its own sender node for the point: that is the start of
 the faults' clock (``sending_ns``; the other client machines start within the agents' poll
 interval of it). A thread posts, for each fault, the begin marker ``at`` seconds later and
-the end marker ``until`` seconds later (:mod:`workload.aws.fault_agent` has the key layout), to the
+the end marker ``until`` seconds later (keys: :class:`workload.layout.RunLayout`), to the
 node the fault's selector names at that moment: a node index always, ``"leader"`` and
 ``"follower"`` as the system's cloud recipe finds the leader
 (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 from brokers import registry
 from brokers.base import CloudFaults
-from workload.aws.fault_agent import BEGIN, END, ack_key, finished_key, marker_key
+from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
 from workload.errors import first_line
 from workload.faults import PointTimeline, planned, schedule
+from workload.layout import LAYOUT
 from workload.naming import destination_name, run_tag
 from workload.scenario import FaultSpec, Scenario
 from workload.sweep import SweepPoint
@@ -122,7 +123,7 @@ class PointFaults:
 
     def _post(self, i: int, kind: str, why: str) -> Posted:
         record = self.records[i]
-        key = marker_key(record.node, self.point, i, kind)
+        key = LAYOUT.fault_marker(record.node, self.point, i, kind)
         self.store.put_json(
             key,
             {
@@ -185,7 +186,7 @@ class PointFaults:
         record = self.records[i]
         deadline = time.monotonic() + self.ack_timeout
         while posted.ack is None:
-            posted.ack = self.store.get_json(ack_key(posted.key))
+            posted.ack = self.store.get_json(LAYOUT.fault_ack(posted.key))
             if posted.ack is None:
                 if time.monotonic() >= deadline:
                     record.error = record.error or (
@@ -250,4 +251,4 @@ class RunFaults:
     def finish(self) -> None:
         """Tell every fault agent of the run that no more markers come."""
         for node in self.nodes:
-            self.store.put_json(finished_key(node), {"at": now()})
+            self.store.put_json(LAYOUT.fault_finished(node), {"at": now()})

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from workload.layout import LAYOUT
+
 T = TypeVar("T")
 
 
@@ -54,7 +56,7 @@ class RunStore:
 
     @property
     def prefix(self) -> str:
-        return f"runs/{self.run_id}/"
+        return LAYOUT.prefix(self.run_id)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key}"

@@ -1,0 +1,181 @@
+"""Every name of one run, relative to the run's root: the files of a local
+``RESULTS_DIR/<run-id>/`` and the keys under ``s3://<bucket>/runs/<run-id>/``, which mirror
+them, plus the control markers through which the machines of an AWS run coordinate.
+
+``context.json``                          the run context (:mod:`workload.record`)
+``raw/<table>/p<K>-<role>-<node>.<part>.parquet``
+                                          a node part's records of one raw table
+                                          (:mod:`workload.results`)
+``nodes/p<K>-<role>-<node>.<part>.json``  how that node part ended
+``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
+``analysis/``                             what the analysis job writes: ``summary.csv``,
+                                          ``repeats.csv``, ``windows/``, ``histograms/``,
+                                          ``hdr/``, ``report.html``; on EMR its ``logs/``
+``logs/<role>-<node>.log``                a client machine's agent log (AWS)
+``control/``                              AWS markers: ``p<K>.ready``,
+                                          ``p<K>-<role>-<node>.done``,
+                                          ``<role>-<node>.started``, and the fault markers
+                                          ``faults/<node>/p<K>-f<I>.<begin|end>[.ack]``,
+                                          ``faults/<node>/finished``
+
+Names are POSIX paths: a local path is ``run_dir / name``, an S3 key ``prefix(run_id) + name``.
+Every run has the same layout, :data:`LAYOUT`. Standard library only: the fault agent of a
+broker machine imports it from the uploaded wheel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
+_FAULT_MARKER = re.compile(r"p(\d+)-f(\d+)\.(begin|end)$")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The names of a run's files and keys (see the module)."""
+
+    runs: str = "runs"
+    context: str = "context.json"
+    raw: str = "raw"
+    nodes: str = "nodes"
+    faults: str = "faults"
+    #: The glob of the point timelines in :attr:`faults`.
+    timelines: str = "p*.json"
+    analysis: str = "analysis"
+    logs: str = "logs"
+    control: str = "control"
+    #: What a fault agent appends to a fault marker it answers.
+    ack_suffix: str = ".ack"
+
+    # -- the run's root in S3 ------------------------------------------------------------
+
+    def prefix(self, run_id: str) -> str:
+        """The run's root in its results bucket: ``runs/<run-id>/``."""
+        return f"{self.runs}/{run_id}/"
+
+    # -- records ---------------------------------------------------------------------------
+
+    @staticmethod
+    def part_name(point: int, role: str, node: int, part: int = 0) -> str:
+        """The base name of a node part's files: ``p<K>-<role>-<node>.<part>``."""
+        return f"p{point}-{role}-{node}.{part}"
+
+    @staticmethod
+    def part_of(path: str) -> tuple[int, str, int, int] | None:
+        """(point, role, node, part) of a record or status file named by
+        :meth:`part_name` (any directory before it); None for any other file."""
+        match = _NODE_FILE.fullmatch(path.rsplit("/", 1)[-1])
+        if match is None:
+            return None
+        point, role, node, part = match.groups()
+        return int(point), role, int(node), int(part)
+
+    def raw_table(self, table: str) -> str:
+        """The folder of one raw table (``raw/seconds``)."""
+        return f"{self.raw}/{table}"
+
+    def raw_file(self, table: str, point: int, role: str, node: int, part: int = 0) -> str:
+        return f"{self.raw_table(table)}/{self.part_name(point, role, node, part)}.parquet"
+
+    @staticmethod
+    def point_files(point: int) -> str:
+        """The glob of one point's files in a raw table's folder."""
+        return f"p{point}-*.parquet"
+
+    def status(self, point: int, role: str, node: int, part: int = 0) -> str:
+        return f"{self.nodes}/{self.part_name(point, role, node, part)}.json"
+
+    def timeline(self, point: int) -> str:
+        return f"{self.faults}/p{point}.json"
+
+    # -- analysis --------------------------------------------------------------------------
+
+    @property
+    def summary(self) -> str:
+        return f"{self.analysis}/summary.csv"
+
+    @property
+    def repeats(self) -> str:
+        return f"{self.analysis}/repeats.csv"
+
+    @property
+    def windows(self) -> str:
+        return f"{self.analysis}/windows"
+
+    @property
+    def histograms(self) -> str:
+        return f"{self.analysis}/histograms"
+
+    @property
+    def report(self) -> str:
+        return f"{self.analysis}/report.html"
+
+    @property
+    def analysis_logs(self) -> str:
+        """Where EMR Serverless writes the analysis job's logs (a folder)."""
+        return f"{self.analysis}/logs/"
+
+    def hdr(self, point: int, metric: str) -> str:
+        """A point's whole-run histogram of ``metric`` as an HdrHistogram distribution."""
+        return f"{self.analysis}/hdr/point-{point + 1}-{metric}.hgrm"
+
+    def agent_log(self, role: str, node: int) -> str:
+        return f"{self.logs}/{role}-{node}.log"
+
+    # -- AWS control markers ---------------------------------------------------------------
+
+    @property
+    def markers(self) -> str:
+        """The folder of every control marker (a listing prefix)."""
+        return f"{self.control}/"
+
+    @property
+    def point_markers(self) -> str:
+        """The listing prefix of the sweep points' markers (ready and done)."""
+        return f"{self.control}/p"
+
+    def ready(self, point: int) -> str:
+        """Posted by the coordinator once ``point`` is prepared: nodes may run it."""
+        return f"{self.control}/p{point}.ready"
+
+    def done(self, point: int, role: str, node: int) -> str:
+        """Posted by a node (or for it, by the coordinator) when its part of ``point`` ended."""
+        return f"{self.control}/p{point}-{role}-{node}.done"
+
+    def started(self, role: str, node: int) -> str:
+        """Posted by a client node's agent when it starts."""
+        return f"{self.control}/{role}-{node}.started"
+
+    @property
+    def fault_markers(self) -> str:
+        """The folder of every fault marker and acknowledgement."""
+        return f"{self.control}/{self.faults}/"
+
+    def fault_node(self, node: str) -> str:
+        """The folder of one broker node's fault markers (``broker-1``)."""
+        return f"{self.fault_markers}{node}/"
+
+    def fault_marker(self, node: str, point: int, fault: int, kind: str) -> str:
+        """The marker of fault ``fault`` of ``point`` beginning or ending (``kind``)."""
+        return f"{self.fault_node(node)}p{point}-f{fault}.{kind}"
+
+    @staticmethod
+    def fault_marker_of(key: str) -> tuple[int, int, str] | None:
+        """(point, fault, kind) of a fault marker's key; None for any other key."""
+        found = _FAULT_MARKER.search(key)
+        if found is None:
+            return None
+        return int(found.group(1)), int(found.group(2)), found.group(3)
+
+    def fault_ack(self, marker: str) -> str:
+        return f"{marker}{self.ack_suffix}"
+
+    def fault_finished(self, node: str) -> str:
+        """Posted when the run has no more points: the node's fault agent exits."""
+        return f"{self.fault_node(node)}finished"
+
+
+#: The layout of every run.
+LAYOUT = RunLayout()

@@ -1,0 +1,279 @@
+"""The client nodes of a local run: one process per node part on this machine, driven
+through a sweep point by the coordinator (:class:`workload.coordinator.Fleet`).
+
+A point is released by starting its processes; while they run, the live progress view
+merges what they report, the senders' end is passed on to the receivers, the point's
+faults (:mod:`workload.faults`) start their clock at the first confirmed message, and a
+broker node that died — unless down by a declared fault — fails the run. Ctrl-C (or a
+signal the runner turns into it) stops the workers and keeps what was recorded. A node
+process that left no status gets one saying so, for the analysis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from workload.coordinator import SweepPlace
+from workload.faults import FaultScheduler, start_faults, write_timeline
+from workload.naming import destination_name, point_tag
+from workload.node import NodeSpec, Progress, node_process, split
+from workload.progress import ProgressView
+from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
+from workload.scenario import Scenario
+from workload.signals import signal_name
+
+Console = Callable[[str], None]
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    #: The signal that interrupted the run (SIGINT for Ctrl-C).
+    signal: str = "SIGINT"
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.interrupted
+
+
+@dataclass
+class _Running:
+    """One released sweep point: its node processes and what watches them."""
+
+    destination: Destination
+    specs: list[NodeSpec]
+    processes: list[Any]
+    stop: Any
+    senders_done: Any
+    progress: Any
+    view: ProgressView
+    faults: FaultScheduler | None
+    dead_reported: set[str] = field(default_factory=set)
+
+
+@dataclass
+class LocalFleet:
+    """Node processes on this machine (see the module); errors and interruption go to
+    ``outcome``."""
+
+    scenario: Scenario
+    system: BrokerSystem[Any]
+    endpoints: Endpoints
+    cluster: LocalCluster | None
+    tag: str
+    outcome: RunOutcome
+    console: Console
+    _running: _Running | None = field(default=None, init=False)
+
+    @property
+    def stopped(self) -> bool:
+        return self.outcome.interrupted or bool(self.outcome.errors)
+
+    def prepare(self, place: SweepPlace) -> str | None:
+        """Say which point starts and create its destination (a failure raises)."""
+        point = place.point
+        position = f"[{point.index + 1}/{place.total}]"
+        rate = f" rate={point.load.rate:g}/s per sender worker" if point.load.rate else ""
+        repeat = self.scenario.repeat
+        run = f" (run {point.repeat + 1} of {repeat})" if repeat > 1 else ""
+        self.console(
+            f"point {position}: threads={point.load.threads} "
+            f"sender_nodes={point.load.sender_nodes} receiver_nodes={point.receiver_nodes} "
+            f"message_size={point.load.message_size}{rate}{run}"
+        )
+        params = self.system.params_model.model_validate(point.params)
+        self.system.prepare(self.endpoints, params, destination_name(self.tag, point.index))
+        return None
+
+    def release(self, place: SweepPlace, problem: str | None) -> None:
+        """Start the point's node processes (``problem`` is always None: a failed
+        preparation raised)."""
+        point = place.point
+        destination = destination_name(self.tag, point.index)
+        ctx = mp.get_context("spawn")
+        stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
+        nodes = [
+            NodeSpec(
+                run_dir=self.outcome.run_dir,
+                run_id=self.outcome.run_id,
+                tag=point_tag(self.tag, point.index),
+                point=point.index,
+                role=role,
+                node=node,
+                system=self.system.name,
+                endpoints=self.endpoints,
+                params=point.params,
+                destination=destination.name,
+                load=point.load,
+            )
+            for role, count in (
+                ("receiver", point.receiver_nodes),
+                ("sender", point.load.sender_nodes),
+            )
+            for node in range(count)
+        ]
+        specs = [part for node_spec in nodes for part in split(node_spec)]
+        processes = [
+            ctx.Process(
+                target=node_process,
+                args=(spec, stop, progress, senders_done),
+                name=f"{spec.role}-{spec.node}.{spec.part}",
+            )
+            for spec in specs
+        ]
+        label = f"[{point.index + 1}/{place.total}] {point.label}"
+        view = ProgressView(label, point=point, remaining_s=place.remaining_s)
+        faults = start_faults(self.scenario, self.cluster, destination, point.index, self.console)
+        running = self._running = _Running(
+            destination, specs, processes, stop, senders_done, progress, view, faults
+        )
+        with self._guard(place, running):
+            for process in processes:
+                process.start()
+
+    def run(self, place: SweepPlace) -> None:
+        """Watch the processes until they end: progress, the senders' end, the faults'
+        clock, broker nodes that died."""
+        running = self._current()
+        if not self.outcome.interrupted:
+            with self._guard(place, running):
+                self._watch(running)
+
+    @contextlib.contextmanager
+    def _guard(self, place: SweepPlace, running: _Running) -> Iterator[None]:
+        """Ctrl-C (or a signal turned into it) stops the workers, keeping what they
+        recorded; any other exception stops them and ends the point's faults, then goes on."""
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            self.outcome.interrupted = True
+            self.outcome.signal = signal_name(exc)
+            running.stop.set()
+            self.console(
+                f"\ninterrupted ({self.outcome.signal}): stopping the workers and keeping "
+                "what was recorded…"
+            )
+            _join(running.processes, timeout=60)
+        except BaseException:
+            self._stop(running)
+            self.finish_faults(place, restore=not place.last)
+            raise
+
+    def _watch(self, running: _Running) -> None:
+        processes, view, faults = running.processes, running.view, running.faults
+        senders = [
+            p for p, spec in zip(processes, running.specs, strict=True) if spec.role == "sender"
+        ]
+        while any(p.is_alive() for p in processes):
+            _drain(running.progress, view, timeout=0.25)
+            view.tick()
+            if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
+                running.senders_done.set()
+            if faults is not None and view.totals()[0] > 0:
+                faults.sending_started()
+            if self.cluster is not None:
+                # A node down by a declared fault is no failure; any other death is.
+                declared = faults.declared_down() if faults is not None else set()
+                dead = set(self.cluster.dead_nodes()) - declared - running.dead_reported
+                for name in dead:
+                    running.dead_reported.add(name)
+                    self.outcome.errors.append(f"broker node {name} died during the run")
+
+    def await_nodes(self, place: SweepPlace) -> None:
+        """Stop the node processes still running (nodes ignore SIGTERM: a last one is
+        killed) and close the progress view."""
+        self._stop(self._current())
+
+    def finish_faults(self, place: SweepPlace, restore: bool) -> None:
+        """End the point's faults (bringing nodes back when ``restore`` and the point was
+        not interrupted) and keep the timeline."""
+        faults = self._current().faults
+        if faults is None:
+            return
+        complete = not self.outcome.interrupted
+        timeline = faults.finish(restore=restore and complete, complete=complete)
+        self.outcome.errors.extend(faults.errors)
+        try:
+            write_timeline(self.outcome.run_dir, timeline)
+        except RecordsNotWritten as exc:
+            self.outcome.errors.append(str(exc))
+
+    def collect(self, place: SweepPlace) -> None:
+        """Every node part's status: a failed one is an error, a missing one is written
+        (it exited without results) and named."""
+        running, self._running = self._current(), None
+        run_dir, point = self.outcome.run_dir, place.point
+        statuses = {
+            (s.role, s.node, s.part): s for s in read_statuses(run_dir) if s.point == point.index
+        }
+        for spec, process in zip(running.specs, running.processes, strict=True):
+            status = statuses.get((spec.role, spec.node, spec.part))
+            who = f"{spec.role} node {spec.node}" + (f" (process {spec.part})" if spec.part else "")
+            if status is None:
+                self.outcome.errors.append(_record_missing(run_dir, spec, process, who))
+            elif not status.ok:
+                self.outcome.errors.append(f"{who}: {status.error}")
+        if any(s.errors for s in statuses.values()) and not self.outcome.errors:
+            failed = sum(s.errors for s in statuses.values())
+            self.console(
+                f"  note: {failed} failed call(s), not retried: a failed send's batch is "
+                "abandoned (see the errors column)"
+            )
+
+    def _current(self) -> _Running:
+        assert self._running is not None, "no sweep point released"
+        return self._running
+
+    def _stop(self, running: _Running) -> None:
+        _drain(running.progress, running.view, timeout=0)
+        running.view.close()
+        running.stop.set()
+        _join(running.processes, timeout=5)
+        for process in running.processes:
+            if process.is_alive():
+                process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
+                process.join(timeout=5)
+
+
+def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:
+    """Why a node process left no status, written as its status for the analysis: it exited
+    without results — unless that status cannot be written either (a full disk), which is
+    then what is said."""
+    error = f"exited with code {process.exitcode} without results"
+    status = NodeStatus(spec.point, spec.role, spec.node, ok=False, error=error, part=spec.part)
+    try:
+        write_status(run_dir, status)
+    except RecordsNotWritten as exc:
+        return f"{who}: {exc}"
+    return f"{who} {error}"
+
+
+def _drain(progress: Any, view: ProgressView, timeout: float) -> None:
+    try:
+        item = progress.get(timeout=timeout) if timeout else progress.get_nowait()
+        while True:
+            if isinstance(item, Progress):
+                view.update(item)
+            item = progress.get_nowait()
+    except (queue.Empty, EOFError, OSError):
+        return
+
+
+def _join(processes: list[Any], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.join(max(0.1, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            break
