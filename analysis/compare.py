@@ -29,10 +29,11 @@ from analysis.columns import (
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
 from workload.layout import LAYOUT
+from workload.scenario import SWEEPABLE
 from workload.search import format_ms
 
-#: The load that identifies a sweep point across runs.
-POINT_KEY = ("threads", "sender_nodes", "receiver_nodes", "message_size")
+#: The load that identifies a sweep point across runs: what a sweep may vary.
+POINT_KEY = SWEEPABLE
 #: Relative changes smaller than this are reported as unchanged.
 NOISE = 0.02
 
