@@ -93,11 +93,26 @@ class CliCommands:
     results: Path
     log: Log
 
-    def _run(self, args: list[str]) -> tuple[bool, str]:
-        command = [sys.executable, "-m", "workload.cli", *args]
+    def _run(self, command: str, point: int, *options: str) -> tuple[bool, str]:
+        """``brokerbench <command> [options]`` for sweep point ``point`` of this run."""
+        args = [
+            command,
+            *options,
+            "--run-id",
+            self.run_id,
+            "--point",
+            str(point),
+            "--results",
+            str(self.results),
+            str(self.scenario),
+        ]
         self.log("$ brokerbench " + " ".join(args))
         done = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+            [sys.executable, "-m", "workload.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
         )
         lines = done.stdout.strip().splitlines()
         for line in lines:
@@ -105,36 +120,10 @@ class CliCommands:
         return done.returncode == 0, (lines[-1] if lines else f"exit code {done.returncode}")
 
     def prepare(self, point: int) -> tuple[bool, str]:
-        return self._run(
-            [
-                "prepare",
-                "--run-id",
-                self.run_id,
-                "--point",
-                str(point),
-                "--results",
-                str(self.results),
-                str(self.scenario),
-            ]
-        )
+        return self._run("prepare", point)
 
     def run_node(self, point: int) -> tuple[bool, str]:
-        return self._run(
-            [
-                "node",
-                "--role",
-                self.role,
-                "--node",
-                str(self.node),
-                "--run-id",
-                self.run_id,
-                "--point",
-                str(point),
-                "--results",
-                str(self.results),
-                str(self.scenario),
-            ]
-        )
+        return self._run("node", point, "--role", self.role, "--node", str(self.node))
 
 
 def wait_for_endpoints(hosts: list[str], timeout: float, log: Log, poll: float = 5.0) -> list[str]:
