@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from workload.aws.fault_driver import PointFaults, RunFaults
 from workload.aws.store import now
-from workload.context import read_context
 from workload.coordinator import SweepPlace
 from workload.faults import write_timeline
 from workload.layout import LAYOUT
+from workload.record import load_context
 from workload.results import NodeStatus, write_status
 from workload.sweep import SweepPoint
 
@@ -155,7 +155,6 @@ class S3Fleet:
         """Processes per node at ``point`` as the context this coordinator prepared says:
         the analysis expects records or a status of each."""
         try:
-            context = read_context(self.agent.run_dir)
-            return int(context["points"][point]["processes_per_node"] or 1)
-        except (OSError, ValueError, LookupError, TypeError):
+            return load_context(self.agent.run_dir).points[point].processes
+        except (OSError, ValueError, LookupError):
             return 1
