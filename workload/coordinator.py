@@ -30,6 +30,11 @@ class SweepPlace:
     remaining_s: float = 0.0
 
     @property
+    def position(self) -> str:
+        """``[k/n]``: the point's place in the run, as the terminal shows it."""
+        return f"[{self.point.index + 1}/{self.total}]"
+
+    @property
     def last(self) -> bool:
         """No point follows (a node still down after it need not be brought back)."""
         return self.point.index + 1 >= self.total

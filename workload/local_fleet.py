@@ -83,12 +83,11 @@ class LocalFleet:
     def prepare(self, place: SweepPlace) -> str | None:
         """Say which point starts and create its destination (a failure raises)."""
         point = place.point
-        position = f"[{point.index + 1}/{place.total}]"
         rate = f" rate={point.load.rate:g}/s per sender worker" if point.load.rate else ""
         repeat = self.scenario.repeat
         run = f" (run {point.repeat + 1} of {repeat})" if repeat > 1 else ""
         self.console(
-            f"point {position}: threads={point.load.threads} "
+            f"point {place.position}: threads={point.load.threads} "
             f"sender_nodes={point.load.sender_nodes} receiver_nodes={point.receiver_nodes} "
             f"message_size={point.load.message_size}{rate}{run}"
         )
@@ -132,7 +131,7 @@ class LocalFleet:
             )
             for spec in specs
         ]
-        label = f"[{point.index + 1}/{place.total}] {point.label}"
+        label = f"{place.position} {point.label}"
         view = ProgressView(label, point=point, remaining_s=place.remaining_s)
         faults = start_faults(self.scenario, self.cluster, destination, point.index, self.console)
         running = self._running = _Running(
