@@ -23,12 +23,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
-from typing import TypeVar
 
 from brokers.base import (
     AsyncReceiver,
     AsyncSender,
     Confirmation,
+    R,
     Received,
     Receiver,
     Sender,
@@ -36,9 +36,6 @@ from brokers.base import (
 from workload import message
 from workload.recording import WorkerRecorder
 from workload.scenario import LoadSection
-
-#: A client's receipt: what its ``receive`` hands out, its ``ack`` takes back.
-R = TypeVar("R")
 
 #: The longest a receiver idles waiting for senders that have not said they finished.
 SENDERS_WAIT_LIMIT = 180.0
