@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -345,26 +346,17 @@ def knee_text(points: list[charts.CurvePoint]) -> str:
     return f"<ul>{''.join(found)}</ul>" if found else ""
 
 
-def window_origins(run_dir: Path) -> dict[int, int]:
-    """Each point's time 0 on its time-series charts: the second its first latency window
-    starts (the end of its warm-up), wall-clock."""
-    directory = run_dir / LAYOUT.windows
-    if not directory.is_dir():
-        return {}
-    table = pq.read_table(directory, columns=["point", "window_start"])
-    starts = table.group_by("point").aggregate([("window_start", "min")])
-    return dict(
-        zip(
-            (int(p) for p in starts["point"].to_pylist()),
-            (int(s) for s in starts["window_start_min"].to_pylist()),
-            strict=True,
-        )
-    )
+@dataclass(frozen=True)
+class WindowSeries:
+    """A point's latency windows, in order; its charts count time from ``origin_s``, the
+    wall-clock second its first window starts (the end of its warm-up)."""
+
+    origin_s: int
+    windows: list[charts.Window]
 
 
-def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
-    """Each point's latency windows (``analysis/windows``), in order; time counts from the
-    point's first window, the end of its warm-up (:func:`window_origins`)."""
+def read_windows(run_dir: Path) -> dict[int, WindowSeries]:
+    """Each point's latency windows (``analysis/windows``) and its charts' time 0."""
     directory = run_dir / LAYOUT.windows
     if not directory.is_dir():
         return {}
@@ -375,7 +367,7 @@ def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
     for point, found in rows.items():
         found.sort(key=lambda r: r["window_start"])
         start = found[0]["window_start"]
-        out[point] = [
+        windows = [
             charts.Window(
                 end_s=float(r["window_start"] - start + (r.get("window_seconds") or 1)),
                 seconds=float(r.get("window_seconds") or 1),
@@ -387,6 +379,7 @@ def read_windows(run_dir: Path) -> dict[int, list[charts.Window]]:
             )
             for r in found
         ]
+        out[point] = WindowSeries(int(start), windows)
     return out
 
 
@@ -736,8 +729,7 @@ def write_html(
             "tail (99 %, 99.9 %, …) gets as much room as the body. Lines end at the maximum, drawn "
             "at 99.999 %.</p></div></div>"
         )
-    windows = read_windows(run_dir)
-    origins = window_origins(run_dir)
+    series = read_windows(run_dir)
     through = {
         point: faults.point_effects(run_dir, timeline)
         for point, timeline in read_timelines(run_dir).items()
@@ -745,20 +737,20 @@ def write_html(
     sections.append("<h2>Sweep points</h2>")
     for r in rows:
         point = int(r["point"])
-        found_faults = through.get(point)
+        found_faults, drawn = through.get(point), series.get(point)
         marks = (
-            fault_marks(found_faults, origins[point])
-            if found_faults is not None and point in origins
+            fault_marks(found_faults, drawn.origin_s)
+            if found_faults is not None and drawn is not None
             else []
         )
         sections.append(
             _point_section(
                 r,
-                windows.get(point, []),
+                drawn.windows if drawn is not None else [],
                 histograms.get(point, {}),
                 chart,
                 marks,
-                faults_block(r, found_faults, origins.get(point)),
+                faults_block(r, found_faults, drawn.origin_s if drawn is not None else None),
             )
         )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
