@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from analysis import capacity, faults, hdr, repeats
+from analysis import capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
 from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
 from analysis.prices import cost_per_million, load_prices
@@ -50,11 +50,13 @@ from workload.results import (
     raw_dir,
     read_statuses,
 )
+from workload.telemetry import TELEMETRY_SCHEMA
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
     pa.string(): T.StringType(),
     pa.int32(): T.IntegerType(),
     pa.int64(): T.LongType(),
+    pa.float64(): T.DoubleType(),
 }
 
 
@@ -76,7 +78,7 @@ def read_table(
     paths: list[str] | None = None,
 ) -> DataFrame:
     """A raw table: its whole folder, or only ``paths`` (the files that can be read)."""
-    schema = spark_schema(TABLES[table])
+    schema = spark_schema(TABLES.get(table, TELEMETRY_SCHEMA))
     run = RunLocation.of(run_dir)
     relative = LAYOUT.raw_table(table)
     if paths is None and run.has_parquet(relative):
@@ -159,6 +161,19 @@ def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> R
         if status is not None:
             statuses[key] = status
     return RunRecords(statuses, present)
+
+
+def telemetry_paths(run: RunLocation) -> list[str] | None:
+    """The telemetry files to read: locally those whose footer reads (a sampler's file cut
+    short leaves a gap, not a failed analysis); in S3 the whole folder."""
+    if run.s3:
+        return None
+    readable = []
+    for path in sorted((run.local / LAYOUT.raw_table(LAYOUT.telemetry)).glob("*.parquet")):
+        with contextlib.suppress(OSError, ValueError, pa.ArrowException):
+            pq.read_metadata(path)
+            readable.append(str(path))
+    return readable
 
 
 def local_records(run_dir: Path) -> RunRecords:
@@ -315,6 +330,9 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
+    usage = tf.node_usage(read_table(spark, run, LAYOUT.telemetry, telemetry_paths(run)), periods)
+    usages = resources.node_usages(r.asDict() for r in usage.collect())
+    _merge(rows, resources.resource_table(context, usages, rows))
     _merge(rows, capacity.probe_columns(context, rows))
     summary = _summary_rows(context, rows)
     try:

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from analysis.columns import METRICS, window_column
 from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
+from workload.telemetry import USAGE_MEANS
 
 KEY = ["run_id", "point"]
 COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")
@@ -396,3 +397,21 @@ def whole_run(histograms: DataFrame) -> DataFrame:
 def seconds_of(duration: float) -> int:
     """Window lengths and steps are whole seconds (records are per second)."""
     return max(1, math.ceil(duration))
+
+
+def node_usage(telemetry: DataFrame, periods: DataFrame) -> DataFrame:
+    """Per point and node: the mean of every telemetry figure over the point's measurement
+    period (its rate period: after the warm-up, whole seconds in which every sender worker
+    sent), and the peak second's CPU. A mean skips the seconds a counter was not read.
+
+    Columns: run_id, point, role, node, seconds (telemetry seconds in the period),
+    one column per :data:`USAGE_MEANS`, cpu_max_pct.
+    """
+    inside = telemetry.join(periods.select(*KEY, "start", "end"), on=KEY).where(
+        (F.col("second") >= F.col("start")) & (F.col("second") <= F.col("end"))
+    )
+    return inside.groupBy(*KEY, "role", "node").agg(
+        F.count("*").alias("seconds"),
+        *(F.avg(c).alias(c) for c in USAGE_MEANS),
+        F.max("cpu_pct").alias("cpu_max_pct"),
+    )

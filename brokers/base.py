@@ -241,6 +241,20 @@ class FaultTarget:
     leader: bool
 
 
+@dataclass(frozen=True, slots=True)
+class NodeProcesses:
+    """Where one running broker node of a local cluster is, for the resource telemetry."""
+
+    name: str
+    #: The process group of the node's processes (None while the node is down).
+    group: int | None
+    #: The node's data directory (its disk is the one it writes to).
+    data_dir: Path | None = None
+    #: The host end of the node's network interface where it has one of its own (a
+    #: namespace's veth); None on the shared loopback.
+    interface: str | None = None
+
+
 class LocalCluster(abc.ABC):
     """Broker processes started on this machine; stopped (and data removed) by ``stop``.
 
@@ -257,6 +271,10 @@ class LocalCluster(abc.ABC):
     @abc.abstractmethod
     def dead_nodes(self) -> list[str]:
         """Names of nodes whose process has exited (empty while all run)."""
+
+    def processes(self) -> list[NodeProcesses]:
+        """Each broker node's processes now, for the resource telemetry (empty: none known)."""
+        return []
 
     def fault_target(self, selector: str | int, destination: Destination) -> FaultTarget:
         """The node ``"leader"``, ``"follower"`` or a node index names now, asked of the

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brokers.base import Destination, Endpoints, FaultTarget, LocalCluster
+from brokers.base import Destination, Endpoints, FaultTarget, LocalCluster, NodeProcesses
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.netns import LOOPBACK, NodeHosts
 from brokers.watchdog import WATCHDOG
@@ -276,6 +276,19 @@ class ProcessCluster(LocalCluster):
 
     def dead_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if not n.alive()]
+
+    def processes(self) -> list[NodeProcesses]:
+        """Each node's process group (the session it was started in), the work directory
+        its data is in and, in a namespace, its bridge port."""
+        return [
+            NodeProcesses(
+                node.name,
+                node.proc.pid if node.proc is not None and node.alive() else None,
+                self.workdir,
+                self.hosts.interface(self.slots[node.name]) if node.name in self.slots else None,
+            )
+            for node in self.nodes
+        ]
 
     def node(self, name: str) -> ManagedProcess:
         return next(n for n in self.nodes if n.name == name)

@@ -56,6 +56,11 @@ class NodeHosts:
         """The address node ``slot`` listens on and is reached at."""
         return LOOPBACK
 
+    def interface(self, slot: int) -> str | None:
+        """The interface on this machine that carries node ``slot``'s traffic alone (None:
+        it shares loopback with every other node)."""
+        return None
+
     def command(self, slot: int, cmd: Sequence[str]) -> list[str]:
         """``cmd`` as it runs for node ``slot``."""
         return list(cmd)
@@ -104,6 +109,9 @@ class Namespaces(NodeHosts):
     def port(self, slot: int) -> str:
         """The bridge port (host end of the veth pair) of node ``slot``."""
         return f"{self.bridge}h{slot}"
+
+    def interface(self, slot: int) -> str | None:
+        return self.port(slot)
 
     def address(self, slot: int) -> str:
         if not 0 <= slot < MAX_SLOTS:

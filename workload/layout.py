@@ -6,6 +6,10 @@ them, plus the control markers through which the machines of an AWS run coordina
 ``raw/<table>/p<K>-<role>-<node>.<part>.parquet``
                                           a node part's records of one raw table
                                           (:mod:`workload.results`)
+``raw/telemetry/p<K>-<node>.parquet``    a node's resource telemetry at point K
+                                          (:mod:`workload.telemetry`; ``<node>`` a
+                                          broker node's name, ``sender-<n>``,
+                                          ``receiver-<n>`` or ``host``)
 ``nodes/p<K>-<role>-<node>.<part>.json``  how that node part ended
 ``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
 ``analysis/``                             what the analysis job writes: ``summary.csv``,
@@ -78,6 +82,14 @@ class RunLayout:
 
     def raw_file(self, table: str, point: int, role: str, node: int, part: int = 0) -> str:
         return f"{self.raw_table(table)}/{self.part_name(point, role, node, part)}.parquet"
+
+    #: The raw table of the resource telemetry (not a node part's: one file per node).
+    telemetry: str = "telemetry"
+
+    def telemetry_file(self, point: int, node: str) -> str:
+        """A node's telemetry at ``point``; ``node`` as the sampler names it."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node)
+        return f"{self.raw_table(self.telemetry)}/p{point}-{safe}.parquet"
 
     @staticmethod
     def point_files(point: int) -> str:

@@ -1,7 +1,9 @@
 """The client nodes of a local run: one process per node part on this machine, driven
 through a sweep point by the coordinator (:class:`workload.coordinator.Fleet`).
 
-A point is released by starting its processes; while they run, the live progress view
+A point is released by starting its processes and the resource sampler
+(:mod:`workload.telemetry`: every broker node's process group, every client node's
+processes, the machine); while they run, the live progress view
 merges what they report, the senders' end is passed on to the receivers, the point's
 faults (:mod:`workload.faults`) start their clock at the first confirmed message, and a
 broker node that died — unless down by a declared fault — fails the run. Ctrl-C (or a
@@ -27,8 +29,10 @@ from workload.naming import destination_name, point_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.progress import ProgressView
 from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
-from workload.scenario import Scenario
+from workload.scenario import LoadSection, Scenario
 from workload.signals import signal_name
+from workload.telemetry import Sampler, Target, node_means, process_groups, write_telemetry
+from workload.verdict import NodeUsage, point_usage, verdict
 
 Console = Callable[[str], None]
 
@@ -59,6 +63,10 @@ class _Running:
     progress: Any
     view: ProgressView
     faults: FaultScheduler | None
+    load: LoadSection
+    sampler: Sampler | None = None
+    #: When the senders were seen done (monotonic; 0 while they send).
+    senders_done_at: float = 0.0
     dead_reported: set[str] = field(default_factory=set)
 
 
@@ -135,11 +143,44 @@ class LocalFleet:
         view = ProgressView(label, point=point, remaining_s=place.remaining_s)
         faults = start_faults(self.scenario, self.cluster, destination, point.index, self.console)
         running = self._running = _Running(
-            destination, specs, processes, stop, senders_done, progress, view, faults
+            destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
         with self._guard(place, running):
             for process in processes:
                 process.start()
+            running.sampler = Sampler(
+                self.outcome.run_id,
+                point.index,
+                lambda: self._targets(running),
+                self.scenario.measurement.telemetry_interval,
+                host_data_dir=self.outcome.run_dir,
+            ).start()
+
+    def _targets(self, running: _Running) -> list[Target]:
+        """What the sampler reads now: each broker node's process group and each client
+        node's processes."""
+        targets = []
+        if self.cluster is not None:
+            groups = process_groups()
+            targets += [
+                Target(
+                    "broker",
+                    node.name,
+                    tuple(groups.get(node.group, ()) if node.group is not None else ()),
+                    node.data_dir,
+                    node.interface,
+                )
+                for node in self.cluster.processes()
+            ]
+        clients: dict[tuple[str, int], list[int]] = {}
+        for spec, process in zip(running.specs, running.processes, strict=True):
+            pids = clients.setdefault((spec.role, spec.node), [])
+            if process.pid is not None and process.is_alive():
+                pids.append(process.pid)
+        targets += [
+            Target(role, f"{role}-{node}", tuple(pids)) for (role, node), pids in clients.items()
+        ]
+        return targets
 
     def run(self, place: SweepPlace) -> None:
         """Watch the processes until they end: progress, the senders' end, the faults'
@@ -179,6 +220,7 @@ class LocalFleet:
             view.tick()
             if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
                 running.senders_done.set()
+                running.senders_done_at = time.time()
             if faults is not None and view.totals()[0] > 0:
                 faults.sending_started()
             if self.cluster is not None:
@@ -236,13 +278,44 @@ class LocalFleet:
 
     def _stop(self, running: _Running) -> None:
         _drain(running.progress, running.view, timeout=0)
-        running.view.close()
+        running.view.close(self._end_telemetry(running))
         running.stop.set()
         _join(running.processes, timeout=5)
         for process in running.processes:
             if process.is_alive():
                 process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
                 process.join(timeout=5)
+
+    def _end_telemetry(self, running: _Running) -> str:
+        """Stop the sampler, keep its rows, and judge from them what set the pace (the
+        analysis judges again over the exact measurement period)."""
+        sampler, running.sampler = running.sampler, None
+        if sampler is None:
+            return ""
+        rows = sampler.stop()
+        if sampler.failure:
+            self.console(f"  note: {sampler.failure} (the rows before it are kept)")
+        try:
+            write_telemetry(self.outcome.run_dir, rows)
+        except RecordsNotWritten as exc:
+            self.console(f"  note: telemetry not kept: {exc}")
+        first, last = running.view.sending_span()
+        if not first:
+            return ""
+        load = running.load
+        warmup = self.scenario.measurement.warmup or 0.0
+        start, end = int(first + warmup) + 1, int(running.senders_done_at or last) - 1
+        if end < start:  # a point too short for whole seconds after its warm-up
+            start, end = int(first), int(running.senders_done_at or last)
+        usage = point_usage(
+            (NodeUsage.of_row(r) for r in node_means(rows, start, end)),
+            rate=load.rate,
+            workers=load.threads * load.sender_nodes,
+            max_in_flight=load.max_in_flight,
+            send_msgs_per_s=running.view.send_rate(),
+        )
+        judged = verdict(usage)
+        return f"{judged.limit} ({judged.reason})"
 
 
 def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:

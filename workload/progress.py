@@ -18,7 +18,7 @@ import io
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO, cast
 
 from rich.console import Console, Group
@@ -56,6 +56,8 @@ class Figures:
     #: Estimated seconds until the whole sweep ends.
     eta: float
     final: bool = False
+    #: What set the pace (the closing line only; "" when not judged).
+    limit: str = ""
 
 
 class ProgressView:
@@ -135,11 +137,11 @@ class ProgressView:
         self.last_print = now
         self._show(self.figures(now))
 
-    def close(self) -> None:
-        """Show the point's summary; it stays (on a terminal, as the live display's last
-        state)."""
+    def close(self, limit: str = "") -> None:
+        """Show the point's summary — with ``limit``, what set its pace — which stays (on a
+        terminal, as the live display's last state)."""
         self.last_print = self.clock()
-        self._show(self.summary(self.last_print))
+        self._show(replace(self.summary(self.last_print), limit=limit))
         if self.live is not None:
             self.live.stop()
             self.live = None
@@ -199,10 +201,24 @@ class ProgressView:
 
     def line(self, f: Figures) -> str:
         """The plain line (logs, CI): the same figures as the live display."""
-        return (
+        line = (
             f"  {self.label}  {self._time(f)}  {traffic_text(f)}  {latency_errors_text(f)}"
             f"  sweep ETA {clock_text(f.eta)}"
         )
+        return line + (f"\n    limited by: {f.limit}" if f.limit else "")
+
+    def sending_span(self) -> tuple[float, float]:
+        """Wall-clock times of the first and the last report that counted more sent
+        messages (0, 0 before any)."""
+        _, first, last = self.flowing[0]
+        if not first:
+            return 0.0, 0.0
+        offset = time.time() - self.clock()
+        return first + offset, last + offset
+
+    def send_rate(self) -> float:
+        """The point's average send rate so far (msgs/s)."""
+        return self.summary(self.clock()).send_rate
 
     def _time(self, f: Figures) -> str:
         shown = clock_text(f.elapsed)
@@ -250,9 +266,17 @@ class ProgressView:
         latency = Text("  " + latency_errors_text(f))
         if f.errors:
             latency.highlight_regex(r"errors [\d,]+", "bold red")
-        return Group(
-            Text(self.label, style="bold"), Padding(progress, (0, 0, 0, 2)), traffic, latency
-        )
+        parts: list[Text | Padding] = [
+            Text(self.label, style="bold"),
+            Padding(progress, (0, 0, 0, 2)),
+            traffic,
+            latency,
+        ]
+        if f.limit:
+            limit = Text(f"  limited by: {f.limit}")
+            limit.highlight_regex(r"(client CPU|shared host)", "yellow")
+            parts.append(limit)
+        return Group(*parts)
 
     def _write(self, text: str) -> None:
         """Progress is a courtesy: a closed terminal or pipe must not stop the run."""

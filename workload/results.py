@@ -250,7 +250,7 @@ def write_node(
     failed: list[RecordsNotWritten] = []
     for table, data in tables.items():  # each table on its own: keep whatever can be kept
         try:
-            _write(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
+            write_table_file(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
         except RecordsNotWritten as exc:
             failed.append(exc)
     if failed:
@@ -263,7 +263,8 @@ def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], type_)
 
 
-def _write(path: Path, table: pa.Table) -> None:
+def write_table_file(path: Path, table: pa.Table) -> None:
+    """Write one Parquet file whole or not at all (:class:`RecordsNotWritten` names it)."""
     _atomically(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 

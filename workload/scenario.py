@@ -341,6 +341,12 @@ class MeasurementSection(Strict):
         "than the default 60 s is measured as one window of its own length).",
     )
     step: PositiveDuration = Field(10.0, description="Window slide step; at most the window.")
+    telemetry_interval: PositiveDuration = Field(
+        1.0,
+        le=60.0,
+        description="How often every node's resources (CPU, memory, disk, network, GC) are "
+        "sampled; at most 60 s.",
+    )
 
     @model_validator(mode="after")
     def _step_fits(self) -> MeasurementSection:

@@ -1,0 +1,98 @@
+"""The resource columns of ``summary.csv`` and each point's verdict, from the telemetry.
+
+The Spark job averages every node's telemetry over the point's measurement period
+(:func:`analysis.transforms.node_usage`); here those few rows per point become:
+
+* the busiest broker node's CPU (mean and peak second, % of one core), resident memory and
+  GC pause time; the busiest client node's CPU and its busiest process's; the machine's CPU
+  (% of all its cores) where broker and clients share it;
+* the broker's disk: bytes its processes wrote per second, and the write operations,
+  flushes and busy time of its data device; its network traffic (its own interfaces where
+  it has them, else the machine's loopback, which carries the clients' traffic to it);
+* what a message costs the broker: CPU microseconds and bytes written to disk per
+  confirmed message (all broker nodes together, over the send rate) — figures that compare
+  across systems and runs;
+* ``limited_by`` / ``limited_reason``: :func:`workload.verdict.verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from workload.record import RunContext
+from workload.verdict import NodeUsage, Usage, Verdict, point_usage, verdict
+
+MB = 1_000_000.0
+
+
+def node_usages(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[NodeUsage]]:
+    """Rows of :func:`analysis.transforms.node_usage`, per point."""
+    found: dict[int, list[NodeUsage]] = {}
+    for r in rows:
+        found.setdefault(int(r["point"]), []).append(NodeUsage.of_row(r))
+    return found
+
+
+def resource_columns(usage: Usage, send_msgs_per_s: float | None) -> dict[str, Any]:
+    """One point's resource columns and verdict (see the module)."""
+    found: dict[str, Any] = {}
+    judged: Verdict = verdict(usage)
+    found["limited_by"] = judged.limit
+    found["limited_reason"] = judged.reason
+    if not usage.nodes:
+        return found
+    brokers = usage.of("broker")
+    host = next(iter(usage.of("host")), None)
+    if host is not None and usage.shared_host:
+        found["host_cpu_pct"] = host.cpu_pct / host.cores
+    busiest = usage.busiest("broker")
+    if busiest is not None:
+        found["broker_cpu_pct"] = busiest.cpu_pct
+        found["broker_cpu_max_pct"] = busiest.cpu_max_pct
+        found["broker_rss_mb"] = busiest.rss_bytes / MB
+        found["broker_gc_ms_per_s"] = busiest.gc_pause_ms_s
+    client = usage.busiest("sender", "receiver")
+    if client is not None:
+        found["client_cpu_pct"] = client.cpu_pct
+        found["client_process_cpu_pct"] = max(
+            n.process_max_pct for n in usage.of("sender", "receiver")
+        )
+    device = next((n for n in [*brokers, host] if n and n.device_busy_pct is not None), None)
+    if device is not None:
+        found["broker_disk_write_ops_s"] = device.device_write_ops_s
+        found["broker_disk_busy_pct"] = device.device_busy_pct
+        found["broker_disk_flushes_s"] = device.device_flushes_s
+    if brokers:
+        written = sum(n.write_bytes_s for n in brokers)
+        cpu_cores = sum(n.cpu_pct for n in brokers) / 100.0
+        found["broker_disk_write_mb_s"] = written / MB
+        own = [n.net_bytes_s for n in brokers if n.net_bytes_s is not None]
+        net = sum(own) if own else (host.net_bytes_s if host is not None else None)
+        found["broker_net_mb_s"] = None if net is None else net / MB
+        if send_msgs_per_s:
+            found["broker_cpu_us_per_msg"] = cpu_cores * 1e6 / send_msgs_per_s
+            found["broker_disk_bytes_per_msg"] = written / send_msgs_per_s
+    return found
+
+
+def resource_table(
+    context: RunContext,
+    usages: Mapping[int, list[NodeUsage]],
+    rows: Mapping[int, Mapping[str, Any]],
+) -> dict[int, dict[str, Any]]:
+    """Per point of the context: its resource columns (a point without telemetry: only its
+    verdict, unknown)."""
+    out = {}
+    for entry in context.points:
+        send = (rows.get(entry.point) or {}).get("send_msgs_per_s")
+        load = entry.load
+        usage = point_usage(
+            usages.get(entry.point, []),
+            rate=load.rate,
+            workers=load.threads * load.sender_nodes,
+            max_in_flight=load.max_in_flight,
+            send_msgs_per_s=send,
+        )
+        out[entry.point] = resource_columns(usage, send)
+    return out

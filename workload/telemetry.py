@@ -1,0 +1,451 @@
+"""Resource telemetry: what every node of a sweep point used, second by second.
+
+A :class:`Sampler` runs beside the workers — a thread of the coordinating process locally,
+never in a worker — and reads, every ``interval`` (1 s by default), cumulative counters of
+each :class:`Target` and of the machine, and keeps their rates as rows of the raw table
+``telemetry`` (:data:`TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
+records (``second`` is the wall-clock second a row starts in):
+
+* CPU (user, system) of the node's processes, in % of one core, and of its busiest
+  process (a Python client process cannot use more than about one core); for the machine
+  (``role = "host"``) also iowait, and ``cores``, the cores the node may use;
+* resident memory of the node's processes;
+* disk: bytes the node's processes read and wrote (``/proc/<pid>/io``), and for the block
+  device its data directory is on, write operations, bytes written, busy time and the
+  flushes (fsync reaching the device) where the kernel counts them (``/proc/diskstats``,
+  whose flush fields psutil does not give);
+* network bytes in and out on the node's own interface (a namespace's veth); nodes that
+  share loopback have none of their own, and the host row carries the machine's;
+* for a JVM, garbage-collection pause time per second (:mod:`workload.jvmstat`).
+
+A counter that cannot be read leaves its cell empty and says why in ``note``; a target
+whose processes are gone (a node down by a fault) leaves no row for those seconds. Nothing
+the sampler meets stops a run: a failure of the sampler itself ends sampling with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow as pa
+
+from workload import jvmstat
+from workload.layout import LAYOUT
+from workload.results import RecordsNotWritten, write_table_file
+
+TELEMETRY_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("point", pa.int32()),
+        ("role", pa.string()),
+        ("node", pa.string()),
+        ("second", pa.int64()),
+        ("seconds", pa.float64()),
+        ("cores", pa.float64()),
+        ("processes", pa.int32()),
+        ("cpu_pct", pa.float64()),
+        ("cpu_user_pct", pa.float64()),
+        ("cpu_system_pct", pa.float64()),
+        ("cpu_iowait_pct", pa.float64()),
+        ("cpu_process_max_pct", pa.float64()),
+        ("rss_bytes", pa.int64()),
+        ("read_bytes_s", pa.float64()),
+        ("write_bytes_s", pa.float64()),
+        ("device", pa.string()),
+        ("device_write_ops_s", pa.float64()),
+        ("device_write_bytes_s", pa.float64()),
+        ("device_busy_pct", pa.float64()),
+        ("device_flushes_s", pa.float64()),
+        ("net_in_bytes_s", pa.float64()),
+        ("net_out_bytes_s", pa.float64()),
+        ("gc_pause_ms_s", pa.float64()),
+        ("note", pa.string()),
+    ]
+)
+
+HOST = "host"
+
+#: Telemetry columns averaged per node over a measurement period (:func:`node_means`, and
+#: the Spark job's ``analysis.transforms.node_usage``).
+USAGE_MEANS = (
+    "cores",
+    "processes",
+    "cpu_pct",
+    "cpu_process_max_pct",
+    "rss_bytes",
+    "write_bytes_s",
+    "device_write_ops_s",
+    "device_busy_pct",
+    "device_flushes_s",
+    "net_in_bytes_s",
+    "net_out_bytes_s",
+    "gc_pause_ms_s",
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A node whose processes the sampler reads: a broker node or a client node."""
+
+    role: str
+    node: str
+    #: The node's processes now (pids); empty while it is down.
+    pids: tuple[int, ...]
+    #: Where its data is: the block device under it is read for disk operations.
+    data_dir: Path | None = None
+    #: Its own network interface, if it has one.
+    interface: str | None = None
+
+
+def process_groups() -> dict[int, list[int]]:
+    """Every process of this machine by process group (a broker node started in a session
+    of its own is its group)."""
+    groups: dict[int, list[int]] = {}
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            groups.setdefault(os.getpgid(pid), []).append(pid)
+    return groups
+
+
+def block_device(path: Path) -> str | None:
+    """The name of the block device (as ``/proc/diskstats`` lists it) that ``path`` is on;
+    None for a file system without one (tmpfs, overlay)."""
+    try:
+        dev = os.stat(path).st_dev
+        link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+        return link.resolve().name if link.exists() else None
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class DiskCounters:
+    writes: int
+    sectors_written: int
+    busy_ms: int
+    #: None where the kernel does not count flushes (before Linux 5.5).
+    flushes: int | None
+
+
+def disk_counters(device: str) -> DiskCounters | None:
+    """The cumulative counters of one block device (``/proc/diskstats``)."""
+    try:
+        with open("/proc/diskstats") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 14 and fields[2] == device:
+                    flushes = int(fields[18]) if len(fields) >= 20 else None
+                    return DiskCounters(int(fields[7]), int(fields[9]), int(fields[12]), flushes)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass
+class _ProcessState:
+    """The last cumulative counters of one process."""
+
+    cpu_user: float
+    cpu_system: float
+    read_bytes: int
+    write_bytes: int
+    gc_s: float | None
+
+
+@dataclass
+class _TargetState:
+    processes: dict[int, _ProcessState] = field(default_factory=dict)
+    device: str | None = None
+    disk: DiskCounters | None = None
+    net: tuple[int, int] | None = None
+    perf_files: dict[int, Path | None] = field(default_factory=dict)
+    handles: dict[int, psutil.Process] = field(default_factory=dict)
+
+
+def _process_state(
+    proc: psutil.Process, perf: Path | None
+) -> tuple[_ProcessState, int, str | None]:
+    """A process's counters, its resident memory and what could not be read."""
+    note = None
+    with proc.oneshot():
+        cpu = proc.cpu_times()
+        rss = proc.memory_info().rss
+        try:
+            io = proc.io_counters()
+            read_bytes, write_bytes = io.read_bytes, io.write_bytes
+        except (psutil.AccessDenied, AttributeError):
+            read_bytes = write_bytes = 0
+            note = "disk bytes of a process not readable"
+    gc = jvmstat.read_gc_pause_seconds(perf) if perf is not None else None
+    return _ProcessState(cpu.user, cpu.system, read_bytes, write_bytes, gc), rss, note
+
+
+class Sampler:
+    """Samples the targets and the machine every ``interval`` seconds in a thread of its
+    own (see the module); :meth:`stop` ends it and returns the rows."""
+
+    def __init__(
+        self,
+        run_id: str,
+        point: int,
+        targets: Callable[[], list[Target]],
+        interval: float = 1.0,
+        host_data_dir: Path | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.point = point
+        self.targets = targets
+        self.interval = interval
+        self.rows: list[dict[str, Any]] = []
+        #: Why sampling ended early ("" while it runs or when it ran to the end).
+        self.failure = ""
+        self._host_device = block_device(host_data_dir) if host_data_dir else None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+        self._states: dict[str, _TargetState] = {}
+        self._host: tuple[Any, DiskCounters | None, tuple[int, int]] | None = None
+        self._cores = float(psutil.cpu_count() or 1)
+        self._last = 0.0
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.rows
+
+    def _loop(self) -> None:
+        try:
+            self._last = time.time()
+            self.sample(first=True)
+            while not self._stop.wait(self._until_next()):
+                self.sample()
+        except Exception as exc:  # never the run's failure: a gap and a note
+            self.failure = f"telemetry sampler stopped: {type(exc).__name__}: {exc}"
+
+    def _until_next(self) -> float:
+        """Seconds to the next tick, ticks landing just after whole multiples of the
+        interval (so a row's second is the workers' second)."""
+        now = time.time()
+        return max(0.05, self.interval - (now % self.interval) + 0.005)
+
+    def sample(self, first: bool = False) -> None:
+        """Read every counter once; from the second call on, add a row per target."""
+        now = time.time()
+        elapsed = now - self._last
+        start = self._last
+        self._last = now
+        emit = not first and elapsed > 0
+        seen = set()
+        for target in self.targets():
+            seen.add(target.node)
+            row = self._target(target, elapsed, emit)
+            if row is not None:
+                self.rows.append(self._stamp(row, target.role, target.node, start, elapsed))
+        for name in set(self._states) - seen:
+            del self._states[name]
+        host = self._machine(elapsed, emit)
+        if host is not None:
+            self.rows.append(self._stamp(host, HOST, HOST, start, elapsed))
+
+    def _stamp(
+        self, row: dict[str, Any], role: str, node: str, start: float, elapsed: float
+    ) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "point": self.point,
+            "role": role,
+            "node": node,
+            # Ticks land just after whole seconds: a row is the second it starts in.
+            "second": int(start + 0.05),
+            "seconds": round(elapsed, 3),
+            **row,
+        }
+
+    def _target(self, target: Target, elapsed: float, emit: bool) -> dict[str, Any] | None:
+        state = self._states.setdefault(target.node, _TargetState())
+        notes: list[str] = []
+        pids = target.pids
+        current: dict[int, _ProcessState] = {}
+        cpu_user = cpu_system = 0.0
+        busiest = 0.0
+        rss = read = write = 0
+        gc: float | None = None
+        for pid in pids:
+            try:
+                if pid not in state.handles:
+                    state.handles[pid] = psutil.Process(pid)
+                    state.perf_files[pid] = jvmstat.perf_file(pid)
+                now, mem, note = _process_state(state.handles[pid], state.perf_files[pid])
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, ProcessLookupError):
+                continue
+            except psutil.AccessDenied:
+                notes.append("a process not readable")
+                continue
+            if note:
+                notes.append(note)
+            current[pid] = now
+            rss += mem
+            before = state.processes.get(pid)
+            if before is None:
+                continue
+            user, system = now.cpu_user - before.cpu_user, now.cpu_system - before.cpu_system
+            cpu_user += user
+            cpu_system += system
+            busiest = max(busiest, user + system)
+            read += now.read_bytes - before.read_bytes
+            write += now.write_bytes - before.write_bytes
+            if now.gc_s is not None and before.gc_s is not None:
+                gc = (gc or 0.0) + now.gc_s - before.gc_s
+        state.processes = current
+        for gone in set(state.handles) - set(current):
+            del state.handles[gone], state.perf_files[gone]
+        if target.data_dir is not None and state.device is None:
+            state.device = block_device(target.data_dir)
+        disk = disk_counters(state.device) if state.device else None
+        net = _interface_bytes(target.interface) if target.interface else None
+        previous_disk, previous_net = state.disk, state.net
+        state.disk, state.net = disk, net
+        if not emit or not current:
+            return None
+        row: dict[str, Any] = {
+            "cores": self._cores,
+            "processes": len(current),
+            "cpu_pct": 100.0 * (cpu_user + cpu_system) / elapsed,
+            "cpu_user_pct": 100.0 * cpu_user / elapsed,
+            "cpu_system_pct": 100.0 * cpu_system / elapsed,
+            "cpu_process_max_pct": 100.0 * busiest / elapsed,
+            "rss_bytes": rss,
+            "read_bytes_s": read / elapsed,
+            "write_bytes_s": write / elapsed,
+            "gc_pause_ms_s": None if gc is None else 1000.0 * gc / elapsed,
+        }
+        row.update(_disk_rates(state.device, previous_disk, disk, elapsed, notes))
+        if net is not None and previous_net is not None:
+            row["net_in_bytes_s"] = (net[0] - previous_net[0]) / elapsed
+            row["net_out_bytes_s"] = (net[1] - previous_net[1]) / elapsed
+        if notes:
+            row["note"] = "; ".join(sorted(set(notes)))
+        return row
+
+    def _machine(self, elapsed: float, emit: bool) -> dict[str, Any] | None:
+        cpu = psutil.cpu_times()
+        disk = disk_counters(self._host_device) if self._host_device else None
+        counters = psutil.net_io_counters()
+        net = (counters.bytes_recv, counters.bytes_sent)
+        previous, self._host = self._host, (cpu, disk, net)
+        if not emit or previous is None:
+            return None
+        before_cpu, before_disk, before_net = previous
+        total = sum(cpu) - sum(before_cpu)
+        if total <= 0:
+            return None
+
+        def share(*names: str) -> float:
+            spent = sum(getattr(cpu, n, 0.0) - getattr(before_cpu, n, 0.0) for n in names)
+            return 100.0 * self._cores * spent / total
+
+        idle = share("idle", "iowait")
+        row: dict[str, Any] = {
+            "cores": self._cores,
+            "cpu_pct": 100.0 * self._cores - idle,
+            "cpu_user_pct": share("user", "nice"),
+            "cpu_system_pct": share("system", "irq", "softirq", "steal"),
+            "cpu_iowait_pct": share("iowait"),
+            "rss_bytes": psutil.virtual_memory().used,
+            "net_in_bytes_s": (net[0] - before_net[0]) / elapsed,
+            "net_out_bytes_s": (net[1] - before_net[1]) / elapsed,
+        }
+        notes: list[str] = []
+        row.update(_disk_rates(self._host_device, before_disk, disk, elapsed, notes))
+        if notes:
+            row["note"] = "; ".join(notes)
+        return row
+
+
+def _disk_rates(
+    device: str | None,
+    before: DiskCounters | None,
+    now: DiskCounters | None,
+    elapsed: float,
+    notes: list[str],
+) -> dict[str, Any]:
+    """The device columns of a row from two readings of its counters."""
+    if device is None:
+        return {}
+    if before is None or now is None:
+        notes.append(f"device {device} not readable")
+        return {"device": device}
+    flushes = None
+    if now.flushes is not None and before.flushes is not None:
+        flushes = (now.flushes - before.flushes) / elapsed
+    return {
+        "device": device,
+        "device_write_ops_s": (now.writes - before.writes) / elapsed,
+        "device_write_bytes_s": 512.0 * (now.sectors_written - before.sectors_written) / elapsed,
+        "device_busy_pct": min(100.0, 100.0 * (now.busy_ms - before.busy_ms) / 1000.0 / elapsed),
+        "device_flushes_s": flushes,
+    }
+
+
+def _interface_bytes(name: str) -> tuple[int, int] | None:
+    """(bytes into the node, bytes out of it) on the host end of its interface: what the
+    host end sends goes into the node."""
+    counters = psutil.net_io_counters(pernic=True).get(name)
+    if counters is None:
+        return None
+    return counters.bytes_sent, counters.bytes_recv
+
+
+def table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Sampler rows as an Arrow table of :data:`TELEMETRY_SCHEMA`."""
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in TELEMETRY_SCHEMA.names} for row in rows],
+        TELEMETRY_SCHEMA,
+    )
+
+
+def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """Write sampler rows as one Parquet file per point and node (:mod:`workload.layout`);
+    every file is attempted, the first that could not be written is raised
+    (:class:`~workload.results.RecordsNotWritten`)."""
+    by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_file.setdefault((row["point"], row["node"]), []).append(row)
+    failed: list[RecordsNotWritten] = []
+    for (point, node), part in sorted(by_file.items()):
+        try:
+            write_table_file(run_dir / LAYOUT.telemetry_file(point, node), table(part))
+        except RecordsNotWritten as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]
+
+
+def node_means(rows: Iterable[dict[str, Any]], start: int, end: int) -> list[dict[str, Any]]:
+    """Per node, the mean of every :data:`USAGE_MEANS` figure over the rows whose second is
+    in ``[start, end]`` (a mean skips the seconds a counter was not read) and the peak
+    second's CPU — the Spark job's aggregation, for the live view's closing line."""
+    nodes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if start <= row["second"] <= end:
+            nodes.setdefault((row["role"], row["node"]), []).append(row)
+    means = []
+    for (role, node), found in nodes.items():
+        mean: dict[str, Any] = {"role": role, "node": node, "seconds": len(found)}
+        for column in USAGE_MEANS:
+            known = [r[column] for r in found if r.get(column) is not None]
+            mean[column] = sum(known) / len(known) if known else None
+        mean["cpu_max_pct"] = max((r.get("cpu_pct") or 0.0) for r in found)
+        means.append(mean)
+    return means

@@ -1,0 +1,230 @@
+"""What set the pace of a sweep point: one rule over its resource telemetry.
+
+The analysis (``summary.csv``'s ``limited_by``), the live view's closing line, the report,
+``compare``, the knee and the capacity search all take the verdict from :func:`verdict`,
+whose rules :data:`RULES` states for the report. Its input, :class:`Usage`, is what the
+telemetry of a point's measurement period says of its nodes (:func:`usage` builds it from
+per-node means); the figures are in % of one core, as ``top`` shows them (150 % = one and
+a half cores busy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: A resource is saturated at this share of what it can give.
+SATURATED = 0.90
+#: Open-loop senders that reach less than this share of their target rate were held back.
+TARGET_RATIO = 0.95
+
+CLIENT_CPU = "client CPU"
+BROKER_CPU = "broker CPU"
+BROKER_DISK = "broker disk"
+NETWORK = "network"
+SHARED_HOST = "shared host"
+NONE = "none saturated"
+UNKNOWN = "unknown"
+#: Every verdict, in the order the rules try them.
+LIMITS = (BROKER_CPU, BROKER_DISK, NETWORK, CLIENT_CPU, SHARED_HOST, NONE, UNKNOWN)
+
+RULES = (
+    "What set the pace of a point is judged from the resource telemetry of its measurement "
+    f"period (means over the period), a resource counting as saturated at {SATURATED:.0%} of "
+    f"what it can give. The rules, tried in order: <b>{BROKER_CPU}</b> — the busiest broker "
+    f"node used ≥ {SATURATED:.0%} of its cores; <b>{BROKER_DISK}</b> — the broker's data "
+    f"device was busy ≥ {SATURATED:.0%} of the time; <b>{NETWORK}</b> — a node's interface "
+    f"carried ≥ {SATURATED:.0%} of its known capacity; <b>{CLIENT_CPU}</b> — a client node "
+    f"used ≥ {SATURATED:.0%} of the cores its processes can use, or one client process ≥ "
+    f"{SATURATED:.0%} of a core (a Python process runs on about one core), or open-loop "
+    f"senders reached less than {TARGET_RATIO:.0%} of their target rate; <b>{SHARED_HOST}</b> "
+    "— broker and clients share one machine (a local run) and it was ≥ "
+    f"{SATURATED:.0%} busy; else <b>{NONE}</b> (with one batch in flight per worker the "
+    "round trip sets the pace). A point without telemetry is <b>unknown</b>."
+)
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """One node's means (and peaks) over a point's measurement period."""
+
+    role: str
+    node: str
+    cores: float
+    processes: float
+    cpu_pct: float
+    cpu_max_pct: float = 0.0
+    process_max_pct: float = 0.0
+    rss_bytes: float = 0.0
+    write_bytes_s: float = 0.0
+    device_write_ops_s: float | None = None
+    device_busy_pct: float | None = None
+    device_flushes_s: float | None = None
+    net_bytes_s: float | None = None
+    gc_pause_ms_s: float | None = None
+    #: Link capacity in bytes/s where known (never for loopback).
+    link_bytes_s: float | None = None
+
+    @classmethod
+    def of_row(cls, r: Mapping[str, Any]) -> NodeUsage:
+        """A node's usage from its means over the period (a row of
+        :func:`workload.telemetry.node_means`, or of the Spark job's)."""
+        net_in, net_out = r.get("net_in_bytes_s"), r.get("net_out_bytes_s")
+        net = None if net_in is None and net_out is None else (net_in or 0.0) + (net_out or 0.0)
+        if r["role"] == "host" and net_in is not None:
+            net = net_in  # the machine's loopback counts every byte in both directions
+        return cls(
+            role=str(r["role"]),
+            node=str(r["node"]),
+            cores=float(r.get("cores") or 1.0),
+            processes=float(r.get("processes") or 1.0),
+            cpu_pct=float(r.get("cpu_pct") or 0.0),
+            cpu_max_pct=float(r.get("cpu_max_pct") or 0.0),
+            process_max_pct=float(r.get("cpu_process_max_pct") or 0.0),
+            rss_bytes=float(r.get("rss_bytes") or 0.0),
+            write_bytes_s=float(r.get("write_bytes_s") or 0.0),
+            device_write_ops_s=r.get("device_write_ops_s"),
+            device_busy_pct=r.get("device_busy_pct"),
+            device_flushes_s=r.get("device_flushes_s"),
+            net_bytes_s=net,
+            gc_pause_ms_s=r.get("gc_pause_ms_s"),
+        )
+
+    @property
+    def usable_cores(self) -> float:
+        """The cores the node's processes can use: a client process about one (Python),
+        a broker node the machine's."""
+        if self.role in ("sender", "receiver"):
+            return max(1.0, min(self.processes, self.cores))
+        return self.cores
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a point's telemetry says of its nodes, for :func:`verdict`."""
+
+    nodes: tuple[NodeUsage, ...]
+    #: Broker and clients share one machine (a local run).
+    shared_host: bool = True
+    #: Open loop: the share of the target rate the senders reached (None: closed loop).
+    target_ratio: float | None = None
+    #: Batches a sender worker may keep in flight.
+    max_in_flight: int = 1
+
+    def of(self, *roles: str) -> list[NodeUsage]:
+        return [n for n in self.nodes if n.role in roles]
+
+    def busiest(self, *roles: str) -> NodeUsage | None:
+        return max(self.of(*roles), key=lambda n: n.cpu_pct / n.usable_cores, default=None)
+
+
+def point_usage(
+    nodes: Iterable[NodeUsage],
+    *,
+    rate: float | None,
+    workers: int,
+    max_in_flight: int | None,
+    send_msgs_per_s: float | None,
+) -> Usage:
+    """A point's :class:`Usage`: its nodes, whether they shared one machine (the sampler of
+    a local run names its machine ``host``), and in open loop (``rate`` per sender worker)
+    the share of the target rate its ``workers`` reached."""
+    nodes = tuple(nodes)
+    target = (rate or 0.0) * workers
+    ratio = (send_msgs_per_s or 0.0) / target if target else None
+    shared = any(n.role == "host" and n.node == "host" for n in nodes)
+    return Usage(nodes, shared_host=shared, target_ratio=ratio, max_in_flight=max_in_flight or 1)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    limit: str
+    reason: str
+
+    @property
+    def client_bound(self) -> bool:
+        """The clients or the shared machine set the pace, not the broker."""
+        return self.limit in (CLIENT_CPU, SHARED_HOST)
+
+    def label(self) -> str:
+        """How a knee or a capacity bracket caused by this is labelled."""
+        if self.limit == CLIENT_CPU:
+            return "client-bound: add sender nodes or batches in flight"
+        if self.limit == SHARED_HOST:
+            return "host-bound: broker and clients share this machine; run them apart"
+        return ""
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f} %"
+
+
+def verdict(usage: Usage) -> Verdict:
+    """Which resource set the pace (see :data:`RULES`)."""
+    if not usage.nodes:
+        return Verdict(UNKNOWN, "no telemetry was recorded")
+    host = next(iter(usage.of("host")), None)
+    broker = usage.busiest("broker")
+    if broker is not None and broker.cpu_pct >= SATURATED * 100 * broker.usable_cores:
+        return Verdict(
+            BROKER_CPU,
+            f"broker node {broker.node} used {_pct(broker.cpu_pct)} of "
+            f"{broker.usable_cores:g} cores",
+        )
+    disks = [n for n in usage.of("broker", "host") if n.device_busy_pct is not None]
+    disk = max(disks, key=lambda n: n.device_busy_pct or 0.0, default=None)
+    if disk is not None and (disk.device_busy_pct or 0.0) >= SATURATED * 100:
+        return Verdict(
+            BROKER_DISK, f"the data device was busy {_pct(disk.device_busy_pct or 0.0)} of the time"
+        )
+    for node in usage.nodes:
+        if node.link_bytes_s and (node.net_bytes_s or 0.0) >= SATURATED * node.link_bytes_s:
+            share = (node.net_bytes_s or 0.0) / node.link_bytes_s
+            return Verdict(NETWORK, f"{node.node} carried {share:.0%} of its link")
+    client = _client_limit(usage)
+    host_busy = None
+    if usage.shared_host and host is not None:
+        host_busy = host.cpu_pct / host.cores
+    headroom = (
+        ""
+        if broker is None
+        else f"; the busiest broker node used {_pct(broker.cpu_pct)} of {broker.usable_cores:g} cores"
+    )
+    if client:
+        machine = f"; the machine was {_pct(host_busy)} busy" if host_busy is not None else ""
+        return Verdict(CLIENT_CPU, client + headroom + machine)
+    if host_busy is not None and host_busy >= SATURATED * 100:
+        clients = usage.of("sender", "receiver")
+        used = sum(n.cpu_pct for n in clients)
+        return Verdict(
+            SHARED_HOST,
+            f"the machine was {_pct(host_busy)} busy: the clients used {_pct(used)}{headroom}",
+        )
+    hint = (
+        ": one batch in flight per worker, the round trip sets the pace"
+        if usage.max_in_flight <= 1 and usage.target_ratio is None
+        else ""
+    )
+    return Verdict(NONE, f"no resource reached {SATURATED:.0%}{hint}")
+
+
+def _client_limit(usage: Usage) -> str:
+    """Why the clients set the pace ("" when they did not)."""
+    if usage.target_ratio is not None and usage.target_ratio < TARGET_RATIO:
+        return f"senders reached only {usage.target_ratio:.0%} of the target rate"
+    for node in sorted(usage.of("sender", "receiver"), key=lambda n: -n.cpu_pct):
+        if node.cpu_pct >= SATURATED * 100 * node.usable_cores:
+            return f"{node.node} used {_pct(node.cpu_pct)} of its {node.usable_cores:g} cores"
+        if node.process_max_pct >= SATURATED * 100:
+            return (
+                f"a process of {node.node} used {_pct(node.process_max_pct)} of one core "
+                "(a Python process runs on about one)"
+            )
+    return ""
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are known (None without any)."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
