@@ -1,4 +1,14 @@
-"""The columns of ``analysis/summary.csv``, declared once.
+"""The columns of ``analysis/summary.csv``, declared once: :data:`COLUMNS` holds every column,
+in the file's order, with what every view needs of it — the title the terminal and HTML
+tables show, the name compare and the charts use, the unit, the display format, which
+direction is better, and the scope (what the column summarises). The tables
+(:mod:`analysis.report`, :mod:`analysis.overview`), the comparison (:mod:`analysis.compare`)
+and the repeats (:mod:`analysis.repeats`) pick columns by name and take everything else from
+here; :data:`COMPARED` and :data:`REPEATED` say which metrics compare compares and repeats
+summarise. README.md's "Columns of summary.csv" is :func:`glossary` (``python -m
+analysis.columns`` prints it; a test holds the two equal). Adding a column is adding a
+:class:`Column` here, computing it (the analysis job, or the module it delegates to), and
+pasting the glossary.
 
 Every latency percentile is named by its scope:
 
@@ -14,7 +24,8 @@ through :func:`upgrade`.
 
 A row crosses module boundaries as a :class:`SummaryRow`: the analysis job makes them, the
 terminal table, the report, the comparison and the overview read them (from the job, or
-from the file through :func:`read_summary_csv`).
+from the file through :func:`read_summary_csv`), by column (``row["lost"]``) or as an
+attribute (``row.lost``; a name that is no column is an error).
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +44,12 @@ METRICS = ("processing_latency", "send_latency", "send_delay")
 RUN_QUANTILES = ("p50", "p95", "p99", "p999", "max")
 #: Shown names of percentiles.
 QUANTILE_TITLES = {"p50": "p50", "p95": "p95", "p99": "p99", "p999": "p99.9", "max": "max"}
+#: The latency metrics as the report's charts and pages name them.
+METRIC_TITLES = {
+    "processing_latency": "Processing latency",
+    "send_latency": "Send call latency",
+    "send_delay": "Send delay",
+}
 
 
 def window_column(metric: str, quantile: str = "p95") -> str:
@@ -55,52 +74,358 @@ def latency_columns() -> list[str]:
     ]
 
 
-SUMMARY_COLUMNS = [
-    "broker",
-    "point",
-    "label",
+class Better(Enum):
+    """Which way a metric improves."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Scope(Enum):
+    """What a column summarises; the latency tables mark [window] and [run]."""
+
+    POINT = "point"
+    TOTAL = "total"
+    RUN = "run"
+    WINDOW = "window"
+    FAULT = "fault"
+    SEARCH = "search"
+
+    @property
+    def meaning(self) -> str:
+        return _SCOPE_MEANINGS[self]
+
+
+_SCOPE_MEANINGS = {
+    Scope.POINT: "what ran: the sweep point, its load, and its nodes' clocks",
+    Scope.TOTAL: "counted over the whole point, warm-up and drain included",
+    Scope.RUN: "the measurement period: the whole seconds after the warm-up",
+    Scope.WINDOW: "the worst latency window of the measurement period",
+    Scope.FAULT: "what the point's declared faults did (empty without faults)",
+    Scope.SEARCH: "a capacity search's probe (empty for a sweep)",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of ``summary.csv`` and how every view shows it."""
+
+    name: str
+    #: What the column holds (README.md's glossary).
+    doc: str
+    scope: Scope
+    _: KW_ONLY
+    #: Unit of its figures ("" for text, flags and counts of calls or latencies).
+    unit: str = ""
+    #: The short title of the terminal and HTML tables ("" where no table shows it).
+    title: str = ""
+    #: What compare calls it ("send throughput").
+    long: str = ""
+    #: A chart's title for it; "" for :attr:`long`, capitalised.
+    chart: str = ""
+    #: Display format of a figure (``str.format``).
+    fmt: str = "{}"
+    #: Which direction is better; None for what is not a measure of the broker (the load,
+    #: a label, the clocks).
+    better: Better | None = None
+
+    @property
+    def faults_only(self) -> bool:
+        """Whether the column has a figure only where the point declared faults."""
+        return self.scope is Scope.FAULT
+
+    @property
+    def chart_title(self) -> str:
+        """The column as a chart's title."""
+        return self.chart or self.long[:1].upper() + self.long[1:]
+
+    @property
+    def shown(self) -> tuple[str, str, str]:
+        """How a table shows it: (column, title, format)."""
+        return (self.name, self.title, self.fmt)
+
+
+@dataclass(frozen=True)
+class _LatencyNames:
+    """How one latency metric is named, from which its columns' titles are made."""
+
+    short: str
+    long: str
+    doc: str
+    fmt: str
+
+
+_LATENCY = {
+    "processing_latency": _LatencyNames(
+        "proc", "processing", "processing latency (intended send time → receipt)", "{:,.1f}"
+    ),
+    "send_latency": _LatencyNames(
+        "send call", "send call", "send call latency (start of the call → confirmation)", "{:,.2f}"
+    ),
+    "send_delay": _LatencyNames(
+        "send delay",
+        "send delay",
+        "send delay (open loop only: how late a batch started against its schedule)",
+        "{:,.2f}",
+    ),
+}
+
+
+def _latency(metric: str, scope: Scope, quantile: str) -> Column:
+    """A latency column: the worst window's p95 or a whole-run percentile of ``metric``
+    (medians shown to two decimals)."""
+    names, q = _LATENCY[metric], QUANTILE_TITLES[quantile]
+    window = scope is Scope.WINDOW
+    where = "worst window" if window else "whole run"
+    return Column(
+        window_column(metric, quantile) if window else run_column(metric, quantile),
+        f"{names.doc}: "
+        + (f"the largest {q} of the sliding windows" if window else f"the whole run's {q}"),
+        scope,
+        unit="ms",
+        title=f"{names.short} {q} ms [{scope.value}]",
+        long=f"{names.long} {q}, {where}",
+        chart=f"{METRIC_TITLES[metric]} {q} ({where})",
+        fmt="{:,.2f}" if quantile == "p50" else names.fmt,
+        better=Better.LOWER,
+    )
+
+
+#: Every column of ``summary.csv``, in the file's order.
+COLUMNS: tuple[Column, ...] = (
+    Column("broker", "the system (as `brokerbench brokers` names it)", Scope.POINT),
+    Column("point", "the sweep point's index in the run, from 0", Scope.POINT),
+    Column("label", "the point's swept values; the same for every run of a point", Scope.POINT),
     # Repeated points (scenario ``repeat``): which run of which point this is.
-    "repeat",
-    "base_point",
-    "threads",
-    "sender_nodes",
-    "receiver_nodes",
-    "message_size",
-    "sent",
-    "received",
+    Column("repeat", "which run of a repeated point this is, from 0", Scope.POINT),
+    Column(
+        "base_point", "the point this run repeats: its index in the un-repeated sweep", Scope.POINT
+    ),
+    Column("threads", "workers per client node", Scope.POINT, title="threads"),
+    Column("sender_nodes", "client nodes sending", Scope.POINT, title="senders"),
+    Column("receiver_nodes", "client nodes receiving", Scope.POINT, title="receivers"),
+    Column("message_size", "bytes per message", Scope.POINT, unit="bytes"),
+    Column("sent", "messages the broker confirmed", Scope.TOTAL, unit="msgs"),
+    Column("received", "messages received, every copy counted", Scope.TOTAL, unit="msgs"),
+    Column(
+        "send_msgs_per_s",
+        "confirmed messages per second",
+        Scope.RUN,
+        unit="msgs/s",
+        title="send msgs/s",
+        long="send throughput",
+        fmt="{:,.0f}",
+        better=Better.HIGHER,
+    ),
+    Column(
+        "receive_msgs_per_s",
+        "acknowledged messages per second",
+        Scope.RUN,
+        unit="msgs/s",
+        title="receive msgs/s",
+        long="receive throughput",
+        fmt="{:,.0f}",
+        better=Better.HIGHER,
+    ),
+    Column(
+        "lost",
+        "confirmed and never received although receivers drained the point (empty: incomplete)",
+        Scope.TOTAL,
+        unit="msgs",
+        title="lost",
+        long="lost messages",
+        better=Better.LOWER,
+    ),
+    Column(
+        "not_drained",
+        "confirmed and still queued when the run was stopped early",
+        Scope.TOTAL,
+        unit="msgs",
+        title="not drained",
+        long="not drained (run stopped early)",
+        better=Better.LOWER,
+    ),
+    Column(
+        "duplicated",
+        "copies received beyond a message's first",
+        Scope.TOTAL,
+        unit="msgs",
+        title="dup",
+        long="duplicated messages",
+        better=Better.LOWER,
+    ),
+    Column(
+        "redelivered",
+        "messages the broker marked as delivered again",
+        Scope.TOTAL,
+        unit="msgs",
+        long="redelivered messages",
+        better=Better.LOWER,
+    ),
+    Column(
+        "unconfirmed_received",
+        "received messages whose send was never confirmed",
+        Scope.TOTAL,
+        unit="msgs",
+    ),
+    Column(
+        "delivery",
+        "how the point's records stand: `drained`, `not drained: …` or `incomplete: …` (why)",
+        Scope.TOTAL,
+    ),
+    Column(
+        "errors",
+        "calls that failed, sending or receiving",
+        Scope.TOTAL,
+        long="errors",
+        better=Better.LOWER,
+    ),
+    Column(
+        "negative_latencies",
+        "messages received before they were sent, by the clocks",
+        Scope.TOTAL,
+        unit="msgs",
+    ),
+    Column("clipped_latencies", "latencies beyond 10 min (the histograms' range)", Scope.TOTAL),
+    Column("receivers_kept_up", "whether receivers acknowledged 95 % of the send rate", Scope.RUN),
+    Column("measured_seconds", "the whole seconds the rates divide by", Scope.RUN, unit="s"),
+    # Send delay (the last metric) is empty in closed loop.
+    *(
+        column
+        for metric in METRICS
+        for column in (
+            _latency(metric, Scope.WINDOW, "p95"),
+            *(_latency(metric, Scope.RUN, q) for q in RUN_QUANTILES),
+        )
+    ),
+    Column(
+        "cost_per_million_usd",
+        "a million messages at the receive rate, on-demand prices of the fleet (runs on AWS)",
+        Scope.RUN,
+        unit="USD",
+        title="$ per M msgs",
+        fmt="{:,.4f}",
+        better=Better.LOWER,
+    ),
+    Column(
+        "clock_offset_max_ms",
+        "the largest clock offset of the point's nodes",
+        Scope.POINT,
+        unit="ms",
+    ),
+    Column("clock_source", "where the clock offsets come from (chrony, single host)", Scope.POINT),
+    # Declared faults (empty without): see analysis.faults. The errors, duplicates and
+    # redeliveries within the faults' windows; ``duplicated`` and ``redelivered`` above are
+    # the point's totals.
+    Column("faults", "the faults as performed: action and node", Scope.FAULT),
+    Column(
+        "send_gap_s",
+        "the longest stretch without a confirmed send through a fault, to 0.1 s",
+        Scope.FAULT,
+        unit="s",
+        long="failover gap, sends",
+        better=Better.LOWER,
+    ),
+    Column(
+        "receive_gap_s",
+        "the longest stretch without a receive through a fault, to 0.1 s",
+        Scope.FAULT,
+        unit="s",
+        long="failover gap, receives",
+        better=Better.LOWER,
+    ),
+    Column(
+        "fault_errors",
+        "failed calls from the first fault's action on",
+        Scope.FAULT,
+        long="errors through the faults",
+        better=Better.LOWER,
+    ),
+    Column(
+        "fault_duplicated",
+        "copies received from the first fault's action on",
+        Scope.FAULT,
+        unit="msgs",
+        long="duplicated through the faults",
+        better=Better.LOWER,
+    ),
+    Column(
+        "fault_redelivered",
+        "redeliveries from the first fault's action on",
+        Scope.FAULT,
+        unit="msgs",
+        long="redelivered through the faults",
+        better=Better.LOWER,
+    ),
+    Column(
+        "unavailable",
+        "confirmed and never received, left on a node a fault took down for good",
+        Scope.FAULT,
+        unit="msgs",
+        long="unavailable messages",
+        better=Better.LOWER,
+    ),
+    # Probes of a capacity search (empty for a sweep): see analysis.capacity.
+    Column(
+        "target_msgs_per_s",
+        "the probe's rate, in total over every sender worker",
+        Scope.SEARCH,
+        unit="msgs/s",
+        title="target msgs/s",
+        fmt="{:,.0f}",
+    ),
+    Column("slo_holds", "whether the probe held the SLO, by the analysis's figures", Scope.SEARCH),
+    Column("slo_reason", "why it held or failed", Scope.SEARCH),
+)
+
+#: The columns by name.
+COLUMN: Mapping[str, Column] = {c.name: c for c in COLUMNS}
+#: Their names, in the file's order.
+SUMMARY_COLUMNS = [c.name for c in COLUMNS]
+
+#: What ``brokerbench compare`` compares, in its order (the faults' columns only where a
+#: point declared faults).
+COMPARED: tuple[str, ...] = (
     "send_msgs_per_s",
     "receive_msgs_per_s",
+    window_column("processing_latency"),
+    *(run_column("processing_latency", q) for q in ("p50", "p99", "p999", "max")),
+    window_column("send_latency"),
+    run_column("send_latency", "p99"),
+    run_column("send_delay", "p99"),
     "lost",
     "not_drained",
     "duplicated",
     "redelivered",
-    "unconfirmed_received",
-    "delivery",
     "errors",
-    "negative_latencies",
-    "clipped_latencies",
-    "receivers_kept_up",
-    "measured_seconds",
-    # Send delay (the last metric) is empty in closed loop.
-    *latency_columns(),
-    "cost_per_million_usd",
-    "clock_offset_max_ms",
-    "clock_source",
-    # Declared faults (empty without): see analysis.faults. The errors, duplicates and
-    # redeliveries within the faults' windows; ``duplicated`` and ``redelivered`` above are
-    # the point's totals.
-    "faults",
     "send_gap_s",
     "receive_gap_s",
     "fault_errors",
+    "unavailable",
     "fault_duplicated",
     "fault_redelivered",
-    "unavailable",
-    # Probes of a capacity search (empty for a sweep): see analysis.capacity.
-    "target_msgs_per_s",
-    "slo_holds",
-    "slo_reason",
-]
+)
+
+#: What repeats summarise (median and range over a point's runs), in ``repeats.csv``'s order.
+REPEATED: tuple[str, ...] = (
+    "send_msgs_per_s",
+    "receive_msgs_per_s",
+    *latency_columns(),
+    "lost",
+    "duplicated",
+    "redelivered",
+    "errors",
+)
+
+
+def glossary() -> str:
+    """README.md's "Columns of summary.csv": the scopes, then every column (Markdown)."""
+    scopes = [f"- **{s.value}**: {s.meaning}" for s in Scope]
+    rows = [f"| `{c.name}` | {c.unit} | {c.scope.value} | {c.doc} |" for c in COLUMNS]
+    return "\n".join(
+        [*scopes, "", "| column | unit | scope | what it holds |", "|---|---|---|---|", *rows]
+    )
+
 
 #: Earlier names of columns, as summaries written before the scopes were named hold them.
 LEGACY = {
@@ -130,26 +455,32 @@ def number(value: object) -> float | None:
     return None if math.isnan(result) else result
 
 
-_KNOWN = frozenset(SUMMARY_COLUMNS)
-
-
 class SummaryRow(Mapping[str, Any]):
-    """One sweep point's row of ``summary.csv``: every column of :data:`SUMMARY_COLUMNS` and
-    no other, each as the analysis computed it or as read back from the file (text). A
-    column without a figure holds None or "" (a summary written before the column existed:
-    None). Read by column (``row[c]``, ``row.get(c)``) or typed (:meth:`figure`,
-    :attr:`point`)."""
+    """One sweep point's row of ``summary.csv``: every column of :data:`COLUMNS` and no
+    other, each as the analysis computed it or as read back from the file (text). A column
+    without a figure holds None or "" (a summary written before the column existed: None).
+    Read by column (``row[c]``, ``row.get(c)``), as an attribute (``row.lost``: a name that
+    is no column raises AttributeError naming it) or typed (:meth:`figure`, :attr:`point`)."""
 
     __slots__ = ("_cells",)
 
     def __init__(self, cells: Mapping[str, Any]) -> None:
-        unknown = set(cells) - _KNOWN
+        unknown = set(cells) - COLUMN.keys()
         if unknown:
             raise ValueError(f"not a column of summary.csv: {', '.join(sorted(unknown))}")
         self._cells: dict[str, Any] = {c: cells.get(c) for c in SUMMARY_COLUMNS}
 
     def __getitem__(self, column: str) -> Any:
         return self._cells[column]
+
+    def __getattr__(self, column: str) -> Any:
+        # Only called for names that are no attribute of the class: the columns.
+        if column.startswith("_"):
+            raise AttributeError(column)
+        try:
+            return self._cells[column]
+        except KeyError:
+            raise AttributeError(f"not a column of summary.csv: {column}") from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._cells)
@@ -175,3 +506,7 @@ def read_summary_csv(path: Path) -> list[SummaryRow]:
     """The rows of a ``summary.csv``, with today's column names."""
     with path.open(newline="") as f:
         return [SummaryRow(upgrade(row)) for row in csv.DictReader(f)]
+
+
+if __name__ == "__main__":
+    print(glossary())

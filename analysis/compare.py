@@ -3,9 +3,10 @@
 Works on the analysed ``analysis/summary.csv`` of each run — small per-point rows, no Spark.
 Sweep points are matched by their load (threads, sender nodes, receiver nodes, message
 size) and label (the swept values), so two runs of the same scenario compare point by point
-even when one of them stopped early. Every metric knows which direction is better. A point
-run more than once (``repeat``) compares by its median, and its measured range is the noise
-band.
+even when one of them stopped early. Every metric knows which direction is better: the
+summary columns compared are :data:`analysis.columns.COMPARED`, and each column's declaration
+gives its title, unit and direction. A point run more than once (``repeat``) compares by its
+median, and its measured range is the noise band.
 """
 
 from __future__ import annotations
@@ -19,13 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from analysis.capacity import Capacity, capacity
-from analysis.columns import (
-    QUANTILE_TITLES,
-    SummaryRow,
-    read_summary_csv,
-    run_column,
-    window_column,
-)
+from analysis.columns import COLUMN, COMPARED, Better, Column, SummaryRow, read_summary_csv
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
 from workload.layout import LAYOUT
@@ -38,13 +33,11 @@ POINT_KEY = SWEEPABLE
 NOISE = 0.02
 
 
-class Better(Enum):
-    HIGHER = "higher"
-    LOWER = "lower"
-
-
 @dataclass(frozen=True)
 class Metric:
+    """What compare compares: a summary column (:meth:`of`), or a figure of its own (a
+    search's capacity)."""
+
     column: str
     title: str
     unit: str
@@ -52,38 +45,16 @@ class Metric:
     #: Compared only where a side's point declared faults (empty elsewhere).
     faults: bool = False
 
+    @classmethod
+    def of(cls, column: Column) -> Metric:
+        """A summary column as compare shows it: its long title, unit and direction."""
+        if column.better is None:
+            raise ValueError(f"{column.name}: no better direction, not a metric")
+        return cls(column.name, column.long, column.unit, column.better, column.faults_only)
 
-METRICS: tuple[Metric, ...] = (
-    Metric("send_msgs_per_s", "send throughput", "msgs/s", Better.HIGHER),
-    Metric("receive_msgs_per_s", "receive throughput", "msgs/s", Better.HIGHER),
-    Metric(window_column("processing_latency"), "processing p95, worst window", "ms", Better.LOWER),
-    *(
-        Metric(
-            run_column("processing_latency", q),
-            f"processing {QUANTILE_TITLES[q]}, whole run",
-            "ms",
-            Better.LOWER,
-        )
-        for q in ("p50", "p99", "p999", "max")
-    ),
-    Metric(window_column("send_latency"), "send call p95, worst window", "ms", Better.LOWER),
-    Metric(run_column("send_latency", "p99"), "send call p99, whole run", "ms", Better.LOWER),
-    Metric(run_column("send_delay", "p99"), "send delay p99, whole run", "ms", Better.LOWER),
-    Metric("lost", "lost messages", "msgs", Better.LOWER),
-    Metric("not_drained", "not drained (run stopped early)", "msgs", Better.LOWER),
-    Metric("duplicated", "duplicated messages", "msgs", Better.LOWER),
-    Metric("redelivered", "redelivered messages", "msgs", Better.LOWER),
-    Metric("errors", "errors", "", Better.LOWER),
-    # What declared faults did (analysis.faults).
-    Metric("send_gap_s", "failover gap, sends", "s", Better.LOWER, faults=True),
-    Metric("receive_gap_s", "failover gap, receives", "s", Better.LOWER, faults=True),
-    Metric("fault_errors", "errors through the faults", "", Better.LOWER, faults=True),
-    Metric("unavailable", "unavailable messages", "msgs", Better.LOWER, faults=True),
-    Metric("fault_duplicated", "duplicated through the faults", "msgs", Better.LOWER, faults=True),
-    Metric(
-        "fault_redelivered", "redelivered through the faults", "msgs", Better.LOWER, faults=True
-    ),
-)
+
+#: The compared summary columns (:data:`analysis.columns.COMPARED`), in order.
+METRICS: tuple[Metric, ...] = tuple(Metric.of(COLUMN[name]) for name in COMPARED)
 
 
 class Verdict(Enum):

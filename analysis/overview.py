@@ -1,8 +1,10 @@
 """The cross-system overview: one self-contained HTML page (plotly.js inline, no network)
 for a results directory holding several analysed runs, with summary charts in the spirit of
 the reference study's figures — maximum throughput per system, the latency–throughput curve
-of every run with its knee, and throughput, p95 processing latency and p95 send latency
-against the number of sending threads — plus one row per run and sweep point.
+of every run with its knee, and throughput, processing latency (p95 of the worst window,
+p99 of the whole run) and the send call's p95 against the number of sending threads — plus
+one row per run and sweep point (the terminal table's columns). Titles, units and which way
+is better come from the columns' declarations (:data:`analysis.columns.COLUMNS`).
 
 Reads only each run's ``context.json`` and ``analysis/summary.csv`` (no Spark).
 """
@@ -15,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import charts
-from analysis.columns import SummaryRow, number, read_summary_csv, run_column, window_column
+from analysis.columns import (
+    COLUMN,
+    Better,
+    SummaryRow,
+    number,
+    read_summary_csv,
+    run_column,
+    window_column,
+)
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
 from workload.layout import LAYOUT
@@ -72,13 +82,13 @@ def load_runs(results: Path) -> list[RunSummary]:
 
 def concurrency(row: SummaryRow) -> int:
     """Sending threads in the whole fleet: threads per node × sender nodes."""
-    return int(row.get("threads") or 0) * int(row.get("sender_nodes") or 0)
+    return int(row.threads or 0) * int(row.sender_nodes or 0)
 
 
 def _series(runs: list[RunSummary], column: str) -> dict[str, list[tuple[int, float]]]:
     """Per run: (fleet threads, value); where several points share a thread count (e.g. more
     receiver nodes), the best throughput / the lowest latency of them is shown."""
-    lower_is_better = "latency" in column
+    lower_is_better = COLUMN[column].better is Better.LOWER
     out: dict[str, list[tuple[int, float]]] = {}
     for run in runs:
         best: dict[int, float] = {}
@@ -98,21 +108,22 @@ def max_throughput(runs: list[RunSummary]) -> dict[str, float]:
     """Per run, the highest receive rate of any sweep point (send rate if nothing received)."""
     out = {}
     for run in runs:
-        rates = [
-            number(r.get("receive_msgs_per_s")) or number(r.get("send_msgs_per_s")) or 0.0
-            for r in run.rows
-        ]
+        rates = [number(r.receive_msgs_per_s) or number(r.send_msgs_per_s) or 0.0 for r in run.rows]
         if rates:
             out[run.name] = max(rates)
     return out
 
 
-CHARTS = (
-    ("send_msgs_per_s", "Send throughput", "msgs/s"),
-    ("receive_msgs_per_s", "Receive throughput", "msgs/s"),
-    (window_column("processing_latency"), "Processing latency p95 (worst window)", "ms"),
-    (run_column("processing_latency", "p99"), "Processing latency p99 (whole run)", "ms"),
-    (window_column("send_latency"), "Send call latency p95 (worst window)", "ms"),
+#: The charts by load: one per column, titled and labelled as the column declares.
+CHARTS = tuple(
+    COLUMN[name]
+    for name in (
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        window_column("processing_latency"),
+        run_column("processing_latency", "p99"),
+        window_column("send_latency"),
+    )
 )
 
 
@@ -139,14 +150,14 @@ def render(runs: list[RunSummary]) -> str:
     by_load = "".join(
         chart(
             charts.by_load(
-                _series(runs, column),
-                title,
+                _series(runs, column.name),
+                column.chart_title,
                 "sending threads (threads × sender nodes)",
-                f"{title.split(' (')[0].lower()} ({unit})",
-                log_y=unit == "ms",
+                f"{column.chart_title.split(' (')[0].lower()} ({column.unit})",
+                log_y=column.unit == "ms",
             )
         )
-        for column, title, unit in CHARTS
+        for column in CHARTS
     )
     points = curve_points(runs)
     bars = charts.bar_chart(max_throughput(runs), "Maximum receive throughput", "msgs/s")

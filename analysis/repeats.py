@@ -15,18 +15,11 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.columns import latency_columns, number
+from analysis.columns import COLUMN, REPEATED, number, run_column, window_column
 
-#: The metrics summarised over repeats (rates, latencies, delivery), in table order.
-METRICS = (
-    "send_msgs_per_s",
-    "receive_msgs_per_s",
-    *latency_columns(),
-    "lost",
-    "duplicated",
-    "redelivered",
-    "errors",
-)
+#: The metrics summarised over repeats (rates, latencies, delivery), in ``repeats.csv``'s
+#: order: :data:`analysis.columns.REPEATED`.
+METRICS = REPEATED
 
 
 @dataclass(frozen=True)
@@ -122,13 +115,16 @@ def show(s: Spread | None, fmt: str = "{:,.1f}") -> str:
     return f"{fmt.format(s.median)} ({fmt.format(s.low)}–{fmt.format(s.high)})"
 
 
-#: The columns of the printed repeats table: (metric, title, format).
-TABLE = (
-    ("send_msgs_per_s", "send msgs/s", "{:,.0f}"),
-    ("receive_msgs_per_s", "receive msgs/s", "{:,.0f}"),
-    ("processing_latency_window_p95_ms", "proc p95 ms [window]", "{:,.1f}"),
-    ("processing_latency_run_p99_ms", "proc p99 ms [run]", "{:,.1f}"),
-    ("send_latency_window_p95_ms", "send call p95 ms [window]", "{:,.2f}"),
+#: The columns of the printed repeats table: (metric, title, format), as declared.
+TABLE = tuple(
+    COLUMN[name].shown
+    for name in (
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        window_column("processing_latency"),
+        run_column("processing_latency", "p99"),
+        window_column("send_latency"),
+    )
 )
 
 

@@ -10,6 +10,9 @@ Delivery is told in SPEC §5's words: a point whose records are incomplete shows
 each says why at the end of its line. So does a point whose receivers got messages before
 they were sent, by their clocks (the run context gives each point's largest clock offset),
 and one with latencies beyond the histograms' range.
+
+The tables pick summary columns by name; their titles and formats are the columns'
+declarations (:data:`analysis.columns.COLUMNS`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ import pyarrow.parquet as pq
 
 from analysis import charts, faults, repeats
 from analysis.capacity import capacity
-from analysis.columns import RUN_QUANTILES, SummaryRow, number, run_column, window_column
+from analysis.columns import (
+    COLUMN,
+    METRIC_TITLES,
+    RUN_QUANTILES,
+    SummaryRow,
+    number,
+    run_column,
+    window_column,
+)
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
 from workload.layout import LAYOUT
@@ -34,27 +45,32 @@ from workload.results import RecordsNotWritten
 
 NS = 1_000_000_000
 
+#: The terminal table's columns, (column, title, format) as each column declares them.
 TABLE = [
-    ("threads", "threads", "{}"),
-    ("sender_nodes", "senders", "{}"),
-    ("receiver_nodes", "receivers", "{}"),
-    ("send_msgs_per_s", "send msgs/s", "{:,.0f}"),
-    ("receive_msgs_per_s", "receive msgs/s", "{:,.0f}"),
-    (window_column("processing_latency"), "proc p95 ms [window]", "{:,.1f}"),
-    (run_column("processing_latency", "p99"), "proc p99 ms [run]", "{:,.1f}"),
-    (window_column("send_latency"), "send call p95 ms [window]", "{:,.2f}"),
-    ("lost", "lost", "{}"),
-    ("duplicated", "dup", "{}"),
+    COLUMN[name].shown
+    for name in (
+        "threads",
+        "sender_nodes",
+        "receiver_nodes",
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        window_column("processing_latency"),
+        run_column("processing_latency", "p99"),
+        window_column("send_latency"),
+        "lost",
+        "duplicated",
+    )
 ]
 
 
 #: What the scope marks in the column titles mean.
 SCOPES = "[window]: the worst latency window of the period; [run]: the whole measurement period"
 
-TARGET = ("target_msgs_per_s", "target msgs/s", "{:,.0f}")
-COST = ("cost_per_million_usd", "$ per M msgs", "{:,.4f}")
-NOT_DRAINED = ("not_drained", "not drained", "{}")
-SEND_DELAY = (run_column("send_delay", "p99"), "send delay p99 ms [run]", "{:,.2f}")
+#: Columns the table shows only where some point has them (see :func:`columns`).
+TARGET = COLUMN["target_msgs_per_s"].shown
+COST = COLUMN["cost_per_million_usd"].shown
+NOT_DRAINED = COLUMN["not_drained"].shown
+SEND_DELAY = COLUMN[run_column("send_delay", "p99")].shown
 
 
 def columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
@@ -234,22 +250,11 @@ def _clocks(rows: Sequence[SummaryRow]) -> str:
 
 
 #: Extra whole-run percentiles of processing latency in the HTML table (p99 is in TABLE).
-RUN_EXTRAS = {
-    "p50": (run_column("processing_latency", "p50"), "proc p50 ms [run]", "{:,.2f}"),
-    "p999": (run_column("processing_latency", "p999"), "proc p99.9 ms [run]", "{:,.1f}"),
-    "max": (run_column("processing_latency", "max"), "proc max ms [run]", "{:,.1f}"),
-}
+RUN_EXTRAS = {q: COLUMN[run_column("processing_latency", q)].shown for q in ("p50", "p999", "max")}
 
 #: What the load sweeps raise; any other swept value (a message size, a broker parameter,
 #: receiver nodes) makes a curve of its own on the latency–throughput chart.
 LOAD_KEYS = ("threads", "sender_nodes", "rate", "max_in_flight")
-
-#: The latency metrics as the page names them.
-METRIC_TITLES = {
-    "processing_latency": "Processing latency",
-    "send_latency": "Send call latency",
-    "send_delay": "Send delay",
-}
 
 
 def html_columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
