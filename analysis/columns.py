@@ -172,15 +172,16 @@ _LATENCY = {
 
 
 def _latency(metric: str, scope: Scope, quantile: str) -> Column:
-    """A latency column: the worst window's p95 or a whole-run percentile of ``metric``
-    (medians shown to two decimals)."""
+    """A latency column: the worst window's p95 (whose doc says what ``metric`` measures) or
+    a whole-run percentile of ``metric`` (medians shown to two decimals)."""
     names, q = _LATENCY[metric], QUANTILE_TITLES[quantile]
     window = scope is Scope.WINDOW
     where = "worst window" if window else "whole run"
     return Column(
         window_column(metric, quantile) if window else run_column(metric, quantile),
-        f"{names.doc}: "
-        + (f"the largest {q} of the sliding windows" if window else f"the whole run's {q}"),
+        f"{names.doc}: the largest {q} of the sliding windows"
+        if window
+        else f"{METRIC_TITLES[metric].lower()}: the whole run's {q}",
         scope,
         unit="ms",
         title=f"{names.short} {q} ms [{scope.value}]",
@@ -282,7 +283,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "negative_latencies",
-        "messages received before they were sent, by the clocks",
+        "messages received before they were sent, by the receiver's clock",
         Scope.TOTAL,
         unit="msgs",
     ),
@@ -309,7 +310,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "clock_offset_max_ms",
-        "the largest clock offset of the point's nodes",
+        "the largest offset of the point's nodes' clocks from the reference time",
         Scope.POINT,
         unit="ms",
     ),
