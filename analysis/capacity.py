@@ -17,6 +17,7 @@ from typing import Any
 from analysis.columns import number, run_column
 from workload.record import RunContext, SearchRecord
 from workload.search import format_ms, format_rate, verdict
+from workload.verdict import Verdict
 
 #: The summary columns of a probe (empty for the points of a sweep).
 PROBE_COLUMNS = ("target_msgs_per_s", "slo_holds", "slo_reason")
@@ -67,6 +68,9 @@ class Capacity:
     probes: int
     #: The search ended by its own rule (not interrupted or failed).
     complete: bool
+    #: Where the clients or the shared machine set the pace of the lowest failing probe:
+    #: the bracket is theirs, not the broker's (:meth:`workload.verdict.Verdict.label`).
+    bound: str = ""
 
     @property
     def bracket(self) -> str:
@@ -90,7 +94,8 @@ class Capacity:
             f"capacity at SLO p99 ≤ {format_ms(self.slo_p99_ms)} ms: {self.bracket} "
             f"({self.probes} probe{'s' if self.probes != 1 else ''}"
         )
-        return text + ("" if self.complete else "; the search did not finish") + ")"
+        text += ("" if self.complete else "; the search did not finish") + ")"
+        return text + (f" — not the broker's limit: {self.bound}" if self.bound else "")
 
 
 def capacity(
@@ -108,10 +113,17 @@ def capacity(
     ]
     holding = [rate for rate, holds in judged if holds == "True"]
     failing = [rate for rate, holds in judged if holds == "False"]
+    lowest = min(failing, default=None)
+    limits = [
+        str(r.get("limited_by") or "")
+        for r in rows
+        if lowest is not None and number(r.get("target_msgs_per_s")) == lowest
+    ]
     return Capacity(
         record.slo_p99_ms,
         max(holding, default=None),
-        min(failing, default=None),
+        lowest,
         len(record.probes),
         record.complete,
+        next((label for limit in limits if (label := Verdict(limit, "").label())), ""),
     )

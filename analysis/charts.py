@@ -87,6 +87,9 @@ class CurvePoint:
     #: Whole-run percentiles of processing latency, ms, by :data:`RUN_QUANTILES` name.
     latency_ms: Mapping[str, float | None]
     series: str = ""
+    #: What set the point's pace, where the clients or the shared machine did: the label
+    #: its knee gets (:meth:`workload.verdict.Verdict.label`); "" otherwise.
+    bound: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class Level:
     labels: tuple[str, ...]
     receive_msgs_per_s: float
     latency_ms: Mapping[str, float | None]
+    #: Its points' client- or host-bound labels (empty: the broker's own figures).
+    bound: tuple[str, ...] = ()
 
     @property
     def p99(self) -> float | None:
@@ -127,6 +132,7 @@ def levels(points: Iterable[CurvePoint]) -> dict[str, list[Level]]:
                     tuple(dict.fromkeys(p.label for p in group)),
                     rate,
                     {q: _median(p.latency_ms.get(q) for p in group) for q in RUN_QUANTILES},
+                    tuple(dict.fromkeys(p.bound for p in group if p.bound)),
                 )
             )
     return out
@@ -480,6 +486,45 @@ def latency_over_time(
             )
         )
     return mark_faults(_decades(fig), faults, windows)
+
+
+@dataclass(frozen=True)
+class ResourceSeries:
+    """One node's telemetry over a point, for :func:`resources_over_time`: seconds since
+    the chart's origin and the figure per second."""
+
+    name: str
+    seconds: Sequence[float]
+    values: Sequence[float | None]
+
+
+def resources_over_time(
+    series: Sequence[ResourceSeries],
+    title: str,
+    unit: str,
+    faults: Sequence[FaultMark] = (),
+    windows: Sequence[Window] = (),
+) -> go.Figure | None:
+    """Per node, one resource second by second (CPU %, disk operations/s, …) on the time
+    axis of the point's throughput and latency charts, with its faults marked."""
+    drawn = [s for s in series if any(v is not None for v in s.values)]
+    if not drawn:
+        return None
+    fig = _figure(
+        title, "time since the start of the measurement (s)", unit, x_type="linear", y_type="linear"
+    )
+    for i, s in enumerate(drawn):
+        fig.add_trace(
+            _go().Scatter(
+                x=list(s.seconds),
+                y=list(s.values),
+                name=s.name,
+                mode="lines",
+                line={"color": COLORS[i % len(COLORS)], "width": 1.5},
+                hovertemplate=f"{s.name}: %{{y:,.1f}} {unit}<br>%{{x:,.0f}} s<extra></extra>",
+            )
+        )
+    return mark_faults(fig, faults, windows)
 
 
 def _window_text(w: Window) -> str:

@@ -15,7 +15,7 @@ import csv
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -123,6 +123,9 @@ class Comparison:
     changes: list[Change]
     only_baseline: list[str]
     only_contender: list[str]
+    #: Points whose two runs were limited by different things: (point, baseline's verdict,
+    #: contender's) — their figures measure different limits.
+    limits: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def summary_path(run_dir: Path) -> Path:
@@ -172,9 +175,16 @@ def compare_rows(
     base = _runs(baseline)
     cont = _runs(contender)
     changes = []
+    limits = []
     for key in base:
         if key not in cont:
             continue
+        limited = [
+            "/".join(dict.fromkeys(str(r.get("limited_by") or "unknown") for r in side))
+            for side in (base[key], cont[key])
+        ]
+        if limited[0] != limited[1]:
+            limits.append((point_name(base[key][0]), limited[0], limited[1]))
         faulted = any(r.get("faults") for r in (*base[key], *cont[key]))
         for metric in metrics:
             if metric.faults and not faulted:
@@ -197,6 +207,7 @@ def compare_rows(
         changes,
         [point_name(base[k][0]) for k in base if k not in cont],
         [point_name(cont[k][0]) for k in cont if k not in base],
+        limits,
     )
 
 
@@ -323,6 +334,11 @@ def text_report(comparison: Comparison) -> str:
             out.append("")
         previous = row[0]
         out.append(line(row))
+    for point, was, now in comparison.limits:
+        out.append(
+            f"what set the pace differs at {point}: {was} (baseline) vs {now} (contender) — "
+            "the figures measure different limits"
+        )
     for name in comparison.only_baseline:
         out.append(f"only in baseline:  {name}")
     for name in comparison.only_contender:

@@ -42,6 +42,8 @@ from workload.faults import read_timelines
 from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 from workload.results import RecordsNotWritten
+from workload.telemetry import HOST
+from workload.verdict import RULES, Verdict
 
 NS = 1_000_000_000
 
@@ -71,13 +73,18 @@ TARGET = COLUMN["target_msgs_per_s"].shown
 COST = COLUMN["cost_per_million_usd"].shown
 NOT_DRAINED = COLUMN["not_drained"].shown
 SEND_DELAY = COLUMN[run_column("send_delay", "p99")].shown
+BROKER_CPU = COLUMN["broker_cpu_pct"].shown
+LIMITED = COLUMN["limited_by"].shown
 
 
 def columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
     """The table's columns: "not drained" only where a point was stopped early, send delay
     only where a point ran open loop, cost only where a run carries it (runs on AWS), a target rate only for a
-    capacity search's probes."""
+    capacity search's probes, the broker's CPU and what set the pace where the run recorded
+    telemetry (last)."""
     table = list(TABLE)
+    if any(_has(r, LIMITED[0]) for r in rows):
+        table += [BROKER_CPU, LIMITED]
     for extra, after, shown in (
         (NOT_DRAINED, "lost", any(delivery(r).startswith("not drained") for r in rows)),
         (SEND_DELAY, window_column("send_latency"), any(_has(r, SEND_DELAY[0]) for r in rows)),
@@ -117,6 +124,8 @@ def notes(row: SummaryRow) -> list[str]:
         found.append(fault)
     if slo := slo_note(row):
         found.append(slo)
+    if label := bound_label(row):
+        found.append(f"{label} ({row.get('limited_reason')})")
     return found
 
 
@@ -312,9 +321,17 @@ def curve_points(
                     q: number(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES
                 },
                 series=" · ".join(s for s in (series, others) if s),
+                bound=bound_label(r),
             )
         )
     return out
+
+
+def bound_label(row: SummaryRow) -> str:
+    """How a knee or a capacity bracket at this point is labelled when the clients or the
+    shared machine set its pace ("" when the broker's figures are its own)."""
+    limit = str(row.get("limited_by") or "")
+    return Verdict(limit, "").label() if limit else ""
 
 
 def _ms(value: float | None) -> str:
@@ -347,8 +364,54 @@ def knee_text(points: list[charts.CurvePoint]) -> str:
                 f"; the next level ({html.escape(', '.join(after.labels))}) reached "
                 f"{after.receive_msgs_per_s:,.0f} msgs/s at p99 {_ms(after.p99)} ms"
             )
+        bound = [*level.bound, *(after.bound if after is not None else ())]
+        if bound:
+            text += (
+                f". <b class=warn>Not the broker's limit — {html.escape(bound[0])}</b> "
+                "(the verdict of the points at and after the knee)"
+            )
         found.append(text + ".</li>")
     return f"<ul>{''.join(found)}</ul>" if found else ""
+
+
+#: The resource charts of a point: (title, unit, telemetry column, roles drawn).
+RESOURCE_CHARTS = (
+    ("CPU per node (% of one core)", "%", "cpu_pct", ("broker", "sender", "receiver", HOST)),
+    ("Disk write operations of the data device", "ops/s", "device_write_ops_s", ("broker", HOST)),
+    ("Broker GC pause time", "ms/s", "gc_pause_ms_s", ("broker",)),
+)
+
+
+def read_resources(
+    run_dir: Path, point: int, origin_s: int
+) -> list[tuple[str, str, list[charts.ResourceSeries]]]:
+    """A point's telemetry as the series of :data:`RESOURCE_CHARTS`, time counted from
+    ``origin_s`` (its charts' origin); empty where it has none or it cannot be read. The
+    data device is drawn once (the machine's row, else the first broker node's)."""
+    folder = run_dir / LAYOUT.raw_table(LAYOUT.telemetry)
+    try:
+        files = sorted(folder.glob(f"p{point}-*.parquet"))
+        rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    except (OSError, ValueError):
+        return []
+    by_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["second"]):
+        by_node.setdefault((r["role"], r["node"]), []).append(r)
+    out = []
+    for title, unit, column, roles in RESOURCE_CHARTS:
+        series = [
+            charts.ResourceSeries(
+                f"{node} ({role})" if role != HOST else "machine",
+                [r["second"] - origin_s for r in found],
+                [r[column] for r in found],
+            )
+            for (role, node), found in by_node.items()
+            if role in roles
+        ]
+        if column == "device_write_ops_s":
+            series = series[-1:] if any(s.name == "machine" for s in series) else series[:1]
+        out.append((title, unit, series))
+    return out
 
 
 @dataclass(frozen=True)
@@ -627,6 +690,7 @@ def _point_section(
     chart: Charts,
     marks: list[charts.FaultMark],
     block: str,
+    resources: list[tuple[str, str, list[charts.ResourceSeries]]] = [],  # noqa: B006
 ) -> str:
     number = int(row["point"]) + 1
     label = str(row.get("label") or "")
@@ -637,6 +701,8 @@ def _point_section(
             figures.append(
                 chart(charts.latency_over_time(windows, metric, f"{title} per window", marks))
             )
+    for title, unit, series in resources:
+        figures.append(chart(charts.resources_over_time(series, title, unit, marks, windows)))
     spectra = {METRIC_TITLES[m]: histograms[m] for m in METRIC_TITLES if histograms.get(m)}
     figures.append(chart(charts.spectrum_chart(spectra, "Latency by percentile (whole run)")))
     drawn = "".join(f for f in figures if f)
@@ -644,6 +710,49 @@ def _point_section(
         f"<div class=charts>{drawn}</div>"
         if drawn
         else "<p class=muted>no latency windows or histograms for this point</p>"
+    )
+
+
+def pace_block(rows: Sequence[SummaryRow]) -> str:
+    """What set each point's pace, with the figures the verdict read and its rules."""
+    if not any(r.get("limited_by") for r in rows):
+        return ""
+    shown = [
+        COLUMN[c].shown
+        for c in (
+            "broker_cpu_pct",
+            "client_cpu_pct",
+            "client_process_cpu_pct",
+            "host_cpu_pct",
+            "broker_disk_write_ops_s",
+            "broker_disk_busy_pct",
+            "broker_gc_ms_per_s",
+            "broker_cpu_us_per_msg",
+            "broker_disk_bytes_per_msg",
+        )
+    ]
+    head = "<th>point</th><th>limited by</th>" + "".join(
+        f"<th>{html.escape(title)}</th>" for _, title, _ in shown
+    )
+    body = "".join(
+        f'<tr><td style="text-align:left">{int(r["point"]) + 1}: {html.escape(str(r.get("label") or ""))}</td>'
+        f'<td{" class=warn" if bound_label(r) else ""} style="text-align:left" '
+        f'title="{html.escape(str(r.get("limited_reason") or ""))}">'
+        f"{html.escape(str(r.get('limited_by') or '–'))}</td>"
+        + "".join(f"<td>{html.escape(cell(r, k, f))}</td>" for k, _, f in shown)
+        + "</tr>"
+        for r in rows
+    )
+    reasons = "".join(
+        f"<li>Point {int(r['point']) + 1}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
+        f"{html.escape(str(r.get('limited_reason') or ''))}</li>"
+        for r in rows
+        if r.get("limited_by")
+    )
+    return (
+        "<h2>What set the pace</h2>"
+        f"<table><tr>{head}</tr>{body}</table><ul>{reasons}</ul>"
+        f"<p class=muted>{RULES}</p>"
     )
 
 
@@ -756,6 +865,7 @@ def write_html(
                 chart,
                 marks,
                 faults_block(r, found_faults, drawn.origin_s if drawn is not None else None),
+                read_resources(run_dir, point, drawn.origin_s) if drawn is not None else [],
             )
         )
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
@@ -775,6 +885,7 @@ def write_html(
 Processing latency runs from each message's intended send time to its receipt. A send call's latency is the broker's service time (start of the call to its confirmation), in open loop too;
 there, send delay is how late a batch started against the schedule, so a stall shows in send delay and processing latency, not in the send call.
 Times on the charts count seconds from the start of the measurement (the end of the warm-up); each window is drawn at its end.</p>
+{pace_block(rows)}
 {"".join(sections)}
 {context_tables(recorded, rows)}"""
     path = run_dir / LAYOUT.report
