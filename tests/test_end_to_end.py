@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from brokers.local import free_ports
@@ -42,7 +45,61 @@ def test_redis_smoke(tmp_path: Path) -> None:
     done = brokerbench("run", str(SCENARIOS / "redis-smoke.toml"), "--results", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Redis replication is asynchronous" in done.stdout
-    assert_clean_run(tmp_path, "redis")
+    (row,) = assert_clean_run(tmp_path, "redis")
+    assert "limited by: " in done.stderr  # the live view's closing line
+    assert_resources_recomputed(next(tmp_path.glob("*/")), row)
+
+
+def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
+    """The summary's resource columns and verdict, worked out again from the raw tables:
+    the measurement period from the senders' per-second rows (the whole seconds after the
+    warm-up in which every sender worker sent), the means of each node's telemetry rows in
+    it, the busiest broker and client node, CPU and disk bytes per confirmed message."""
+    context = json.loads((run_dir / "context.json").read_text())
+    seconds = pq.read_table(run_dir / "raw" / "seconds").to_pylist()
+    sending: dict[tuple[int, int], list[int]] = {}
+    for r in seconds:
+        if r["sent"] > 0:
+            sending.setdefault((r["node"], r["worker"]), []).append(r["second"])
+    first = min(min(s) for s in sending.values())
+    warmup = math.ceil(float(context["scenario"]["measurement"]["warmup"]))
+    start = max(first + warmup, max(min(s) for s in sending.values()) + 1)
+    end = min(max(s) for s in sending.values()) - 1
+    assert end >= start
+    sent = sum(r["sent"] for r in seconds if start <= r["second"] <= end)
+    rate = sent / (end - start + 1)
+    assert float(row["send_msgs_per_s"]) == pytest.approx(rate, rel=1e-3)
+    telemetry = pq.read_table(run_dir / "raw" / "telemetry").to_pylist()
+    means: dict[tuple[str, str], dict[str, float]] = {}
+    for role, node in {(t["role"], t["node"]) for t in telemetry}:
+        mine = [t for t in telemetry if t["node"] == node and start <= t["second"] <= end]
+        assert mine, f"no telemetry of {node} in the measurement period"
+        means[role, node] = {"cores": mine[0]["cores"]}
+        for c in ("cpu_pct", "write_bytes_s"):
+            known = [t[c] for t in mine if t[c] is not None]  # the machine has no process bytes
+            means[role, node][c] = sum(known) / len(known) if known else 0.0
+    brokers = {n: m for (role, n), m in means.items() if role == "broker"}
+    clients = {n: m for (role, n), m in means.items() if role in ("sender", "receiver")}
+    assert brokers and clients and ("host", "host") in means
+    busiest = max(brokers.values(), key=lambda m: m["cpu_pct"])
+    assert float(row["broker_cpu_pct"]) == pytest.approx(busiest["cpu_pct"], abs=1e-3)
+    client = max(m["cpu_pct"] for m in clients.values())
+    assert float(row["client_cpu_pct"]) == pytest.approx(client, abs=1e-3)
+    host = means["host", "host"]
+    assert float(row["host_cpu_pct"]) == pytest.approx(host["cpu_pct"] / host["cores"], abs=1e-3)
+    broker_cpu = sum(m["cpu_pct"] for m in brokers.values()) / 100
+    assert float(row["broker_cpu_us_per_msg"]) == pytest.approx(broker_cpu * 1e6 / rate, rel=1e-3)
+    written = sum(m["write_bytes_s"] for m in brokers.values())
+    assert float(row["broker_disk_bytes_per_msg"]) == pytest.approx(written / rate, abs=1e-3)
+    # the verdict, by the rules as the README states them
+    if busiest["cpu_pct"] >= 90 * busiest["cores"]:
+        expected = "broker CPU"
+    elif host["cpu_pct"] >= 90 * host["cores"]:
+        expected = {"client CPU", "shared host"}  # a client process may have been at a core
+    else:
+        expected = {"client CPU", "none saturated", "broker disk"}
+    assert row["limited_by"] in (expected if isinstance(expected, set) else {expected})
+    assert row["limited_reason"]
 
 
 @pytest.mark.postgresql

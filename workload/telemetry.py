@@ -106,12 +106,32 @@ class Target:
 
 
 def process_groups() -> dict[int, list[int]]:
-    """Every process of this machine by process group (a broker node started in a session
-    of its own is its group)."""
+    """Every process of this machine by process group, each group with its members'
+    descendants too — a broker node started in a session of its own is its group, and a
+    node whose server a wrapper starts in a session of its own (``runuser``) keeps it as
+    a descendant. One read of ``/proc/<pid>/stat`` per process."""
+    parent: dict[int, int] = {}
     groups: dict[int, list[int]] = {}
     for pid in psutil.pids():
-        with contextlib.suppress(OSError):
-            groups.setdefault(os.getpgid(pid), []).append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[pid] = int(fields[1])
+        groups.setdefault(int(fields[2]), []).append(pid)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    for members in groups.values():
+        seen = set(members)
+        queue = list(members)
+        while queue:
+            for child in children.get(queue.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    members.append(child)
+                    queue.append(child)
     return groups
 
 

@@ -169,7 +169,7 @@ def verdict(usage: Usage) -> Verdict:
     if broker is not None and broker.cpu_pct >= SATURATED * 100 * broker.usable_cores:
         return Verdict(
             BROKER_CPU,
-            f"broker node {broker.node} used {_pct(broker.cpu_pct)} of "
+            f"broker node {broker.node} used {_pct(broker.cpu_pct)} of a core, of "
             f"{broker.usable_cores:g} cores",
         )
     disks = [n for n in usage.of("broker", "host") if n.device_busy_pct is not None]
@@ -189,7 +189,8 @@ def verdict(usage: Usage) -> Verdict:
     headroom = (
         ""
         if broker is None
-        else f"; the busiest broker node used {_pct(broker.cpu_pct)} of {broker.usable_cores:g} cores"
+        else f"; the busiest broker node used {_pct(broker.cpu_pct)} of a core, of "
+        f"{broker.usable_cores:g}"
     )
     if client:
         machine = f"; the machine was {_pct(host_busy)} busy" if host_busy is not None else ""
@@ -215,7 +216,10 @@ def _client_limit(usage: Usage) -> str:
         return f"senders reached only {usage.target_ratio:.0%} of the target rate"
     for node in sorted(usage.of("sender", "receiver"), key=lambda n: -n.cpu_pct):
         if node.cpu_pct >= SATURATED * 100 * node.usable_cores:
-            return f"{node.node} used {_pct(node.cpu_pct)} of its {node.usable_cores:g} cores"
+            return (
+                f"{node.node} used {_pct(node.cpu_pct)} of a core, of the "
+                f"{node.usable_cores:g} its processes can use"
+            )
         if node.process_max_pct >= SATURATED * 100:
             return (
                 f"a process of {node.node} used {_pct(node.process_max_pct)} of one core "
