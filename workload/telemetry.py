@@ -25,7 +25,6 @@ the sampler meets stops a run: a failure of the sampler itself ends sampling wit
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
