@@ -43,6 +43,7 @@ from workload.record import PointEntry, RunContext
 from workload.results import (
     DELIVERY_TABLES,
     TABLES,
+    TELEMETRY_SCHEMA,
     NodeStatus,
     PartKey,
     RecordsNotWritten,
@@ -50,7 +51,6 @@ from workload.results import (
     raw_dir,
     read_statuses,
 )
-from workload.telemetry import TELEMETRY_SCHEMA
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
     pa.string(): T.StringType(),
@@ -174,6 +174,20 @@ def telemetry_paths(run: RunLocation) -> list[str] | None:
             pq.read_metadata(path)
             readable.append(str(path))
     return readable
+
+
+def read_telemetry(spark: SparkSession, run: RunLocation) -> DataFrame:
+    """Every node's telemetry: the Parquet files of client nodes and local runs, and the
+    JSON-lines batches broker machines on AWS stream (:mod:`workload.aws.telemetry_agent`)."""
+    telemetry = read_table(spark, run, LAYOUT.telemetry, telemetry_paths(run))
+    if not run.has_files(LAYOUT.telemetry_stream, ".jsonl"):
+        return telemetry
+    stream = (
+        spark.read.schema(telemetry.schema)
+        .option("recursiveFileLookup", "true")
+        .json(run.spark_path(LAYOUT.telemetry_stream))
+    )
+    return telemetry.unionByName(stream)
 
 
 def local_records(run_dir: Path) -> RunRecords:
@@ -330,7 +344,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
-    usage = tf.node_usage(read_table(spark, run, LAYOUT.telemetry, telemetry_paths(run)), periods)
+    usage = tf.node_usage(read_telemetry(spark, run), periods)
     usages = resources.node_usages(r.asDict() for r in usage.collect())
     _merge(rows, resources.resource_table(context, usages, rows))
     _merge(rows, capacity.probe_columns(context, rows))

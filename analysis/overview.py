@@ -2,7 +2,8 @@
 for a results directory holding several analysed runs, with summary charts in the spirit of
 the reference study's figures — maximum throughput per system, the latency–throughput curve
 of every run with its knee, and throughput, processing latency (p95 of the worst window,
-p99 of the whole run) and the send call's p95 against the number of sending threads — plus
+p99 of the whole run), the send call's p95 and what a message costs the broker (CPU µs and
+disk bytes per message, from the resource telemetry) against the number of sending threads — plus
 one row per run and sweep point (the terminal table's columns). Titles, units and which way
 is better come from the columns' declarations (:data:`analysis.columns.COLUMNS`).
 
@@ -123,6 +124,9 @@ CHARTS = tuple(
         window_column("processing_latency"),
         run_column("processing_latency", "p99"),
         window_column("send_latency"),
+        # what a message costs the broker (resource telemetry), comparable across systems
+        "broker_cpu_us_per_msg",
+        "broker_disk_bytes_per_msg",
     )
 )
 

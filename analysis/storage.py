@@ -108,9 +108,15 @@ class RunLocation:
         """Whether the folder holds at least one Parquet file."""
         if not self.s3:
             return any((self.local / relative).glob("*.parquet"))
+        return self.has_files(relative, ".parquet")
+
+    def has_files(self, relative: str, suffix: str) -> bool:
+        """Whether the folder, or a folder below it, holds a file ending in ``suffix``."""
+        if not self.s3:
+            return any((self.local / relative).rglob(f"*{suffix}"))
         bucket, key = self._bucket_key(relative)
         listing = _client().list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/")
-        return any(o["Key"].endswith(".parquet") for o in listing.get("Contents", []))
+        return any(o["Key"].endswith(suffix) for o in listing.get("Contents", []))
 
     def _bucket_key(self, relative: str) -> tuple[str, str]:
         bucket, _, prefix = self.uri.split("://", 1)[1].partition("/")

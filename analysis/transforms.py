@@ -403,12 +403,16 @@ def node_usage(telemetry: DataFrame, periods: DataFrame) -> DataFrame:
     """Per point and node: the mean of every telemetry figure over the point's measurement
     period (its rate period: after the warm-up, whole seconds in which every sender worker
     sent), and the peak second's CPU. A mean skips the seconds a counter was not read.
+    Rows belong to a point by their second, not by the point they name: a broker machine's
+    sampler on AWS runs through the whole run and names none.
 
     Columns: run_id, point, role, node, seconds (telemetry seconds in the period),
     one column per :data:`USAGE_MEANS`, cpu_max_pct.
     """
-    inside = telemetry.join(periods.select(*KEY, "start", "end"), on=KEY).where(
-        (F.col("second") >= F.col("start")) & (F.col("second") <= F.col("end"))
+    inside = (
+        telemetry.drop("point")
+        .join(periods.select(*KEY, "start", "end"), on="run_id")
+        .where((F.col("second") >= F.col("start")) & (F.col("second") <= F.col("end")))
     )
     return inside.groupBy(*KEY, "role", "node").agg(
         F.count("*").alias("seconds"),

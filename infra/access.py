@@ -5,10 +5,12 @@
   with a managed service (:mod:`infra.queue`), call the actions its declaration names on
   it and on the resources whose ARN starts with its ARN (the run's per-point queues).
   They read the broker password of the stack (its parameter only, see :mod:`infra.secrets`).
-* Broker machines (instance profile): read the stack's secrets; with faults, also read
-  the wheel (their fault agent runs from it), list ``runs/<run-id>/control/faults/``, read
-  the fault markers there (``*.begin``, ``*.end``) and write only acknowledgements
-  (``*.ack``), see :mod:`workload.aws.fault_agent`.
+* Broker machines (instance profile): read the stack's secrets and the wheel (their agents
+  run from it), write telemetry batches (``runs/<run-id>/raw/telemetry-stream/**.jsonl``,
+  :mod:`workload.aws.telemetry_agent`; the role is every broker machine's, so it cannot
+  tell one machine's keys from another's); with faults, also list
+  ``runs/<run-id>/control/faults/``, read the fault markers there (``*.begin``, ``*.end``)
+  and write only acknowledgements (``*.ack``), see :mod:`workload.aws.fault_agent`.
 * The analysis job (EMR Serverless execution role): read the run's results and artifacts,
   write only ``runs/<run-id>/analysis/*``.
 """
@@ -110,7 +112,7 @@ class RunAccess(pulumi.ComponentResource):
                 )
                 if args.secret_arns
                 else None,
-                "s3": bucket.apply(lambda b: broker_s3_policy(b, layout)) if args.faults else None,
+                "s3": bucket.apply(lambda b: broker_s3_policy(b, layout, args.faults)),
             },
         )
         broker_profile = aws.iam.InstanceProfile(
@@ -193,46 +195,59 @@ def fault_markers_prefix(layout: BucketLayout) -> str:
     return f"{layout.run_prefix}{LAYOUT.fault_markers}"
 
 
-def broker_s3_policy(bucket: str, layout: BucketLayout) -> str:
-    """A broker machine's fault agent: the wheel it runs from, the run's fault markers to
-    list and read, acknowledgements to write — nothing else of the bucket."""
+def broker_s3_policy(bucket: str, layout: BucketLayout, faults: bool = True) -> str:
+    """A broker machine's agents: the wheel they run from and the telemetry batches to
+    write (:mod:`workload.aws.telemetry_agent`); with ``faults``, the run's fault markers to
+    list and read and acknowledgements to write — nothing else of the bucket."""
+    objects = f"arn:aws:s3:::{bucket}/"
+    statements: list[dict[str, object]] = [
+        {
+            "Sid": "ReadWheel",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{objects}{layout.wheel_key}",
+        },
+        {
+            "Sid": "WriteTelemetry",
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": f"{objects}{layout.run_prefix}{LAYOUT.telemetry_stream}/*.jsonl",
+        },
+    ]
+    if faults:
+        statements += fault_statements(bucket, layout)
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def fault_statements(bucket: str, layout: BucketLayout) -> list[dict[str, object]]:
+    """A broker machine's fault agent: the run's fault markers to list and read,
+    acknowledgements to write."""
     objects = f"arn:aws:s3:::{bucket}/"
     faults = fault_markers_prefix(layout)
-    return json.dumps(
+    return [
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ReadWheel",
-                    "Effect": "Allow",
-                    "Action": "s3:GetObject",
-                    "Resource": f"{objects}{layout.wheel_key}",
-                },
-                {
-                    "Sid": "ReadFaultMarkers",
-                    "Effect": "Allow",
-                    "Action": "s3:GetObject",
-                    "Resource": [
-                        f"{objects}{faults}*{BEGIN_SUFFIX}",
-                        f"{objects}{faults}*{END_SUFFIX}",
-                    ],
-                },
-                {
-                    "Sid": "WriteFaultAcks",
-                    "Effect": "Allow",
-                    "Action": "s3:PutObject",
-                    "Resource": f"{objects}{faults}*{LAYOUT.ack_suffix}",
-                },
-                {
-                    "Sid": "ListFaultMarkers",
-                    "Effect": "Allow",
-                    "Action": "s3:ListBucket",
-                    "Resource": f"arn:aws:s3:::{bucket}",
-                    "Condition": {"StringLike": {"s3:prefix": [f"{faults}*"]}},
-                },
+            "Sid": "ReadFaultMarkers",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": [
+                f"{objects}{faults}*{BEGIN_SUFFIX}",
+                f"{objects}{faults}*{END_SUFFIX}",
             ],
-        }
-    )
+        },
+        {
+            "Sid": "WriteFaultAcks",
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": f"{objects}{faults}*{LAYOUT.ack_suffix}",
+        },
+        {
+            "Sid": "ListFaultMarkers",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{faults}*"]}},
+        },
+    ]
 
 
 def analysis_s3_policy(bucket: str, layout: BucketLayout) -> str:

@@ -194,6 +194,10 @@ def broker_user_data(
         if not placeholder
         else "",
         "fault_agent_name": FAULT_AGENT_UNIT,
+        "telemetry_agent_unit": telemetry_agent_unit(context, node, recipe, cluster)
+        if not placeholder
+        else "",
+        "telemetry_agent_name": TELEMETRY_AGENT_UNIT,
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -216,9 +220,61 @@ def broker_user_data(
     )
 
 
-#: Where a broker node keeps the wheel its fault agent runs from.
+#: Where a broker node keeps the wheel its fault and telemetry agents run from.
 FAULT_AGENT_WHEEL = "/opt/brokerbench/brokerbench.whl"
 FAULT_AGENT_UNIT = "brokerbench-faults.service"
+
+
+TELEMETRY_AGENT_UNIT = "brokerbench-telemetry.service"
+
+
+def telemetry_agent_unit(
+    context: RunContext, node: BrokerNode, recipe: CloudRecipe | None, cluster: dict[str, list[str]]
+) -> str:
+    """The systemd unit of the node's telemetry agent (:mod:`workload.aws.telemetry_agent`):
+    every broker machine of a stack with a results bucket runs one."""
+    if not context.bucket:
+        return ""
+    roles = {role: len(addresses) for role, addresses in cluster.items()}
+    faults = recipe.faults_for(roles) if recipe is not None else None
+    command = [
+        "/usr/bin/python3",
+        "-m",
+        "workload.aws.telemetry_agent",
+        "--bucket",
+        context.bucket,
+        "--run-id",
+        context.run_id,
+        "--region",
+        context.region,
+        "--node",
+        node.name,
+        "--data-dir",
+        data_dir(recipe),
+        *(["--unit", faults.unit] if faults is not None else []),
+    ]
+    return render(
+        "brokerbench-telemetry.service.j2",
+        node=node,
+        run_id=context.run_id,
+        wheel=FAULT_AGENT_WHEEL,
+        fetch=" ".join(shlex.quote(a) for a in _fetch_wheel(context)),
+        command=" ".join(shlex.quote(a) for a in command),
+    )
+
+
+def _fetch_wheel(context: RunContext) -> list[str]:
+    """The command that copies the run's wheel to where the agents run it from."""
+    return [
+        "/usr/bin/aws",
+        "s3",
+        "cp",
+        "--only-show-errors",
+        "--region",
+        context.region,
+        f"s3://{context.bucket}/{context.wheel_key}",
+        FAULT_AGENT_WHEEL,
+    ]
 
 
 def fault_agent_unit(
@@ -251,16 +307,7 @@ def fault_agent_unit(
         "--address",
         node.address,
     ]
-    fetch = [
-        "/usr/bin/aws",
-        "s3",
-        "cp",
-        "--only-show-errors",
-        "--region",
-        context.region,
-        f"s3://{context.bucket}/{context.wheel_key}",
-        FAULT_AGENT_WHEEL,
-    ]
+    fetch = _fetch_wheel(context)
     return render(
         "brokerbench-faults.service.j2",
         node=node,

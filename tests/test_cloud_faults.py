@@ -464,7 +464,7 @@ def test_a_broker_machine_reads_only_fault_markers_and_writes_only_acknowledgeme
     ]  # fmt: skip
 
 
-def test_the_broker_role_gets_the_fault_policy_only_with_faults() -> None:
+def test_the_broker_role_gets_the_fault_statements_only_with_faults() -> None:
     def program(faults: bool) -> Any:
         access = RunAccess(
             "access", RunAccessArgs("results-bucket", BUCKET_LAYOUT, {}, faults=faults)
@@ -478,8 +478,11 @@ def test_the_broker_role_gets_the_fault_policy_only_with_faults() -> None:
             r.name: r.inputs["policy"]
             for r in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
         }
-        expected = broker_s3_policy("results-bucket", BUCKET_LAYOUT) if faults else None
+        expected = broker_s3_policy("results-bucket", BUCKET_LAYOUT, faults)
         assert policies.get("access-broker-s3") == expected
+        sids = [s["Sid"] for s in json.loads(expected)["Statement"]]
+        assert ("ListFaultMarkers" in sids) is faults
+        assert sids[:2] == ["ReadWheel", "WriteTelemetry"]  # the telemetry agent's, always
 
 
 # -- the scenario ----------------------------------------------------------------------------

@@ -10,19 +10,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
 from workload import jvmstat
 from workload.layout import LAYOUT
+from workload.results import write_telemetry
 from workload.telemetry import (
     Sampler,
     Target,
     block_device,
     node_means,
     process_groups,
-    write_telemetry,
 )
 from workload.verdict import (
     BROKER_CPU,
@@ -45,23 +46,25 @@ def spinning() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
 
 
-def sample_for(targets: list[Target], seconds: float, interval: float = 1.0) -> Sampler:
+def sample_for(
+    targets: list[Target], seconds: float, interval: float = 1.0
+) -> tuple[Sampler, list[dict[str, Any]]]:
+    """A sampler run for ``seconds``, and its rows."""
     sampler = Sampler("r1", 3, lambda: targets, interval, host_data_dir=Path("/tmp")).start()
     time.sleep(seconds)
-    sampler.stop()
-    return sampler
+    return sampler, sampler.stop()
 
 
 def test_a_busy_process_reads_as_about_one_core_and_the_rows_follow_the_seconds() -> None:
     proc = spinning()
     try:
-        sampler = sample_for([Target("sender", "sender-0", (proc.pid,))], 3.3)
+        sampler, rows = sample_for([Target("sender", "sender-0", (proc.pid,))], 3.3)
     finally:
         proc.kill()
         proc.wait()
     assert not sampler.failure
-    mine = [r for r in sampler.rows if r["node"] == "sender-0"]
-    host = [r for r in sampler.rows if r["node"] == "host"]
+    mine = [r for r in rows if r["node"] == "sender-0"]
+    host = [r for r in rows if r["node"] == "host"]
     assert len(mine) >= 2 and len(host) == len(mine)
     seconds = [r["second"] for r in mine]
     assert seconds == sorted(seconds) and len(set(seconds)) == len(seconds)
@@ -87,11 +90,11 @@ def test_disk_writes_of_a_node_count_in_its_row(tmp_path: Path) -> None:
     )
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
-        sampler = sample_for([Target("broker", "b-0", (proc.pid,), tmp_path)], 3.3)
+        _sampler, rows = sample_for([Target("broker", "b-0", (proc.pid,), tmp_path)], 3.3)
     finally:
         proc.kill()
         proc.wait()
-    rows = [r for r in sampler.rows if r["node"] == "b-0"][1:]
+    rows = [r for r in rows if r["node"] == "b-0"][1:]
     assert rows
     assert all(r["write_bytes_s"] > 100_000 for r in rows), rows
     if block_device(tmp_path) is not None:  # a file system on a block device
@@ -103,10 +106,10 @@ def test_a_node_that_is_gone_leaves_a_gap_not_a_failure() -> None:
     proc = spinning()
     proc.kill()
     proc.wait()
-    sampler = sample_for([Target("broker", "gone", (proc.pid,))], 2.2)
+    sampler, rows = sample_for([Target("broker", "gone", (proc.pid,))], 2.2)
     assert not sampler.failure
-    assert not [r for r in sampler.rows if r["node"] == "gone"]
-    assert [r for r in sampler.rows if r["node"] == "host"]
+    assert not [r for r in rows if r["node"] == "gone"]
+    assert [r for r in rows if r["node"] == "host"]
 
 
 def test_a_failing_sampler_keeps_its_rows_and_says_why_in_one_line() -> None:
@@ -225,11 +228,11 @@ def test_a_real_jvm_that_allocates_shows_gc_time(tmp_path: Path) -> None:
         deadline = time.monotonic() + 15
         while jvmstat.perf_file(proc.pid) is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        sampler = sample_for([Target("broker", "jvm", (proc.pid,))], 3.3)
+        _sampler, rows = sample_for([Target("broker", "jvm", (proc.pid,))], 3.3)
     finally:
         proc.kill()
         proc.wait()
-    rows = [r for r in sampler.rows if r["node"] == "jvm"][1:]
+    rows = [r for r in rows if r["node"] == "jvm"][1:]
     assert rows and all(r["gc_pause_ms_s"] is not None for r in rows)
     assert sum(r["gc_pause_ms_s"] for r in rows) > 0
 

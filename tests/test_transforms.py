@@ -285,3 +285,45 @@ def test_whole_run_percentiles_leave_the_warmup_out(seconds):
     whole = tf.whole_run(tf.run_histograms(hist, periods))
     proc = [r for r in whole.collect() if r["point"] == 0 and r["metric"] == "processing_latency"]
     assert proc[0]["samples"] == 19 * 6  # the first 4 of the 10 seconds are warm-up
+
+
+def test_telemetry_belongs_to_the_point_whose_period_holds_its_second(spark) -> None:
+    """A broker machine's sampler on AWS names no point (-1): its rows go to the point whose
+    measurement period holds their second; the mean skips seconds a counter was not read."""
+    from workload.results import TELEMETRY_SCHEMA
+
+    def row(point, node, second, cpu, gc=None):
+        values = dict.fromkeys(TELEMETRY_SCHEMA.names)
+        values.update(
+            run_id="r",
+            point=point,
+            role="broker",
+            node=node,
+            second=second,
+            cpu_pct=cpu,
+            cores=8.0,
+            gc_pause_ms_s=gc,
+        )
+        return tuple(values[n] for n in TELEMETRY_SCHEMA.names)
+
+    rows = [
+        row(-1, "broker-0", 9, 999.0),  # before point 0's period
+        row(-1, "broker-0", 10, 100.0, 2.0),
+        row(-1, "broker-0", 11, 300.0),
+        row(-1, "broker-0", 15, 50.0),  # between the periods
+        row(-1, "broker-0", 20, 400.0, 6.0),
+        row(1, "sender-0", 21, 80.0),
+    ]
+    telemetry = spark.createDataFrame(rows, spark_schema(TELEMETRY_SCHEMA))
+    periods = spark.createDataFrame(
+        [("r", 0, 10, 11), ("r", 1, 20, 21)], "run_id string, point int, start long, end long"
+    )
+    found = {
+        (r["point"], r["node"]): r.asDict() for r in tf.node_usage(telemetry, periods).collect()
+    }
+    assert set(found) == {(0, "broker-0"), (1, "broker-0"), (1, "sender-0")}
+    assert found[0, "broker-0"]["cpu_pct"] == 200.0
+    assert found[0, "broker-0"]["cpu_max_pct"] == 300.0
+    assert found[0, "broker-0"]["gc_pause_ms_s"] == 2.0
+    assert found[0, "broker-0"]["seconds"] == 2
+    assert found[1, "broker-0"]["cpu_pct"] == 400.0

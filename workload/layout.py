@@ -10,6 +10,11 @@ them, plus the control markers through which the machines of an AWS run coordina
                                           (:mod:`workload.telemetry`; ``<node>`` a
                                           broker node's name, ``sender-<n>``,
                                           ``receiver-<n>`` or ``host``)
+``raw/telemetry-stream/<node>/<second>.jsonl``
+                                          a broker machine's telemetry on AWS, uploaded
+                                          in batches through the run (JSON lines of the
+                                          same columns; no point: rows belong to a point
+                                          by their second)
 ``nodes/p<K>-<role>-<node>.<part>.json``  how that node part ended
 ``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
 ``analysis/``                             what the analysis job writes: ``summary.csv``,
@@ -90,6 +95,13 @@ class RunLayout:
         """A node's telemetry at ``point``; ``node`` as the sampler names it."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node)
         return f"{self.raw_table(self.telemetry)}/p{point}-{safe}.parquet"
+
+    #: Where broker machines on AWS stream their telemetry.
+    telemetry_stream: str = "raw/telemetry-stream"
+
+    def telemetry_batch(self, node: str, second: int) -> str:
+        """A batch of a broker machine's telemetry rows, from ``second`` on."""
+        return f"{self.telemetry_stream}/{node}/{second}.jsonl"
 
     @staticmethod
     def point_files(point: int) -> str:

@@ -28,10 +28,16 @@ from workload.faults import FaultScheduler, start_faults, write_timeline
 from workload.naming import destination_name, point_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.progress import ProgressView
-from workload.results import NodeStatus, RecordsNotWritten, read_statuses, write_status
+from workload.results import (
+    NodeStatus,
+    RecordsNotWritten,
+    read_statuses,
+    write_status,
+    write_telemetry,
+)
 from workload.scenario import LoadSection, Scenario
 from workload.signals import signal_name
-from workload.telemetry import Sampler, Target, node_means, process_groups, write_telemetry
+from workload.telemetry import Sampler, Target, node_means, process_groups
 from workload.verdict import NodeUsage, point_usage, verdict
 
 Console = Callable[[str], None]

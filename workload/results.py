@@ -26,6 +26,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,6 +56,38 @@ SECONDS_SCHEMA = pa.schema(
         ("send_latency", HIST),
         ("processing_latency", HIST),
         ("send_delay", HIST),
+    ]
+)
+
+#: The resource telemetry of every node (:mod:`workload.telemetry`): one file per point
+#: and node, ``raw/telemetry/p<K>-<node>.parquet``.
+TELEMETRY_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("point", pa.int32()),
+        ("role", pa.string()),
+        ("node", pa.string()),
+        ("second", pa.int64()),
+        ("seconds", pa.float64()),
+        ("cores", pa.float64()),
+        ("processes", pa.int32()),
+        ("cpu_pct", pa.float64()),
+        ("cpu_user_pct", pa.float64()),
+        ("cpu_system_pct", pa.float64()),
+        ("cpu_iowait_pct", pa.float64()),
+        ("cpu_process_max_pct", pa.float64()),
+        ("rss_bytes", pa.int64()),
+        ("read_bytes_s", pa.float64()),
+        ("write_bytes_s", pa.float64()),
+        ("device", pa.string()),
+        ("device_write_ops_s", pa.float64()),
+        ("device_write_bytes_s", pa.float64()),
+        ("device_busy_pct", pa.float64()),
+        ("device_flushes_s", pa.float64()),
+        ("net_in_bytes_s", pa.float64()),
+        ("net_out_bytes_s", pa.float64()),
+        ("gc_pause_ms_s", pa.float64()),
+        ("note", pa.string()),
     ]
 )
 
@@ -309,3 +342,28 @@ def parse_status(path: Path | str, text: str | None = None) -> NodeStatus | None
         return NodeStatus(**{k: v for k, v in data.items() if k in known})
     except (OSError, ValueError, TypeError, AttributeError):
         return None
+
+
+def telemetry_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Sampler rows as an Arrow table of :data:`TELEMETRY_SCHEMA`."""
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in TELEMETRY_SCHEMA.names} for row in rows],
+        TELEMETRY_SCHEMA,
+    )
+
+
+def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """Write sampler rows as one Parquet file per point and node (:mod:`workload.layout`);
+    every file is attempted, the first that could not be written is raised
+    (:class:`~workload.results.RecordsNotWritten`)."""
+    by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_file.setdefault((row["point"], row["node"]), []).append(row)
+    failed: list[RecordsNotWritten] = []
+    for (point, node), part in sorted(by_file.items()):
+        try:
+            write_table_file(run_dir / LAYOUT.telemetry_file(point, node), telemetry_table(part))
+        except RecordsNotWritten as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]

@@ -3,7 +3,7 @@
 A :class:`Sampler` runs beside the workers — a thread of the coordinating process locally,
 never in a worker — and reads, every ``interval`` (1 s by default), cumulative counters of
 each :class:`Target` and of the machine, and keeps their rates as rows of the raw table
-``telemetry`` (:data:`TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
+``telemetry`` (:data:`workload.results.TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
 records (``second`` is the wall-clock second a row starts in):
 
 * CPU (user, system) of the node's processes, in % of one core, and of its busiest
@@ -21,6 +21,9 @@ records (``second`` is the wall-clock second a row starts in):
 A counter that cannot be read leaves its cell empty and says why in ``note``; a target
 whose processes are gone (a node down by a fault) leaves no row for those seconds. Nothing
 the sampler meets stops a run: a failure of the sampler itself ends sampling with a note.
+
+Standard library and psutil only: a broker machine on AWS runs it from the uploaded wheel
+with Debian's ``python3`` and ``python3-psutil`` (:mod:`workload.aws.telemetry_agent`).
 """
 
 from __future__ import annotations
@@ -34,41 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import pyarrow as pa
 
 from workload import jvmstat
-from workload.layout import LAYOUT
-from workload.results import RecordsNotWritten, write_table_file
-
-TELEMETRY_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("point", pa.int32()),
-        ("role", pa.string()),
-        ("node", pa.string()),
-        ("second", pa.int64()),
-        ("seconds", pa.float64()),
-        ("cores", pa.float64()),
-        ("processes", pa.int32()),
-        ("cpu_pct", pa.float64()),
-        ("cpu_user_pct", pa.float64()),
-        ("cpu_system_pct", pa.float64()),
-        ("cpu_iowait_pct", pa.float64()),
-        ("cpu_process_max_pct", pa.float64()),
-        ("rss_bytes", pa.int64()),
-        ("read_bytes_s", pa.float64()),
-        ("write_bytes_s", pa.float64()),
-        ("device", pa.string()),
-        ("device_write_ops_s", pa.float64()),
-        ("device_write_bytes_s", pa.float64()),
-        ("device_busy_pct", pa.float64()),
-        ("device_flushes_s", pa.float64()),
-        ("net_in_bytes_s", pa.float64()),
-        ("net_out_bytes_s", pa.float64()),
-        ("gc_pause_ms_s", pa.float64()),
-        ("note", pa.string()),
-    ]
-)
 
 HOST = "host"
 
@@ -218,12 +188,17 @@ class Sampler:
         targets: Callable[[], list[Target]],
         interval: float = 1.0,
         host_data_dir: Path | None = None,
+        host: str = HOST,
     ) -> None:
         self.run_id = run_id
         self.point = point
         self.targets = targets
         self.interval = interval
+        #: The machine's name in the rows: ``host`` where one sampler sees broker and
+        #: clients (a local run), else the machine's own (``host-broker-1``).
+        self.host = host
         self.rows: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
         #: Why sampling ended early ("" while it runs or when it ran to the end).
         self.failure = ""
         self._host_device = block_device(host_data_dir) if host_data_dir else None
@@ -239,9 +214,21 @@ class Sampler:
         return self
 
     def stop(self) -> list[dict[str, Any]]:
+        """End sampling; every row not taken yet."""
         self._stop.set()
         self._thread.join(timeout=10)
-        return self.rows
+        return self.take()
+
+    def take(self) -> list[dict[str, Any]]:
+        """The rows sampled since the last call (a long-running sampler hands them on in
+        batches)."""
+        with self._lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+    def _add(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self.rows.append(row)
 
     def _loop(self) -> None:
         try:
@@ -270,12 +257,12 @@ class Sampler:
             seen.add(target.node)
             row = self._target(target, elapsed, emit)
             if row is not None:
-                self.rows.append(self._stamp(row, target.role, target.node, start, elapsed))
+                self._add(self._stamp(row, target.role, target.node, start, elapsed))
         for name in set(self._states) - seen:
             del self._states[name]
         host = self._machine(elapsed, emit)
         if host is not None:
-            self.rows.append(self._stamp(host, HOST, HOST, start, elapsed))
+            self._add(self._stamp(host, HOST, self.host, start, elapsed))
 
     def _stamp(
         self, row: dict[str, Any], role: str, node: str, start: float, elapsed: float
@@ -424,31 +411,6 @@ def _interface_bytes(name: str) -> tuple[int, int] | None:
     if counters is None:
         return None
     return counters.bytes_sent, counters.bytes_recv
-
-
-def table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Sampler rows as an Arrow table of :data:`TELEMETRY_SCHEMA`."""
-    return pa.Table.from_pylist(
-        [{name: row.get(name) for name in TELEMETRY_SCHEMA.names} for row in rows],
-        TELEMETRY_SCHEMA,
-    )
-
-
-def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Write sampler rows as one Parquet file per point and node (:mod:`workload.layout`);
-    every file is attempted, the first that could not be written is raised
-    (:class:`~workload.results.RecordsNotWritten`)."""
-    by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        by_file.setdefault((row["point"], row["node"]), []).append(row)
-    failed: list[RecordsNotWritten] = []
-    for (point, node), part in sorted(by_file.items()):
-        try:
-            write_table_file(run_dir / LAYOUT.telemetry_file(point, node), table(part))
-        except RecordsNotWritten as exc:
-            failed.append(exc)
-    if failed:
-        raise failed[0]
 
 
 def node_means(rows: Iterable[dict[str, Any]], start: int, end: int) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@
    posts ``control/p<K>.ready``, runs its own sender node and waits until every node of
    the point is done; every other node waits for the ready marker. Nodes that take part in
    the point run their role (``brokerbench node``), upload what they recorded and post
-   ``control/p<K>-<role>-<node>.done`` (ok or the error). A node that has not posted its
+   ``control/p<K>-<role>-<node>.done`` (ok or the error). While its node runs, the agent
+   samples the node's processes and the machine (:mod:`workload.telemetry`) into
+   ``raw/telemetry/p<K>-<role>-<node>.parquet``, uploaded with the rest. A node that has not posted its
    started marker ``start_grace`` seconds into the run (its machine did not come up or its
    installation failed) is not waited for: the coordinator closes each of its points by
    posting its done marker and node statuses saying so, which ``brokerbench cloud status``
@@ -39,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
+
 from workload.aws.fault_driver import RunFaults
 from workload.aws.fleet import S3Fleet, participants
 from workload.aws.store import RunStore, StoreDenied, now
@@ -46,8 +50,10 @@ from workload.coordinator import Coordinator, places
 from workload.errors import UserError
 from workload.layout import LAYOUT
 from workload.preflight import preflight
+from workload.results import RecordsNotWritten, write_telemetry
 from workload.scenario import Scenario, load_scenario
 from workload.sweep import SweepPoint, expand
+from workload.telemetry import Sampler, Target
 
 Log = Callable[[str], None]
 #: Names the parameter that holds the stack's broker password (set in the node's env file).
@@ -221,6 +227,8 @@ class ClientAgent:
     uploader: Uploader | None = None
     #: How long the coordinator waits for a broker machine to act on a fault marker.
     fault_ack_timeout: float = 300.0
+    #: Seconds between telemetry samples (the scenario's ``measurement.telemetry_interval``).
+    telemetry_interval: float = 1.0
     _began: float = field(default=0.0, init=False)
     _posted: set[int] = field(default_factory=set, init=False)
 
@@ -251,6 +259,7 @@ class ClientAgent:
 
     def _run(self, scenario: Scenario, points: list[SweepPoint], mine: list[int]) -> int:
         endpoints = list(scenario.broker.endpoints)
+        self.telemetry_interval = scenario.measurement.telemetry_interval
         self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
         self.log(
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
@@ -331,10 +340,43 @@ class ClientAgent:
         self.log(f"point {point.index} ({point.label}): running {self.role} node {self.node}")
         if starting is not None:
             starting()
-        succeeded, message = self.commands.run_node(point.index)
+        sampler = self.sampler(point).start()
+        try:
+            succeeded, message = self.commands.run_node(point.index)
+        finally:
+            self.keep_telemetry(sampler)
         failed = self.upload_new()
         self._done(point.index, succeeded, "" if succeeded else message, failed)
         return succeeded and not failed
+
+    def sampler(self, point: SweepPoint) -> Sampler:
+        """The resource sampler of this machine while it runs ``point``: its node's
+        processes (this agent's descendants) and the machine, named for this node."""
+        name = f"{self.role}-{self.node}"
+
+        def targets() -> list[Target]:
+            children = psutil.Process().children(recursive=True)
+            return [Target(self.role, name, tuple(c.pid for c in children))]
+
+        return Sampler(
+            self.store.run_id,
+            point.index,
+            targets,
+            self.telemetry_interval,
+            host_data_dir=self.results,
+            host=f"host-{name}",
+        )
+
+    def keep_telemetry(self, sampler: Sampler) -> None:
+        """Write the sampler's rows into the run directory (uploaded with the node's
+        records); a failure is a line in the log, never the point's."""
+        rows = sampler.stop()
+        if sampler.failure:
+            self.log(sampler.failure)
+        try:
+            write_telemetry(self.run_dir, rows)
+        except RecordsNotWritten as exc:
+            self.log(f"telemetry not kept: {exc}")
 
     def upload_new(self) -> list[str]:
         """Upload what changed in this machine's run directory; what could not be."""

@@ -62,7 +62,10 @@ class RunStore:
         return f"s3://{self.bucket}/{self.prefix}{key}"
 
     def put_json(self, key: str, value: dict[str, Any]) -> None:
-        body = json.dumps(value).encode()
+        self.put_text(key, json.dumps(value))
+
+    def put_text(self, key: str, text: str) -> None:
+        body = text.encode()
         self._request(
             "s3:PutObject",
             self.uri(key),
