@@ -12,7 +12,7 @@ pasting the glossary.
 
 Every latency percentile is named by its scope:
 
-* ``<metric>_window_p95_ms`` — the headline (SPEC §3): the largest p95 over the sliding
+* ``<metric>_window_p95_ms`` — the headline (docs/measurement.md §3): the largest p95 over the sliding
   windows of the measurement period, the worst stretch a user would have seen;
 * ``<metric>_run_<q>_ms`` — over the whole measurement period (after the warm-up), from the
   point's merged histogram: p50, p95, p99, p99.9 and max.

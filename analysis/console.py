@@ -1,4 +1,4 @@
-"""What the terminal shows of an analysed run: the SPEC §3 table, the broker's caveats, what
+"""What the terminal shows of an analysed run: the docs/measurement.md §3 table, the broker's caveats, what
 each point's declared faults did, a capacity search's result, and for repeated points their
 medians and ranges."""
 

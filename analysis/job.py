@@ -1,10 +1,10 @@
-"""The analysis job: one run's raw tables in, the SPEC §3 table and per-window series out.
+"""The analysis job: one run's raw tables in, the docs/measurement.md §3 table and per-window series out.
 
 Runs in-process after a local run (``brokerbench run`` / ``brokerbench report``) and as a
 Spark application (``python -m analysis.job RUN_DIR``, or spark-submit on EMR). It writes
 ``analysis/summary.csv`` and ``analysis/windows/`` (Parquet) under the run directory.
 
-Before counting anything lost it takes stock (SPEC §5): every node process a sweep point
+Before counting anything lost it takes stock (docs/measurement.md §5): every node process a sweep point
 ran must have left its records (:class:`RunRecords`); a point missing some is
 *incomplete* and no loss is claimed for it, and a point the run stopped early is *not
 drained* (:class:`PointRecords`). The node statuses also give each point's largest clock
@@ -223,7 +223,7 @@ class PointRecords:
 
     @property
     def delivery(self) -> str:
-        """The summary's ``delivery`` column: SPEC §5's word for the point, and why."""
+        """The summary's ``delivery`` column: docs/measurement.md §5's word for the point, and why."""
         if self.state == tf.STOPPED:
             return f"not drained: {self.reason}"
         if self.state == tf.INCOMPLETE:

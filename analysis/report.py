@@ -1,11 +1,11 @@
-"""What a person reads: the SPEC §3 table on the terminal and a self-contained HTML report
+"""What a person reads: the docs/measurement.md §3 table on the terminal and a self-contained HTML report
 (plotly charts with plotly.js inline: one file, no network) — where the run ran, the table,
 the latency–throughput curve with its knee, latency spectra, per sweep point throughput and
 latency over time, and the run context. A point with declared faults gets them marked on
 its time-series charts and a block of what they did (:mod:`analysis.faults`); so does the
 terminal (:func:`fault_lines`).
 
-Delivery is told in SPEC §5's words: a point whose records are incomplete shows
+Delivery is told in docs/measurement.md §5's words: a point whose records are incomplete shows
 "incomplete" where lost would be, a point stopped early gets a "not drained" column, and
 each says why at the end of its line. So does a point whose receivers got messages before
 they were sent, by their clocks (the run context gives each point's largest clock offset),
@@ -102,7 +102,7 @@ def _has(row: SummaryRow, key: str) -> bool:
 
 
 def delivery(row: SummaryRow) -> str:
-    """The point's delivery in SPEC §5's words ("drained", "not drained: …", "incomplete: …");
+    """The point's delivery in docs/measurement.md §5's words ("drained", "not drained: …", "incomplete: …");
     "" for summaries written before it was recorded."""
     return str(row.get("delivery") or "")
 

@@ -1,4 +1,4 @@
-"""The analysis as pure DataFrame → DataFrame functions (SPEC §3, §5).
+"""The analysis as pure DataFrame → DataFrame functions (docs/measurement.md §3, §5).
 
 Inputs are the raw tables every client node writes (``workload.results``): per-second
 counters and histograms, confirmed sequence ranges and received identities. Histograms
@@ -176,7 +176,7 @@ def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> D
 
 
 def headline(series: DataFrame) -> DataFrame:
-    """Per point: the maximum p95 over the windows (SPEC §3's headline latency)."""
+    """Per point: the maximum p95 over the windows (docs/measurement.md §3's headline latency)."""
     return series.groupBy(*KEY).agg(
         *(F.max(f"{metric}_p95").alias(window_column(metric)) for metric in METRICS)
     )
@@ -344,7 +344,7 @@ DRAINED, STOPPED, INCOMPLETE, NOT_RUN = "drained", "stopped", "incomplete", "not
 
 
 def accounting(delivery: DataFrame, states: DataFrame) -> DataFrame:
-    """Per point, :func:`delivery`'s counts in SPEC §5's words; one row per row of ``states``
+    """Per point, :func:`delivery`'s counts in docs/measurement.md §5's words; one row per row of ``states``
     (run_id, point, state: one of :data:`DRAINED`, :data:`STOPPED`, :data:`INCOMPLETE`,
     :data:`NOT_RUN`).
 

@@ -1,4 +1,4 @@
-"""The contract between the workload runner and one broker system (SPEC §2).
+"""The contract between the workload runner and one broker system (docs/measurement.md §2).
 
 A broker folder under ``brokers/`` exports one :class:`BrokerSystem` named ``SYSTEM``. It
 bundles everything the rest of brokerbench may know about that system:
@@ -114,7 +114,7 @@ class Confirmed(Confirmation):
 class Sender(abc.ABC):
     """The sending role of a blocking client, for one worker (run in a thread).
 
-    ``send`` is SPEC §2's synchronous call. Senders whose client can keep several batches
+    ``send`` is docs/measurement.md §2's synchronous call. Senders whose client can keep several batches
     awaiting confirmation set ``pipelined = True`` and override :meth:`submit`; the worker
     then keeps up to ``max_in_flight`` batches submitted (a message still counts as sent
     only once its batch is confirmed).

@@ -1,4 +1,4 @@
-"""Delivery accounting on bad days (SPEC §5): a node whose records are missing makes its
+"""Delivery accounting on bad days (docs/measurement.md §5): a node whose records are missing makes its
 sweep point *incomplete* (no loss claimed), a run stopped early leaves messages *not
 drained* (not lost); results that cannot be written are one line naming the file; the
 preflight refuses a results directory that cannot hold the run before anything starts;

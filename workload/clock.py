@@ -1,4 +1,4 @@
-"""How far a node's wall clock is from the reference time (SPEC §3's clock-sync offset).
+"""How far a node's wall clock is from the reference time (docs/measurement.md §3's clock-sync offset).
 
 Processing latency is the receiver's wall-clock time minus the send time the sender's wall
 clock stamped into the message, so the two clocks' offset from each other is part of it.

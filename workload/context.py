@@ -1,4 +1,4 @@
-"""The run context (SPEC §3): what makes two runs comparable, written as ``context.json``.
+"""The run context (docs/measurement.md §3): what makes two runs comparable, written as ``context.json``.
 
 It holds the resolved scenario and sweep points, the broker's name, version, topology and
 settings as read back from the servers, client library versions, the host, the times and

@@ -1,4 +1,4 @@
-"""Mergeable log-scale latency histograms (SPEC §3).
+"""Mergeable log-scale latency histograms (docs/measurement.md §3).
 
 Bucket ``i`` holds values in ``(γ^(i-1), γ^i]`` microseconds with ``γ = (1+α)/(1-α)`` and
 ``α = 1 %``; it is represented by ``2γ^i/(γ+1)``, which is within α of every value in it.

@@ -1,4 +1,4 @@
-"""Message identity (SPEC §2): every payload starts with an ASCII header naming its run and
+"""Message identity (docs/measurement.md §2): every payload starts with an ASCII header naming its run and
 sweep point, sender node, worker, sequence number, actual and intended send time (ns on
 the sender's wall clock: the receiver compares them with its own).
 

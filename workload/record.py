@@ -1,4 +1,4 @@
-"""The run record's shapes (SPEC §3): the run context written as ``context.json``, each of
+"""The run record's shapes (docs/measurement.md §3): the run context written as ``context.json``, each of
 its sweep points (and the same point as an AWS run's manifest has it), and a capacity
 search's record — typed, for every writer and reader.
 
@@ -224,7 +224,7 @@ _WHEN_GIVEN = ("search", "cost")
 
 
 class RunContext(Record):
-    """The run context: what makes two runs comparable (SPEC §3)."""
+    """The run context: what makes two runs comparable (docs/measurement.md §3)."""
 
     run_id: str | None = None
     scenario_file: str | None = None

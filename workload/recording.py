@@ -1,5 +1,5 @@
 """What one worker records: per-second counters and latency histograms, plus the message
-identities that loss and duplicate accounting needs (SPEC §3, §5).
+identities that loss and duplicate accounting needs (docs/measurement.md §3, §5).
 
 A recorder belongs to one worker (one thread or task), so it needs no locks; the node
 reads its running totals for progress and writes it out at the end (``workload.results``).

@@ -261,7 +261,7 @@ class BrokerSection(Strict):
 
 
 class LoadSection(Strict):
-    """Client-side load (SPEC §2); the defaults are the reference study's."""
+    """Client-side load (docs/measurement.md §2); the defaults are the reference study's."""
 
     threads: Threads = Field(1, description="Workers per client node.")
     sender_nodes: SenderNodes = Field(1, description="Sender node processes (machines on AWS).")
@@ -297,7 +297,7 @@ class LoadSection(Strict):
         ge=1,
         le=MAX_IN_FLIGHT,
         description="Batches a sender worker may have awaiting confirmation: 1 waits for each "
-        "batch before the next (SPEC §2); a message counts as sent only once confirmed.",
+        "batch before the next (docs/measurement.md §2); a message counts as sent only once confirmed.",
     )
     processes: int | None = Field(
         None,
@@ -327,7 +327,7 @@ class LoadSection(Strict):
 
 
 class MeasurementSection(Strict):
-    """How the per-second records become headline numbers (SPEC §3)."""
+    """How the per-second records become headline numbers (docs/measurement.md §3)."""
 
     warmup: Duration | None = Field(
         None,

@@ -1,5 +1,5 @@
 """Capacity search (``[search]``): the highest open-loop rate a broker holds within a
-processing-latency SLO ("capacity at SLO", SPEC §4).
+processing-latency SLO ("capacity at SLO", docs/measurement.md §4).
 
 A search is a run of successive sweep points ("probes"), each an open-loop point at one
 **total** rate (msgs/s over every sender worker; each worker's ``load.rate`` is the total

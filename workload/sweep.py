@@ -1,4 +1,4 @@
-"""Expanding a scenario's ``[sweep]`` into sweep points (SPEC §4), and checking every point.
+"""Expanding a scenario's ``[sweep]`` into sweep points (docs/measurement.md §4), and checking every point.
 
 Value lists give their cartesian product (in the order the keys are declared);
 ``[[sweep.points]]`` gives an explicit list. Each point's load is validated again as a

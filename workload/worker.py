@@ -1,4 +1,4 @@
-"""Sender and receiver loops (SPEC §2), for blocking clients (threads) and asyncio clients.
+"""Sender and receiver loops (docs/measurement.md §2), for blocking clients (threads) and asyncio clients.
 
 The bookkeeping of both loops — batch sizes, sequence numbers, pacing, stop conditions,
 failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the ``run_*``

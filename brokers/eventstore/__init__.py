@@ -1,4 +1,4 @@
-"""EventStoreDB / KurrentDB (SPEC §6): every batch appended to the sweep point's stream,
+"""EventStoreDB / KurrentDB (docs/measurement.md §6): every batch appended to the sweep point's stream,
 read through a persistent subscription (consumer group) with manual acks; a 3-node cluster
 with quorum writes.
 

@@ -1,4 +1,4 @@
-"""Apache Kafka (SPEC §6): KRaft clusters from the official jars, topics with replication 3
+"""Apache Kafka (docs/measurement.md §6): KRaft clusters from the official jars, topics with replication 3
 and ``min.insync.replicas=2``, producers with ``acks=all``, consumer groups committing
 offsets after processing. Its client pieces also serve KMQ and Redpanda. Workers use
 confluent-kafka (librdkafka) by default, or kafka-python (``client`` parameter).

@@ -1,6 +1,6 @@
 """Topics and read-back settings of Kafka-protocol clusters (Kafka, KMQ, Redpanda).
 
-``prepare`` creates a sweep point's topic with the safe settings (SPEC §6) and waits
+``prepare`` creates a sweep point's topic with the safe settings (docs/measurement.md §6) and waits
 until every partition has a leader; ``describe`` reads back from the cluster what a run
 really got: the version the brokers announce, the brokers' durability defaults, and the
 replication factor, in-sync replicas and topic configs of the topics prepared last.

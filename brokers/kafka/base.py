@@ -1,6 +1,6 @@
 """What the Kafka adapters of every client library share (Kafka, KMQ, Redpanda).
 
-:class:`KafkaAdapterBase` implements SPEC §2's operations once: ``send`` submits the batch
+:class:`KafkaAdapterBase` implements docs/measurement.md §2's operations once: ``send`` submits the batch
 and waits for its confirmation; ``receive`` hands out what a fetch returned and counts it
 until acknowledged; ``ack`` marks offsets as processed, and every ``commit_interval``
 seconds — and when partitions are taken away or the worker stops — the adapter commits,

@@ -1,4 +1,4 @@
-"""The ``[broker.params]`` of Kafka-protocol systems; the defaults are SPEC §6's safe settings.
+"""The ``[broker.params]`` of Kafka-protocol systems; the defaults are docs/measurement.md §6's safe settings.
 
 :class:`KafkaClientParams` holds what every system spoken to through the Kafka protocol
 shares (Kafka, KMQ, Redpanda); :class:`KafkaParams` adds the Kafka broker's own topic

@@ -1,4 +1,4 @@
-"""KMQ on Kafka (SPEC §6): individual message acknowledgements through start/end markers
+"""KMQ on Kafka (docs/measurement.md §6): individual message acknowledgements through start/end markers
 on a second topic and a redelivery tracker, on the same KRaft clusters, topics settings
 and client pieces as :mod:`brokers.kafka` (the queue's producer and consumer follow the
 ``client`` parameter; the redelivery tracker uses kafka-python).

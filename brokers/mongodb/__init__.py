@@ -1,4 +1,4 @@
-"""MongoDB as a queue (SPEC §6): ``insert_many`` with write concern majority, receive by
+"""MongoDB as a queue (docs/measurement.md §6): ``insert_many`` with write concern majority, receive by
 ``find_one_and_update`` on a next-delivery time, delete as ack; a 3-node replica set.
 
 No ``mongod`` can be had on this machine: locally FerretDB v1 (a MongoDB wire-protocol

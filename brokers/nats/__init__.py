@@ -1,4 +1,4 @@
-"""NATS JetStream (SPEC §6): a stream with 3 replicas and a durable pull consumer with
+"""NATS JetStream (docs/measurement.md §6): a stream with 3 replicas and a durable pull consumer with
 explicit acks; publishing waits for the stream's acknowledgement. A 3-server cluster."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PostgreSQL as a queue (SPEC §6): a jobs table, ``FOR UPDATE SKIP LOCKED`` receives,
+"""PostgreSQL as a queue (docs/measurement.md §6): a jobs table, ``FOR UPDATE SKIP LOCKED`` receives,
 delete as ack; primary + 2 synchronous standbys (``ANY 1``, ``remote_write``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Apache Pulsar (SPEC §6): the official 3.x server distribution from Maven Central, ledgers
+"""Apache Pulsar (docs/measurement.md §6): the official 3.x server distribution from Maven Central, ledgers
 with ensemble 3 / write quorum 3 / ack quorum 2 on three bookies that fsync their journal
 before acknowledging, a Shared subscription, optionally partitioned topics; pulsar-client.
 """

@@ -1,4 +1,4 @@
-"""Pulsar nodes on AWS (SPEC §6: 3 ZooKeeper + 3 bookies + 2 brokers), configured from
+"""Pulsar nodes on AWS (docs/measurement.md §6: 3 ZooKeeper + 3 bookies + 2 brokers), configured from
 the same ``zookeeper``/``bookkeeper``/``broker`` templates as the local cluster; only
 addresses, paths and sizes differ. Every process runs as a systemd unit that restarts
 until the cluster metadata exists; the last ZooKeeper node initialises it.

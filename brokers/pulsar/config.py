@@ -95,7 +95,7 @@ class Quorum:
         return f"{self.ensemble}/{self.write}/{self.ack}"
 
 
-#: The safe default of SPEC §6 (three bookies), and the only one a single bookie allows.
+#: The safe default of docs/measurement.md §6 (three bookies), and the only one a single bookie allows.
 REPLICATED = Quorum(3, 3, 2)
 UNREPLICATED = Quorum(1, 1, 1)
 

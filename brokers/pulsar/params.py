@@ -9,7 +9,7 @@ from brokers.pulsar.config import Quorum
 
 
 class PulsarParams(BrokerParams):
-    """Pulsar settings of a run; the defaults are the safe configuration of SPEC §6.
+    """Pulsar settings of a run; the defaults are the safe configuration of docs/measurement.md §6.
 
     The quorum settings become the persistence policy of the benchmark namespace; when
     they are left out, the cluster's defaults apply (3/3/2 with three bookies, 1/1/1 in

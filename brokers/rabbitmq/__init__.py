@@ -1,4 +1,4 @@
-"""RabbitMQ (SPEC §6): a quorum queue (Raft-replicated), persistent messages, publisher
+"""RabbitMQ (docs/measurement.md §6): a quorum queue (Raft-replicated), persistent messages, publisher
 confirms per batch, consumer prefetch and manual acks; a 3-node cluster."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Redis Streams (SPEC §6): XADD / XREADGROUP / XACK in a consumer group, XAUTOCLAIM of
+"""Redis Streams (docs/measurement.md §6): XADD / XREADGROUP / XACK in a consumer group, XAUTOCLAIM of
 messages stuck with a dead consumer; master + 2 replicas (asynchronous replication)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Redpanda (SPEC §6): Kafka-protocol brokers on Raft, served by the Kafka adapters, with
+"""Redpanda (docs/measurement.md §6): Kafka-protocol brokers on Raft, served by the Kafka adapters, with
 the same topic and producer settings; run on AWS only (no local server here).
 """
 

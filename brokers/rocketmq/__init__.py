@@ -1,4 +1,4 @@
-"""Apache RocketMQ 5 (SPEC §6): name server, SYNC_MASTER brokers with slaves and the gRPC
+"""Apache RocketMQ 5 (docs/measurement.md §6): name server, SYNC_MASTER brokers with slaves and the gRPC
 proxy from Maven Central; topics and consumer groups created before a run; clients use
 rocketmq-python-client (producer, SimpleConsumer with an invisible duration, acks).
 """

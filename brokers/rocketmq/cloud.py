@@ -1,4 +1,4 @@
-"""RocketMQ nodes on AWS (SPEC §6): a name server and three master-slave pairs, with a gRPC
+"""RocketMQ nodes on AWS (docs/measurement.md §6): a name server and three master-slave pairs, with a gRPC
 proxy next to each master. Configuration comes from the same templates as the local
 cluster; only addresses, paths and sizes differ. The jars are fetched with the same
 ``pom.xml`` from Maven Central; every process is a systemd unit.

@@ -10,7 +10,7 @@ from brokers.base import BrokerParams
 
 
 class RocketMQParams(BrokerParams):
-    """RocketMQ settings of a run; the defaults are the safe configuration of SPEC §6."""
+    """RocketMQ settings of a run; the defaults are the safe configuration of docs/measurement.md §6."""
 
     queues: int = Field(8, ge=1, le=256, description="Read/write queues of the topic per master.")
     replication: Literal["sync", "async"] = Field(

@@ -1,4 +1,4 @@
-"""Amazon SQS (SPEC §6): batch send and receive of up to 10, a visibility timeout,
+"""Amazon SQS (docs/measurement.md §6): batch send and receive of up to 10, a visibility timeout,
 ``DeleteMessageBatch`` as the acknowledgement.
 
 On AWS the real, managed service is measured (``cloud`` declares the queue the stack
