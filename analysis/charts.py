@@ -45,6 +45,8 @@ HEIGHT = 400
 KNEE_GAIN = 1.10
 #: … while the p99 of processing latency grows by less than this factor (or than throughput).
 KNEE_LATENCY = 2.0
+#: … and a knee needs at least this many load levels.
+KNEE_LEVELS = 3
 #: The rule as the pages state it.
 KNEE_RULE = (
     "The knee (★) is the last load level that more load still paid for. A step to the next "
@@ -52,8 +54,10 @@ KNEE_RULE = (
     f"whole-run p99 of processing latency by less than {KNEE_LATENCY:g}× — or, where "
     "throughput grew by more than that, by less than throughput grew. The knee is where the "
     "first step that does not pay starts: beyond it throughput stalls, or grows only at a "
-    "latency that grows faster. Where every step paid, the sweep did not reach saturation "
-    "and no knee is marked. Levels are ordered by the load offered (msgs/s in open loop, "
+    "latency that grows faster. A knee needs at least three load levels and a first step that "
+    "paid: where every step paid, the sweep did not reach saturation; where the first step "
+    "already did not pay, it started at or past saturation (or the levels differ too little); "
+    "either way no knee is marked. Levels are ordered by the load offered (msgs/s in open loop, "
     "batches in flight in closed loop); repeated runs of a point are one level, at their "
     "medians."
 )
@@ -149,10 +153,13 @@ def knee(curve: Sequence[Level]) -> int | None:
     steps that paid. Below it the broker turns more load into throughput at a modest latency
     cost; beyond it throughput stalls (closed loop: more senders only queue) or is bought
     with latency (open loop: the queue grows). When every step pays, the sweep stopped short
-    of saturation: None. Levels without a p99 are skipped; with fewer than two levels there
-    is no curve and no knee.
+    of saturation: None. A knee needs :data:`KNEE_LEVELS` levels and a first step that paid:
+    where it did not, nothing shows where saturation began (None; :func:`no_knee` says why).
+    Levels without a p99 are skipped.
     """
     usable = [(i, level) for i, level in enumerate(curve) if level.p99 is not None]
+    if len(usable) < KNEE_LEVELS:
+        return None
     for (i, low), (_, high) in pairwise(usable):
         assert low.p99 is not None and high.p99 is not None
         if low.receive_msgs_per_s > 0:
@@ -161,8 +168,27 @@ def knee(curve: Sequence[Level]) -> int | None:
             gain = math.inf if high.receive_msgs_per_s > 0 else 1.0
         affordable = high.p99 < low.p99 * max(KNEE_LATENCY, gain)
         if not (gain >= KNEE_GAIN and affordable):
-            return i
+            return i if i != usable[0][0] else None
     return None
+
+
+def no_knee(curve: Sequence[Level]) -> str:
+    """Why a curve with at least two levels has no knee (:func:`knee` is None)."""
+    usable = [level for level in curve if level.p99 is not None]
+    if len(usable) < KNEE_LEVELS:
+        return (
+            f"only {len(usable)} load levels: a knee needs at least {KNEE_LEVELS} "
+            "(sweep more levels)"
+        )
+    low, high = usable[0], usable[1]
+    gain = high.receive_msgs_per_s / low.receive_msgs_per_s if low.receive_msgs_per_s else 1.0
+    if not (gain >= KNEE_GAIN and high.p99 is not None and low.p99 is not None
+            and high.p99 < low.p99 * max(KNEE_LATENCY, gain)):  # fmt: skip
+        return (
+            f"the first step already did not pay (throughput ×{gain:.3g}): the sweep started "
+            "at or past saturation, or its levels differ too little"
+        )
+    return "every step still paid: the sweep did not reach saturation"
 
 
 @dataclass(frozen=True)

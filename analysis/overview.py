@@ -162,6 +162,7 @@ def render(runs: list[RunSummary]) -> str:
             )
         )
         for column in CHARTS
+        if any(number(r.get(column.name)) is not None for run in runs for r in run.rows)
     )
     points = curve_points(runs)
     bars = charts.bar_chart(max_throughput(runs), "Maximum receive throughput", "msgs/s")

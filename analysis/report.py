@@ -349,9 +349,7 @@ def knee_text(points: list[charts.CurvePoint]) -> str:
         name = f"{html.escape(series)}: " if series else ""
         at = charts.knee(curve)
         if at is None:
-            found.append(
-                f"<li>{name}no knee — every step still paid: the sweep did not reach saturation.</li>"
-            )
+            found.append(f"<li>{name}no knee — {html.escape(charts.no_knee(curve))}.</li>")
             continue
         level = curve[at]
         after = curve[at + 1] if at + 1 < len(curve) else None

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from analysis import charts
-from analysis.charts import CurvePoint, Level, Window, knee, levels, spectrum
+from analysis.charts import CurvePoint, Level, Window, knee, levels, no_knee, spectrum
 from analysis.hdr import Bucket
 from analysis.report import SCOPES, curve_points, html_columns, offered_load, where_it_ran
 from workload.record import PointEntry
@@ -45,21 +45,30 @@ def test_open_loop_knee_is_where_latency_grows_faster_than_throughput() -> None:
 
 def test_a_step_may_double_the_p99_but_not_more_unless_throughput_grew_more() -> None:
     assert knee(curve((1000, 1.0), (1200, 1.99), (1500, 2.0))) is None  # < 2× each
-    assert knee(curve((1000, 1.0), (1200, 2.0))) == 0  # +20 % for 2×: no
-    assert knee(curve((1000, 1.0), (3000, 2.9))) is None  # 3× for 2.9×: yes
-    assert knee(curve((1000, 1.0), (3000, 3.0))) == 0  # 3× for 3×: no
+    assert knee(curve((500, 0.8), (1000, 1.0), (1200, 2.0))) == 1  # +20 % for 2×: no
+    assert knee(curve((500, 0.8), (1000, 1.0), (3000, 2.9))) is None  # 3× for 2.9×: yes
+    assert knee(curve((500, 0.8), (1000, 1.0), (3000, 3.0))) == 1  # 3× for 3×: no
 
 
 def test_no_knee_when_every_step_pays_or_there_is_no_curve() -> None:
-    assert knee(curve((1000, 1.0), (2000, 1.1), (4000, 1.3))) is None  # not saturated
+    steps = curve((1000, 1.0), (2000, 1.1), (4000, 1.3))
+    assert knee(steps) is None and "did not reach saturation" in no_knee(steps)
     assert knee(curve((1000, 1.0))) is None
     assert knee([]) is None
 
 
+def test_no_knee_from_two_levels_or_from_a_first_step_that_did_not_pay() -> None:
+    # The PostgreSQL demo: two levels, throughput +1.9 % and p99 falling.
+    two = curve((10200, 110.0), (10394, 58.0))
+    assert knee(two) is None and no_knee(two).startswith("only 2 load levels")
+    flat = curve((10200, 110.0), (10394, 58.0), (10400, 60.0))
+    assert knee(flat) is None and no_knee(flat).startswith("the first step already did not pay")
+
+
 def test_levels_without_a_p99_are_skipped_by_the_knee_rule() -> None:
-    # Level 1 has no p99: the step is 0 → 2 (+10 % exactly, 3× the p99: no).
-    assert knee(curve((1000, 1.0), (5000, None), (1100, 3.0))) == 0
-    assert knee(curve((1000, None), (2000, 1.0), (2050, 1.0))) == 1
+    # Level 2 has no p99: the step is 1 → 3 (+10 % exactly, 3× the p99: no).
+    assert knee(curve((500, 0.8), (1000, 1.0), (5000, None), (1100, 3.0))) == 1
+    assert knee(curve((1000, None), (1000, 0.8), (2000, 1.0), (2050, 1.0))) == 2
 
 
 def test_a_first_level_without_throughput_does_not_hide_the_next() -> None:
@@ -145,15 +154,17 @@ def test_latency_throughput_curve_has_a_line_per_quantile_and_marks_the_knee() -
 
 def test_curve_of_several_runs_is_a_line_per_run_with_one_knee_legend() -> None:
     points = [
+        point("a0", 0.5, 500, 0.8, series="Kafka"),
         point("a1", 1, 1000, 1.0, series="Kafka"),
         point("a2", 2, 1050, 5.0, series="Kafka"),
+        point("b0", 0.5, 1000, 0.8, series="Redis"),
         point("b1", 1, 2000, 1.0, series="Redis"),
         point("b2", 2, 2100, 9.0, series="Redis"),
     ]
     fig = charts.latency_throughput(points, quantiles=("p99",))
     assert [t.name for t in fig.data] == ["Kafka", "knee", "Redis", "knee"]
     assert [t.showlegend for t in fig.data if t.name == "knee"] == [True, False]
-    assert fig.layout.xaxis.type == "linear"  # 1,000 to 2,100
+    assert fig.layout.xaxis.type == "linear"  # 500 to 2,100
 
 
 def test_window_charts_have_rates_and_five_percentiles_on_log_axes() -> None:

@@ -154,3 +154,22 @@ def test_write_csv_round_trip(tmp_path: Path) -> None:
     write_csv(comparison, tmp_path / "x.csv")
     with (tmp_path / "x.csv").open() as f:
         assert len(list(csv.DictReader(f))) == len(EVERY_RUN)
+
+
+def test_compare_says_where_what_set_the_pace_differs() -> None:
+    from analysis.columns import SummaryRow
+
+    base = [
+        SummaryRow(row(1, limited_by="none saturated")),
+        SummaryRow(row(4, limited_by="broker CPU")),
+    ]
+    cont = [
+        SummaryRow(row(1, limited_by="none saturated")),
+        SummaryRow(row(4, limited_by="shared host")),
+    ]
+    comparison = compare_rows(base, cont)
+    (found,) = comparison.limits
+    assert found[1:] == ("broker CPU", "shared host") and found[0].startswith("threads=4 ")
+    assert "what set the pace differs at threads=4" in text_report(
+        comparison
+    ) and "broker CPU (baseline) vs shared host (contender)" in text_report(comparison)

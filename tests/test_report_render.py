@@ -86,7 +86,7 @@ def results(tmp_path: Path) -> Path:
         "kafka-1",
         "kafka",
         "Kafka",
-        # 8× the throughput for 13× the p99: the knee is point 0.
+        # 8× the throughput for 13× the p99 — but two levels make no knee.
         [summary_row(0, 1, 1, 1000, 990, 20, 30), summary_row(1, 5, 2, 8000, 7900, 45, 400)],
     )
     write_run(
@@ -228,7 +228,8 @@ def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> N
     assert drawn(dom, "chart") == 2 + 4 + 5
     assert dom.count(">99.9%</text>") == 3  # the spectra's percentile axes
     assert dom.count(">99.999%</text>") == 3
-    assert dom.count(">knee</text>") == 2  # the star on point 0's p99, and its legend
+    assert dom.count(">knee</text>") == 0  # two load levels: no knee
+    assert "no knee — only 2 load levels: a knee needs at least 3" in dom
     assert ">receive throughput (msgs/s)</text>" in dom  # axis titles with units
     assert ">processing latency (ms)</text>" in dom
 
@@ -303,3 +304,25 @@ def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None
     assert page.count("<td class=warn>no</td>") == 1
     assert page.count("<td>yes</td>") == 1
     assert "<details>" in page  # the long run context is folded
+
+
+def test_a_knee_the_clients_or_the_machine_set_is_labelled_so() -> None:
+    from analysis.columns import SummaryRow
+    from analysis.report import curve_points, knee_text
+
+    def shaped(point: int, threads: int, receive: float, p99: float, limit: str) -> SummaryRow:
+        return SummaryRow(
+            {**summary_row(point, threads, 1, receive, receive, p99 / 2, p99), "limited_by": limit}
+        )
+
+    rows = [
+        shaped(0, 1, 1000, 10.0, "none saturated"),
+        shaped(1, 2, 2000, 12.0, "shared host"),
+        shaped(2, 4, 2050, 80.0, "shared host"),
+    ]
+    text = knee_text(curve_points(rows, []))
+    assert "knee at <b>threads=2</b>" in text
+    assert "Not the broker's limit — host-bound" in text
+    own = [shaped(0, 1, 1000, 10.0, "none saturated"), shaped(1, 2, 2000, 12.0, "broker CPU"),
+           shaped(2, 4, 2050, 80.0, "broker CPU")]  # fmt: skip
+    assert "Not the broker" not in knee_text(curve_points(own, []))
