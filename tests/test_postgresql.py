@@ -79,7 +79,7 @@ def test_a_broker_the_user_runs_is_reached_with_the_scenarios_credentials(
             f'endpoints = ["{cluster.endpoints.hosts[0]}"]\n'
             f'options = {{ user = "{cluster.endpoints.get("user")}", password = "{password}" }}\n'
             '[load]\nthreads = 1\nduration = "2s"\nidle_timeout = "2s"\n'
-            '[measurement]\nwindow = "2s"\nstep = "1s"\n'
+            '[measurement]\nwindow = "1s"\nstep = "1s"\n'
         )
         return brokerbench(
             "run", str(scenario), "--results", str(tmp_path / password), "--no-analysis"

@@ -251,7 +251,15 @@ def test_step_longer_than_the_window_is_an_error(tmp_path: Path) -> None:
 
 def test_a_window_longer_than_the_run_is_an_error(tmp_path: Path) -> None:
     (line,) = error_lines(tmp_path, GOOD + '[measurement]\nwindow = "5m"\n')
-    assert "measurement.window" in line and "load.duration (120 s)" in line and "line 9" in line
+    assert "measurement.window" in line and "load.duration 120 s" in line and "line 9" in line
+
+
+def test_a_window_longer_than_the_measured_period_is_an_error(tmp_path: Path) -> None:
+    """120 s with the default 10 s warm-up measure 110 s: a 115 s window would be the only
+    one of each point."""
+    (line,) = error_lines(tmp_path, GOOD + '[measurement]\nwindow = "115s"\n')
+    assert "measured period (load.duration 120 s − warm-up 10 s = 110 s)" in line
+    load_scenario(write(tmp_path, GOOD + '[measurement]\nwindow = "110s"\n'))
 
 
 def test_sweep_size_is_bounded_before_expanding(tmp_path: Path) -> None:

@@ -609,11 +609,14 @@ class Scenario(Strict):
                 f"the warm-up ({warmup:g} s) must be shorter than load.duration ({duration:g} s)",
             )
         window = self.measurement.window
-        if window > duration and "window" in self.measurement.model_fields_set:
+        measured = duration - (self.measurement.warmup or 0.0)
+        if window > measured and "window" in self.measurement.model_fields_set:
             raise conflict(
-                ("measurement.window", "load.duration"),
-                f"the latency window ({window:g} s) must not be longer than "
-                f"load.duration ({duration:g} s): no window would lie inside the run",
+                ("measurement.window", "load.duration", "measurement.warmup"),
+                f"the latency window ({window:g} s) must not be longer than the measured "
+                f"period (load.duration {duration:g} s − warm-up {duration - measured:g} s = "
+                f"{measured:g} s): each point would be one window, its [window] figures "
+                "its [run] figures",
             )
         runs = self.sweep.size() * self.repeat
         if runs > MAX_SWEEP_POINTS:
