@@ -114,7 +114,11 @@ def window_starts(periods: DataFrame, window_s: int, step_s: int) -> DataFrame:
     )
     length = F.when(fits, F.lit(window_s)).otherwise(last - first + 1)
     return periods.select(
-        *KEY, F.explode(starts).alias("window_start"), length.alias("window_seconds")
+        *KEY,
+        F.explode(starts).alias("window_start"),
+        length.alias("window_seconds"),
+        "start",
+        "end",
     )
 
 
@@ -156,23 +160,44 @@ def percentiles(hist: DataFrame, group: list[str]) -> DataFrame:
 
 
 def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> DataFrame:
-    """Per window: throughput and latency percentiles of every metric (the time series)."""
+    """Per window: throughput and latency percentiles of every metric (the time series).
+
+    A window's rates count, as the summary's do, only the whole seconds of the rate period
+    (:func:`measurement_periods`) that lie in it, and divide by their number: the partial
+    first and last seconds of the senders, which a window at either end of the latency
+    span holds, would read as a dip that never happened. A window with no such second has
+    no rates. Its latencies are every sample of its seconds.
+    """
     group = [*KEY, "window_start", "window_seconds"]
+    bounds = windows.select(
+        *group,
+        F.greatest(F.col("window_start"), F.col("start")).alias("rate_start"),
+        F.least(F.col("window_start") + F.col("window_seconds") - 1, F.col("end")).alias(
+            "rate_end"
+        ),
+    )
+    whole = (F.col("rate_end") - F.col("rate_start") + 1).cast("double")
     rates = (
-        _in_window(counters, windows)
+        counters.join(bounds, on=KEY)
+        .where((F.col("second") >= F.col("rate_start")) & (F.col("second") <= F.col("rate_end")))
         .groupBy(*group)
         .agg(
-            (F.sum("sent") / F.first("window_seconds")).alias("send_msgs_per_s"),
-            (F.sum("acked") / F.first("window_seconds")).alias("receive_msgs_per_s"),
+            (F.sum("sent") / F.first(whole)).alias("send_msgs_per_s"),
+            (F.sum("acked") / F.first(whole)).alias("receive_msgs_per_s"),
         )
     )
-    lat = percentiles(_in_window(hist, windows), [*group, "metric"])
+    lat = percentiles(_in_window(hist, windows.select(*group)), [*group, "metric"])
     wide = (
         lat.groupBy(*group)
         .pivot("metric", list(METRICS))
         .agg(*(F.first(f"{q}_ms").alias(q) for q in QUANTILES))
     )
-    return rates.join(wide, on=group, how="left").orderBy(*group)
+    return (
+        windows.select(*group)
+        .join(rates, on=group, how="left")
+        .join(wide, on=group, how="left")
+        .orderBy(*group)
+    )
 
 
 def headline(series: DataFrame) -> DataFrame:

@@ -93,10 +93,31 @@ def test_an_open_loop_run_at_an_exact_rate_reads_that_rate(spark, duration_s, wa
     assert got["receive_msgs_per_s"] == pytest.approx(2000, rel=0.005)
 
 
+@pytest.mark.parametrize(("duration_s", "warmup_s"), [(40, 8), (20, 0)])
+def test_window_rates_of_an_exact_rate_read_that_rate_in_every_window(spark, duration_s, warmup_s):
+    """The windows at either end of the latency span hold partial seconds of the senders:
+    their rates count only the rate period's whole seconds, as the summary's do."""
+    rows = open_loop_worker(0, 100.37, duration_s, 1000) + open_loop_worker(
+        1, 100.81, duration_s, 1000
+    )
+    seconds = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    counters = tf.counters_per_second(seconds)
+    periods = tf.measurement_periods(seconds, warmup_s)
+    windows = tf.window_starts(periods, window_s=5, step_s=5)
+    series = tf.window_series(counters, tf.histogram_per_second(seconds), windows).collect()
+    assert len(series) >= 3
+    (summary,) = tf.throughput(counters, periods).collect()
+    for window in series:
+        assert window["send_msgs_per_s"] == pytest.approx(summary["send_msgs_per_s"], rel=0.005)
+        assert window["receive_msgs_per_s"] == pytest.approx(2000, rel=0.005)
+
+
 def test_windows_inside_the_period_or_one_short_window(spark, seconds):
     periods = tf.measurement_periods(seconds, warmup_s=0)
     windows = tf.window_starts(periods, window_s=5, step_s=1)
-    got = sorted(tuple(r) for r in windows.collect())
+    got = sorted(
+        (r["run_id"], r["point"], r["window_start"], r["window_seconds"]) for r in windows.collect()
+    )
     assert got == [("r", 0, s, 5) for s in range(100, 106)] + [("r", 1, 200, 3)]
 
 
