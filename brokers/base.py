@@ -20,6 +20,7 @@ bundles everything the rest of brokerbench may know about that system:
 from __future__ import annotations
 
 import abc
+import importlib.metadata
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -528,6 +529,20 @@ class BrokerSystem(Generic[P]):
     def client(self, params: P) -> str:
         """The client library (distribution name) workers use with these parameters."""
         return self.client_for(params) if self.client_for is not None else self.client_package
+
+    def client_missing(self) -> str | None:
+        """Why workers cannot connect from here: its default client library is not
+        installed (one line saying what to install), else None."""
+        if not self.client_package:
+            return None
+        try:
+            importlib.metadata.version(self.client_package)
+        except importlib.metadata.PackageNotFoundError:
+            return (
+                f"its client {self.client_package} is not installed: "
+                "pip install 'brokerbench[brokers]'"
+            )
+        return None
 
     @property
     def asyncio(self) -> bool:

@@ -579,3 +579,30 @@ def test_with_faults_receivers_must_outwait_a_visibility_timeout(tmp_path: Path)
     assert load_scenario(write(tmp_path, shorter)).faults
     without_faults = text.split("[[faults]]")[0]
     assert load_scenario(write(tmp_path, without_faults)).load.idle_timeout == 5.0
+
+
+def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ActiveMQ's server may be installed without stomp.py: it does not run from here."""
+    import importlib.metadata
+
+    from brokers import registry
+    from workload.cli import main
+
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "stomp.py":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert registry.get("activemq").client_missing() == (
+        "its client stomp.py is not installed: pip install 'brokerbench[brokers]'"
+    )
+    assert registry.get("redis").client_missing() is None
+    assert main(["brokers"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    for name in ("activemq", "artemis"):
+        assert "not installed: its client stomp.py is not installed" in lines[name]

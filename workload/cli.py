@@ -150,7 +150,7 @@ def cmd_brokers(args: argparse.Namespace) -> int:
         if system.local is None:
             where = "AWS only"
         else:
-            missing = system.local.missing()
+            missing = system.client_missing() or system.local.missing()
             where = f"not installed: {missing}" if missing else "runs locally"
             if system.local.stand_in and not missing:
                 where += f" (stand-in: {system.local.stand_in})"
