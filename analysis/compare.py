@@ -15,7 +15,7 @@ import csv
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
@@ -126,6 +126,9 @@ class Comparison:
     #: Points whose two runs were limited by different things: (point, baseline's verdict,
     #: contender's) — their figures measure different limits.
     limits: list[tuple[str, str, str]] = field(default_factory=list)
+    #: What makes the two runs different setups (the system, its topology, where it ran):
+    #: their figures compare the setups, not a change.
+    differences: list[str] = field(default_factory=list)
 
 
 def summary_path(run_dir: Path) -> Path:
@@ -214,10 +217,36 @@ def compare_rows(
 def compare_runs(baseline: Path, contender: Path) -> Comparison:
     base_rows, cont_rows = load_summary(baseline), load_summary(contender)
     comparison = compare_rows(base_rows, cont_rows, baseline.name, contender.name)
-    found = capacity(_context(baseline), base_rows), capacity(_context(contender), cont_rows)
+    contexts = _context(baseline), _context(contender)
+    found = capacity(contexts[0], base_rows), capacity(contexts[1], cont_rows)
     if found[0] is not None and found[1] is not None:
         comparison.changes.insert(0, capacity_change(found[0], found[1]))
-    return comparison
+    return replace(comparison, differences=setup_differences(*contexts))
+
+
+#: What a run's context says of its setup: (path in the context, what it is called).
+SETUP = (
+    (("broker", "system"), "system"),
+    (("broker", "topology"), "topology"),
+    (("broker", "deployment"), "deployment"),
+    (("broker", "version"), "broker version"),
+)
+
+
+def setup_differences(baseline: dict[str, object], contender: dict[str, object]) -> list[str]:
+    """What differs between two runs' setups ("system: redis vs postgresql"); a field that
+    either context lacks is not compared."""
+    found = []
+    for path, name in SETUP:
+        values = []
+        for context in (baseline, contender):
+            value: object = context
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            values.append(value)
+        if None not in values and values[0] != values[1]:
+            found.append(f"{name}: {values[0]} vs {values[1]}")
+    return found
 
 
 def _context(run_dir: Path) -> dict[str, object]:
@@ -323,6 +352,16 @@ def text_report(comparison: Comparison) -> str:
     out = [
         f"baseline:  {comparison.baseline}",
         f"contender: {comparison.contender}",
+        *(
+            [
+                "different setups — "
+                + "; ".join(comparison.differences)
+                + ": "
+                + "'better' and 'worse' compare the setups, not a change of one"
+            ]
+            if comparison.differences
+            else []
+        ),
         f"noise band: {noise_band(comparison)}",
         "",
         line(COLUMNS),

@@ -173,3 +173,23 @@ def test_compare_says_where_what_set_the_pace_differs() -> None:
     assert "what set the pace differs at threads=4" in text_report(
         comparison
     ) and "broker CPU (baseline) vs shared host (contender)" in text_report(comparison)
+
+
+def test_compare_warns_when_the_runs_are_different_setups(tmp_path: Path) -> None:
+    from analysis.compare import compare_runs
+
+    for name, system, topology in (("a", "postgresql", "single"), ("b", "redis", "single")):
+        run = tmp_path / name
+        (run / "analysis").mkdir(parents=True)
+        (run / "context.json").write_text(
+            json.dumps({"broker": {"system": system, "topology": topology}})
+        )
+        with (run / "analysis" / "summary.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+            writer.writeheader()
+            writer.writerow(row(1, broker=system, send_msgs_per_s=1000))
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert comparison.differences == ["system: postgresql vs redis"]
+    assert "different setups — system: postgresql vs redis" in text_report(comparison)
+    same = compare_runs(tmp_path / "a", tmp_path / "a")
+    assert same.differences == [] and "different setups" not in text_report(same)
