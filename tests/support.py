@@ -202,6 +202,7 @@ def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) 
     done = brokerbench("run", str(path), "--results", str(results), "--no-analysis")
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = (p.parent for p in results.glob("*/context.json"))
+    assert f"analyse it with: brokerbench report {run_dir}" in done.stdout
     rows = analyse(spark, run_dir)
     (row,) = read_summary(results)
     assert row["broker"] == broker["system"]

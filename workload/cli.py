@@ -63,6 +63,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = exit_code(signal.Signals[outcome.signal])
     if not args.no_analysis:
         _report(outcome.run_dir)
+    else:
+        _say(
+            f"recorded in {outcome.run_dir}; analyse it with: brokerbench report {outcome.run_dir}"
+        )
     if code == 1:
         _err(f"the run failed; results so far are in {outcome.run_dir}")
     return code
