@@ -606,3 +606,20 @@ def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     for name in ("activemq", "artemis"):
         assert "not installed: its client stomp.py is not installed" in lines[name]
+
+
+def test_validate_names_the_open_loop_batching_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workload.cli import main
+
+    paced = write(tmp_path, GOOD.replace("threads = 3", "threads = 3\nrate = 500"))
+    assert main(["validate", str(paced)]) == 0
+    note = capsys.readouterr().out.splitlines()[-1]
+    assert note.startswith("  note: open loop at 500 msgs/s per worker with batches of up to 10")
+    assert "waits up to 18 ms" in note
+    single = write(
+        tmp_path, GOOD.replace("threads = 3", "threads = 3\nrate = 500\nmax_send_batch = 1")
+    )
+    assert main(["validate", str(single)]) == 0
+    assert "note:" not in capsys.readouterr().out

@@ -113,17 +113,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from workload.scenario import load_scenario
+    from workload.sweep import batching_floor, expand
 
     failed = False
     for path in args.scenarios:
         try:
-            plan = _plan(load_scenario(path))
+            scenario = load_scenario(path)
+            plan = _plan(scenario)
         except ScenarioError as exc:
             failed = True
             for line in exc.lines:
                 _err(line)
         else:
             _say(f"{path}: ok ({plan})")
+            if scenario.search is None and (note := batching_floor(expand(scenario))):
+                _say(f"  note: {note}")
     return 2 if failed else 0
 
 

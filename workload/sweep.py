@@ -106,6 +106,30 @@ def describe_points(points: Sequence[SweepPoint], repeat: int) -> str:
     return text
 
 
+def batching_floor(points: Sequence[SweepPoint]) -> str:
+    """A note where an open-loop point's own batching sets a floor under its processing
+    latency: a batch is sent when its last message is due, so its first waits up to
+    (max_send_batch − 1) ÷ rate; "" where no point has such a floor of 1 ms or more."""
+    worst = max(
+        (
+            ((p.load.max_send_batch - 1) / p.load.rate, p)
+            for p in points
+            if p.load.rate and p.load.max_send_batch > 1
+        ),
+        default=None,
+        key=lambda found: found[0],
+    )
+    if worst is None or worst[0] < 0.001:
+        return ""
+    wait, point = worst
+    return (
+        f"open loop at {point.load.rate:g} msgs/s per worker with batches of up to "
+        f"{point.load.max_send_batch}: a message waits up to {wait * 1000:,.3g} ms for the rest "
+        "of its batch before it is sent, and that wait is in its processing latency — the "
+        "sender's, not the broker's (max_send_batch = 1 removes it)"
+    )
+
+
 def estimated_seconds(points: Sequence[SweepPoint]) -> float:
     """A rough run time: each point (every run of it) sends for its duration, then
     receivers drain until idle.
