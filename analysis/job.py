@@ -267,6 +267,15 @@ def point_records(context: RunContext, records: RunRecords) -> list[PointRecords
     return out
 
 
+def delivery_label(records: PointRecords, counts: dict[str, Any]) -> str:
+    """The point's ``delivery``, from its counts where they settle it: a point the run
+    stopped early whose every confirmed message was received (nothing not drained) was
+    drained, whatever stopped the run after it."""
+    if records.state == tf.STOPPED and counts.get("not_drained") == 0:
+        return tf.DRAINED
+    return records.delivery
+
+
 def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
     """Per sweep point, from its nodes' statuses: the largest clock offset from the
     reference time (ms, ahead or behind) among the nodes that know theirs, and where the
@@ -336,7 +345,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         read_table(spark, run, "received", records.paths.get("received")),
     )
     _merge(rows, _collect(tf.accounting(delivery, states)))
-    _merge(rows, {p.point: {"delivery": p.delivery} for p in points})
+    _merge(rows, {p.point: {"delivery": delivery_label(p, rows.get(p.point, {}))} for p in points})
     histograms = tf.run_histograms(hist, periods).cache()
     for row in (r.asDict() for r in tf.whole_run(histograms).collect()):
         target = rows.setdefault(row["point"], {"point": row["point"]})

@@ -46,7 +46,11 @@ P_contra = TypeVar("P_contra", bound=BrokerParams, contravariant=True)
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
+#: Extras of :class:`Endpoints` whose names contain these hold secrets (never shown).
+SECRET_WORDS = ("password", "secret", "token", "key")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Endpoints:
     """Where the broker answers: ``host:port`` strings plus system-specific extras.
 
@@ -58,6 +62,14 @@ class Endpoints:
 
     def get(self, key: str, default: str = "") -> str:
         return dict(self.extra).get(key, default)
+
+    def __repr__(self) -> str:
+        """Never shows a secret: the values of ``password``-like extras are masked."""
+        extra = tuple(
+            (key, "***" if any(word in key.lower() for word in SECRET_WORDS) else value)
+            for key, value in self.extra
+        )
+        return f"Endpoints(hosts={self.hosts!r}, extra={extra!r})"
 
     @property
     def first(self) -> tuple[str, int]:

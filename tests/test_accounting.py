@@ -505,3 +505,24 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     assert float(values[0][1]) == pytest.approx(0.98) and values[0][2] == "98"
     assert values[-1][1:] == ["1.000000000000", "100"]  # the last line has no 1/(1-p)
     assert "Total count    =          100]" in hgrm[-1]
+
+
+def test_a_point_stopped_early_with_every_message_received_is_drained() -> None:
+    """A broker killed after its point's last message was received fails the run, but the
+    point was drained: its label comes from its counts."""
+    from analysis.job import delivery_label
+
+    stopped = PointRecords(0, tf.STOPPED, "the run failed (broker node kafka-1 died)")
+    assert delivery_label(stopped, {"not_drained": 0}) == "drained"
+    assert delivery_label(stopped, {"not_drained": 12}).startswith("not drained: the run failed")
+    incomplete = PointRecords(1, tf.INCOMPLETE, "receiver node 0 process 0 wrote no results")
+    assert delivery_label(incomplete, {"not_drained": None}).startswith("incomplete")
+
+
+def test_endpoints_never_show_a_password() -> None:
+    from brokers.base import Endpoints
+
+    endpoints = Endpoints(("127.0.0.1:5432",), (("user", "bb1"), ("password", "s3cret!")))
+    assert "s3cret" not in repr(endpoints) and "s3cret" not in str(endpoints)
+    assert "('user', 'bb1')" in repr(endpoints) and "127.0.0.1:5432" in repr(endpoints)
+    assert endpoints.get("password") == "s3cret!"  # the workers still connect with it
