@@ -623,3 +623,16 @@ def test_validate_names_the_open_loop_batching_floor(
     )
     assert main(["validate", str(single)]) == 0
     assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("node", ["-1", "1001", '"primary"', "true", "1.5"])
+def test_a_faults_node_out_of_bounds_is_one_line_with_its_line_number(
+    tmp_path: Path, node: str
+) -> None:
+    text = (
+        'name = "f"\n[broker]\nsystem = "kafka"\ntopology = "cluster"\n[load]\n'
+        f'duration = "30s"\n[[faults]]\nat = "5s"\naction = "kill"\nnode = {node}\n'
+    )
+    (line,) = error_lines(tmp_path, text)
+    assert 'faults[0].node: expected "leader", "follower" or a node index (0 to 1000)' in line
+    assert line.endswith("(line 10)")

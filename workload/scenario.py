@@ -58,6 +58,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -465,9 +466,13 @@ def isolate_unavailable(title: str) -> str:
 
 def check_selector(value: Any) -> Any:
     """A fault's ``node``: ``"leader"``, ``"follower"`` or a node index (one message if not)."""
-    if value in FAULT_ROLES or (isinstance(value, int) and not isinstance(value, bool)):
+    if value in FAULT_ROLES:
         return value
-    raise ValueError(f'expected "leader", "follower" or a node index (0, 1, …), got {value!r}')
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FAULT_NODE:
+        return value
+    raise ValueError(
+        f'expected "leader", "follower" or a node index (0 to {MAX_FAULT_NODE}), got {value!r}'
+    )
 
 
 def describe_fault(action: str, node: str | int, at: float, until: float | None) -> str:
@@ -489,8 +494,16 @@ class FaultSpec(Strict):
         "network namespaces of their own)."
     )
     node: Annotated[
-        Literal["leader", "follower"] | Annotated[int, Field(ge=0, le=MAX_FAULT_NODE)],
+        str | int,
         BeforeValidator(check_selector),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"enum": list(FAULT_ROLES)},
+                    {"type": "integer", "minimum": 0, "maximum": MAX_FAULT_NODE},
+                ]
+            }
+        ),
     ] = Field(
         description='"leader", "follower" (what leads is the system\'s to say, see README) '
         "or a node index from 0."
