@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -255,6 +256,21 @@ class ProcessCluster(LocalCluster):
         self.endpoints = Endpoints(hosts=())
         self._stopped = False
         self._watched: list[Path] = []
+        self._watch(workdir)  # before anything is written into it
+
+    def private_dir(self, prefix: str) -> Path:
+        """A new directory of this cluster's outside its work directory (e.g. one another
+        user owns), removed with the cluster — or by the watchdog, from the moment it
+        exists, should this process die."""
+        directory = Path(tempfile.mkdtemp(prefix=prefix))
+        self.cleanup.append(directory)
+        self._watch(directory)
+        return directory
+
+    def _watch(self, directory: Path) -> None:
+        if not self.keep and directory not in self._watched:
+            WATCHDOG.watch_dir(directory)
+            self._watched.append(directory)
 
     def host(self, slot: int) -> str:
         """The address the node in ``slot`` listens on (loopback unless the hosts are
@@ -266,11 +282,8 @@ class ProcessCluster(LocalCluster):
         if slot is not None:
             node.cmd = self.hosts.command(slot, node.cmd)
             self.slots[node.name] = slot
-        if not self.keep:
-            for directory in [self.workdir, *self.cleanup]:
-                if directory not in self._watched:
-                    WATCHDOG.watch_dir(directory)
-                    self._watched.append(directory)
+        for directory in [self.workdir, *self.cleanup]:
+            self._watch(directory)
         self.nodes.append(node.start())
         return node
 

@@ -225,3 +225,39 @@ def test_an_interrupted_run_reports_what_was_not_drained_and_no_loss(tmp_path: P
     )
     header = next(line for line in stdout.splitlines() if "send msgs/s" in line)
     assert "lost  not drained" in header
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("after", [0.05, 0.5])
+def test_a_coordinator_killed_during_start_up_leaves_no_work_directory(
+    tmp_path: Path, after: float
+) -> None:
+    """Killed while PostgreSQL is being initialised (initdb, its password files written):
+    every directory was the watchdog's before anything was written into it."""
+    pattern = ("brokerbench-postgres*", "brokerbench-postgresql-*")
+    temp = Path(tempfile.gettempdir())
+    before = {p for glob in pattern for p in temp.glob(glob)}
+    scenario = tmp_path / "pg.toml"
+    scenario.write_text('name = "pg"\n[broker]\nsystem = "postgresql"\n[load]\nduration = "5s"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workload.cli", "run", str(scenario), "--results", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("starting PostgreSQL"), line
+    time.sleep(after)
+    proc.kill()  # the coordinator alone, as the out-of-memory killer would
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    left: set[Path] = set()
+    while time.monotonic() < deadline:
+        left = {p for glob in pattern for p in temp.glob(glob)} - before
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left, f"left behind: {sorted(left)}"

@@ -36,6 +36,7 @@ from brokers import registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
+from brokers.watchdog import WATCHDOG
 from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.coordinator import Coordinator, SweepPlace, places
 from workload.errors import one_line
@@ -81,6 +82,7 @@ def broker_endpoints(
     if reason:
         raise BrokerUnavailable(reason)
     workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-{system.name}-"))
+    WATCHDOG.watch_dir(workdir)  # at once: a coordinator killed during start-up leaves nothing
     # Nodes a fault isolates need hosts of their own (a network namespace each).
     isolating = any(f.action == "isolate" for f in scenario.faults)
     hosts = Namespaces() if isolating else NodeHosts()
@@ -92,6 +94,7 @@ def broker_endpoints(
     except BaseException:
         hosts.close()
         shutil.rmtree(workdir, ignore_errors=True)
+        WATCHDOG.release_dir(workdir)
         raise
     console(
         f"{system.title} ready in {time.monotonic() - started:.0f} s at {', '.join(cluster.endpoints.hosts)}"
@@ -101,6 +104,8 @@ def broker_endpoints(
     finally:
         # Stop first: nothing (not even a closed terminal) may leave a broker running.
         cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        WATCHDOG.release_dir(workdir)
         console(f"{system.title} stopped")
 
 

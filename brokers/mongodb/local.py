@@ -19,7 +19,6 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -116,8 +115,7 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
         prefix = _as_postgres_user()
         pg_root = workdir / "postgres"
         if prefix:
-            pg_root = Path(tempfile.mkdtemp(prefix="brokerbench-mongodb-pg-"))
-            cluster.cleanup.append(pg_root)
+            pg_root = cluster.private_dir("brokerbench-mongodb-pg-")
             shutil.chown(pg_root, PG_USER, PG_USER)
         pg_root.mkdir(parents=True, exist_ok=True)
         pg_port, port = free_ports(2)

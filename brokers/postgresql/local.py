@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,8 +138,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
         if prefix:
             # The server user must reach its data: a private directory it owns, outside
             # whatever root-only directory the caller chose.
-            workdir = Path(tempfile.mkdtemp(prefix="brokerbench-postgres-"))
-            cluster.cleanup.append(workdir)
+            workdir = cluster.private_dir("brokerbench-postgres-")
             shutil.chown(workdir, owner, owner)
         standbys = STANDBYS if replicated else ()
         ports = free_ports(1 + len(standbys))
