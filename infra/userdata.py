@@ -237,22 +237,14 @@ def telemetry_agent_unit(
         return ""
     roles = {role: len(addresses) for role, addresses in cluster.items()}
     faults = recipe.faults_for(roles) if recipe is not None else None
-    command = [
-        "/usr/bin/python3",
-        "-m",
+    command = _agent_command(
+        context,
+        node,
         "workload.aws.telemetry_agent",
-        "--bucket",
-        context.bucket,
-        "--run-id",
-        context.run_id,
-        "--region",
-        context.region,
-        "--node",
-        node.name,
         "--data-dir",
         data_dir(recipe),
         *(["--unit", faults.unit] if faults is not None else []),
-    ]
+    )
     return render(
         "brokerbench-telemetry.service.j2",
         node=node,
@@ -261,6 +253,25 @@ def telemetry_agent_unit(
         fetch=" ".join(shlex.quote(a) for a in _fetch_wheel(context)),
         command=" ".join(shlex.quote(a) for a in command),
     )
+
+
+def _agent_command(context: RunContext, node: BrokerNode, module: str, *more: str) -> list[str]:
+    """How a broker machine's agent starts: the system's Python on ``module`` (from the
+    wheel), with the run's bucket, id and region and the node's name, then ``more``."""
+    return [
+        "/usr/bin/python3",
+        "-m",
+        module,
+        "--bucket",
+        context.bucket,
+        "--run-id",
+        context.run_id,
+        "--region",
+        context.region,
+        "--node",
+        node.name,
+        *more,
+    ]
 
 
 def _fetch_wheel(context: RunContext) -> list[str]:
@@ -288,25 +299,17 @@ def fault_agent_unit(
     if not context.bucket:
         raise ValueError(f"{context.system}: faults on AWS need the results bucket in user-data")
     assert recipe is not None
-    command = [
-        "/usr/bin/python3",
-        "-m",
+    command = _agent_command(
+        context,
+        node,
         "workload.aws.fault_agent",
-        "--bucket",
-        context.bucket,
-        "--run-id",
-        context.run_id,
-        "--region",
-        context.region,
-        "--node",
-        node.name,
         "--unit",
         faults.unit,
         "--ports",
         ",".join(str(port) for port in recipe.ports()),
         "--address",
         node.address,
-    ]
+    )
     fetch = _fetch_wheel(context)
     return render(
         "brokerbench-faults.service.j2",

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workload.aws.store import RunStore
+from workload.aws.store import RunStore, agent_arguments, agent_store
 from workload.layout import LAYOUT
 
 #: Marker kinds: a fault begins, a fault ends.
@@ -261,15 +261,11 @@ def _parse(key: str) -> tuple[str, int, int, str] | None:
 
 def arguments() -> argparse.ArgumentParser:
     """The command line of ``python3 -m workload.aws.fault_agent``."""
-    parser = argparse.ArgumentParser(
-        prog="python3 -m workload.aws.fault_agent",
-        description="The fault agent of a broker machine on AWS: acts on this node's fault "
-        "markers in the run's S3 prefix and acknowledges them.",
+    parser = agent_arguments(
+        "workload.aws.fault_agent",
+        "The fault agent of a broker machine on AWS: acts on this node's fault markers in the "
+        "run's S3 prefix and acknowledges them.",
     )
-    parser.add_argument("--bucket", required=True)
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--region", required=True)
-    parser.add_argument("--node", required=True, help="this node's name, e.g. broker-1")
     parser.add_argument("--unit", required=True, help="the broker's systemd unit")
     parser.add_argument("--ports", default="", help="the broker's TCP ports, comma-separated")
     parser.add_argument("--address", default="", help="this node's private address")
@@ -279,14 +275,13 @@ def arguments() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``python3 -m workload.aws.fault_agent``: the service a broker machine runs with faults."""
     args = arguments().parse_args(argv)
-    import boto3
 
     def log(line: str) -> None:
         print(line, flush=True)
 
     ports = [int(p) for p in args.ports.split(",") if p]
     host = args.address or "127.0.0.1"
-    store = RunStore(boto3.client("s3", region_name=args.region), args.bucket, args.run_id)
+    store = agent_store(args)
     agent = FaultAgent(
         store,
         args.node,

@@ -8,6 +8,7 @@ system's Python straight from the uploaded wheel, without installing the project
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable
@@ -157,3 +158,21 @@ def _is_missing(exc: Exception) -> bool:
 def _is_denied(exc: Exception) -> bool:
     code, status = _error_of(exc)
     return code == "AccessDenied" or (status == 403 and code in ("403", "Forbidden"))
+
+
+def agent_arguments(module: str, description: str) -> argparse.ArgumentParser:
+    """The command line every broker machine's agent shares (``python3 -m <module>``): the
+    run's bucket, id and region, and this node's name; the agent adds its own."""
+    parser = argparse.ArgumentParser(prog=f"python3 -m {module}", description=description)
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--node", required=True, help="this node's name, e.g. broker-1")
+    return parser
+
+
+def agent_store(args: argparse.Namespace) -> RunStore:
+    """The run's store, as an agent's arguments name it (boto3: Debian's python3-boto3)."""
+    import boto3
+
+    return RunStore(boto3.client("s3", region_name=args.region), args.bucket, args.run_id)

@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from workload.aws.store import RunStore
+from workload.aws.store import RunStore, agent_arguments, agent_store
 from workload.layout import LAYOUT
 from workload.telemetry import Sampler, Target
 
@@ -117,15 +117,11 @@ class TelemetryAgent:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python3 -m workload.aws.telemetry_agent",
-        description="The telemetry agent of a broker machine on AWS: samples the broker's "
-        "processes and the machine and streams the rows to the run's S3 prefix.",
+    parser = agent_arguments(
+        "workload.aws.telemetry_agent",
+        "The telemetry agent of a broker machine on AWS: samples the broker's processes and "
+        "the machine and streams the rows to the run's S3 prefix.",
     )
-    parser.add_argument("--bucket", required=True)
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--region", required=True)
-    parser.add_argument("--node", required=True, help="this node's name, e.g. broker-1")
     parser.add_argument(
         "--unit", default="", help="the broker's systemd unit (none: the machine's processes)"
     )
@@ -137,12 +133,11 @@ def arguments() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``python3 -m workload.aws.telemetry_agent``: the service every broker machine runs."""
     args = arguments().parse_args(argv)
-    import boto3
 
     def log(line: str) -> None:
         print(line, flush=True)
 
-    store = RunStore(boto3.client("s3", region_name=args.region), args.bucket, args.run_id)
+    store = agent_store(args)
     agent = TelemetryAgent(
         store, args.node, args.unit, Path(args.data_dir), interval=args.interval, log=log
     )
