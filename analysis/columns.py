@@ -535,6 +535,16 @@ COMPARED: tuple[str, ...] = (
     "broker_gc_ms_per_s",
 )
 
+#: The headline figures of a point, in the order the tables show them: the rates, the
+#: processing latency's worst window and whole-run p99, the send call's worst window.
+HEADLINE: tuple[str, ...] = (
+    "send_msgs_per_s",
+    "receive_msgs_per_s",
+    window_column("processing_latency"),
+    run_column("processing_latency", "p99"),
+    window_column("send_latency"),
+)
+
 #: What repeats summarise (median and range over a point's runs), in ``repeats.csv``'s order.
 REPEATED: tuple[str, ...] = (
     "send_msgs_per_s",

@@ -20,12 +20,11 @@ from pathlib import Path
 from analysis import charts
 from analysis.columns import (
     COLUMN,
+    HEADLINE,
     Better,
     SummaryRow,
     number,
     read_summary_csv,
-    run_column,
-    window_column,
 )
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
@@ -119,11 +118,7 @@ def max_throughput(runs: list[RunSummary]) -> dict[str, float]:
 CHARTS = tuple(
     COLUMN[name]
     for name in (
-        "send_msgs_per_s",
-        "receive_msgs_per_s",
-        window_column("processing_latency"),
-        run_column("processing_latency", "p99"),
-        window_column("send_latency"),
+        *HEADLINE,
         # what a message costs the broker (resource telemetry), comparable across systems
         "broker_cpu_us_per_msg",
         "broker_disk_bytes_per_msg",

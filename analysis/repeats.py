@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.columns import COLUMN, REPEATED, number, run_column, window_column
+from analysis.columns import COLUMN, HEADLINE, REPEATED, number
 
 #: The metrics summarised over repeats (rates, latencies, delivery), in ``repeats.csv``'s
 #: order: :data:`analysis.columns.REPEATED`.
@@ -116,16 +116,7 @@ def show(s: Spread | None, fmt: str = "{:,.1f}") -> str:
 
 
 #: The columns of the printed repeats table: (metric, title, format), as declared.
-TABLE = tuple(
-    COLUMN[name].shown
-    for name in (
-        "send_msgs_per_s",
-        "receive_msgs_per_s",
-        window_column("processing_latency"),
-        run_column("processing_latency", "p99"),
-        window_column("send_latency"),
-    )
-)
+TABLE = tuple(COLUMN[name].shown for name in HEADLINE)
 
 
 def text_table(points: Sequence[RepeatedPoint]) -> str:
