@@ -75,11 +75,32 @@ def log_tail(path: Path, lines: int = 3) -> str:
 
 
 def run_checked(cmd: Sequence[str], what: str, timeout: float = 120, **kwargs: object) -> str:
-    """Run a helper command (initdb, rabbitmqctl …); a failure names ``what`` and its output."""
+    """Run a helper command (initdb, rabbitmqctl …); a failure names ``what`` and its output.
+
+    It runs in a session of its own registered with the :mod:`~brokers.watchdog` while it
+    runs, so that it cannot outlive a coordinator killed during start-up (and write into a
+    work directory the watchdog deletes)."""
     try:
-        done = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=timeout, check=False, **kwargs
-        )  # type: ignore[call-overload]
+        with subprocess.Popen(
+            list(cmd),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            **kwargs,  # type: ignore[call-overload]
+        ) as proc:
+            WATCHDOG.watch_group(proc.pid)
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            finally:
+                WATCHDOG.release_group(proc.pid)
+        done = subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
     except subprocess.TimeoutExpired:
         raise BrokerStartError(f"{what} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError as exc:

@@ -6,14 +6,17 @@ a coordinator killed with SIGKILL, or by the out-of-memory killer, would leave t
 with their data. The guard closes that gap. It is a small process of its own, started with
 the first broker, that reads from a pipe only the coordinator holds open:
 
-* ``+group <pgid>`` / ``-group <pgid>`` — a broker's process group started / stopped;
+* ``+group <pgid>`` / ``-group <pgid>`` — a broker's (or a start-up helper's: initdb,
+  Kafka's storage format) process group started / stopped;
 * ``+dir <path>`` / ``-dir <path>`` — a work directory created / removed;
 * ``+netns <name>`` / ``-netns <name>`` and ``+link <name>`` / ``-link <name>`` — a network
   namespace and a bridge of :mod:`brokers.netns` created / removed.
 
 When the pipe closes while groups are still registered (the coordinator is gone: it
-exited, or was killed, whatever the signal), the guard kills those groups, deletes those
-directories and removes those namespaces and links, then exits. A coordinator that stops its brokers itself unregisters them first,
+exited, or was killed, whatever the signal), the guard kills those groups with every
+descendant of their members (a server that ``runuser`` started in a session of its own),
+waits until they are gone — a helper still writing would recreate what is deleted — then
+deletes those directories and removes those namespaces and links, and exits. A coordinator that stops its brokers itself unregisters them first,
 so the guard then has nothing to do.
 """
 
@@ -25,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -98,6 +102,38 @@ class Watchdog:
 WATCHDOG = Watchdog()
 
 
+def processes_of(groups: set[int]) -> set[int]:
+    """Every process of these process groups, and every descendant of one."""
+    parent: dict[int, int] = {}
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        if int(fields[2]) in groups:
+            found.add(int(entry))
+    grown = True
+    while grown:
+        more = {pid for pid, ppid in parent.items() if ppid in found} - found
+        grown = bool(more)
+        found |= more
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie does not: it writes nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
 def guard(lines: IO[str]) -> None:
     """Read registrations until the pipe closes, then end what is still registered."""
     groups: set[int] = set()
@@ -109,11 +145,15 @@ def guard(lines: IO[str]) -> None:
             (groups.add if op[0] == "+" else groups.discard)(int(value))
         elif kind in named and value:
             (named[kind].add if op[0] == "+" else named[kind].discard)(value)
-    for pgid in groups:
+    doomed = processes_of(groups)
+    for pid in doomed:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_running(pid) for pid in doomed):
+        time.sleep(0.02)
     for path in named["dir"]:
         shutil.rmtree(path, ignore_errors=True)
     for what in ("netns", "link"):  # namespaces first: their veth ends go with them
