@@ -384,14 +384,15 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "broker_disk_write_mb_s",
-        "bytes the broker nodes' processes wrote, all nodes",
+        "bytes written to the broker nodes' data devices, all nodes (locally: the machine's "
+        "disk, anything else writing to it included)",
         Scope.RUN,
         unit="MB/s",
         fmt="{:,.2f}",
     ),
     Column(
         "broker_disk_write_ops_s",
-        "write operations of the broker's data device",
+        "write operations of the busiest broker data device",
         Scope.RUN,
         unit="ops/s",
         title="disk writes/s",
@@ -399,7 +400,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "broker_disk_busy_pct",
-        "the share of time the broker's data device was busy",
+        "the share of time the busiest broker data device was busy",
         Scope.RUN,
         unit="%",
         title="disk busy %",
@@ -407,7 +408,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "broker_disk_flushes_s",
-        "flushes (fsync reaching the device) of the broker's data device, where the kernel "
+        "flushes (fsync reaching the device) of the busiest broker data device, where the kernel "
         "counts them",
         Scope.RUN,
         unit="1/s",
@@ -432,7 +433,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "broker_disk_bytes_per_msg",
-        "bytes the broker wrote to disk per confirmed message, all broker nodes",
+        "bytes written to the broker's data devices per confirmed message, all broker nodes",
         Scope.RUN,
         unit="bytes",
         title="disk bytes/msg",

@@ -50,7 +50,7 @@ USAGE_MEANS = (
     "cpu_pct",
     "cpu_process_max_pct",
     "rss_bytes",
-    "write_bytes_s",
+    "device_write_bytes_s",
     "device_write_ops_s",
     "device_busy_pct",
     "device_flushes_s",

@@ -57,7 +57,7 @@ class NodeUsage:
     cpu_max_pct: float = 0.0
     process_max_pct: float = 0.0
     rss_bytes: float = 0.0
-    write_bytes_s: float = 0.0
+    device_write_bytes_s: float | None = None
     device_write_ops_s: float | None = None
     device_busy_pct: float | None = None
     device_flushes_s: float | None = None
@@ -83,7 +83,7 @@ class NodeUsage:
             cpu_max_pct=float(r.get("cpu_max_pct") or 0.0),
             process_max_pct=float(r.get("cpu_process_max_pct") or 0.0),
             rss_bytes=float(r.get("rss_bytes") or 0.0),
-            write_bytes_s=float(r.get("write_bytes_s") or 0.0),
+            device_write_bytes_s=r.get("device_write_bytes_s"),
             device_write_ops_s=r.get("device_write_ops_s"),
             device_busy_pct=r.get("device_busy_pct"),
             device_flushes_s=r.get("device_flushes_s"),
