@@ -353,21 +353,24 @@ class Sampler:
         if not emit or previous is None:
             return None
         before_cpu, before_disk, before_net = previous
-        total = sum(cpu) - sum(before_cpu)
-        if total <= 0:
-            return None
 
-        def share(*names: str) -> float:
-            spent = sum(getattr(cpu, n, 0.0) - getattr(before_cpu, n, 0.0) for n in names)
-            return 100.0 * self._cores * spent / total
+        def spent(*names: str) -> float:
+            return sum(getattr(cpu, n, 0.0) - getattr(before_cpu, n, 0.0) for n in names)
 
-        idle = share("idle", "iowait")
+        # The kernel measures idle time exactly, but samples busy time at its timer tick,
+        # which misses short bursts (a broker that syncs every commit looks almost idle):
+        # busy is the elapsed time on every core less the idle time, split between user
+        # and system as the samples are.
+        idle = 100.0 * spent("idle", "iowait") / elapsed
+        busy = min(100.0 * self._cores, max(0.0, 100.0 * self._cores - idle))
+        user, system = spent("user", "nice"), spent("system", "irq", "softirq", "steal")
+        user_share = user / (user + system) if user + system > 0 else 0.5
         row: dict[str, Any] = {
             "cores": self._cores,
-            "cpu_pct": 100.0 * self._cores - idle,
-            "cpu_user_pct": share("user", "nice"),
-            "cpu_system_pct": share("system", "irq", "softirq", "steal"),
-            "cpu_iowait_pct": share("iowait"),
+            "cpu_pct": busy,
+            "cpu_user_pct": busy * user_share,
+            "cpu_system_pct": busy * (1.0 - user_share),
+            "cpu_iowait_pct": 100.0 * spent("iowait") / elapsed,
             "rss_bytes": psutil.virtual_memory().used,
             "net_in_bytes_s": (net[0] - before_net[0]) / elapsed,
             "net_out_bytes_s": (net[1] - before_net[1]) / elapsed,
