@@ -353,7 +353,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
-    usage = tf.node_usage(read_telemetry(spark, run), periods)
+    usage = tf.node_usage(read_telemetry(spark, run), periods).cache()
     usages = resources.node_usages(r.asDict() for r in usage.collect())
     _merge(rows, resources.resource_table(context, usages, rows))
     _merge(rows, capacity.probe_columns(context, rows))
@@ -369,8 +369,9 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         _write_text(run, LAYOUT.repeats, repeats.repeats_csv(repeats.summarise(summary)))
     write_parquet(series, run, LAYOUT.windows)
     write_parquet(histograms, run, LAYOUT.histograms)
+    write_parquet(usage.orderBy("point", "role", "node"), run, LAYOUT.resources)
     write_hgrm(histograms, run)
-    for cached in (counters, hist, series, histograms):
+    for cached in (counters, hist, series, histograms, usage):
         cached.unpersist()
     return summary
 

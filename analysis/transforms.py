@@ -427,12 +427,13 @@ def seconds_of(duration: float) -> int:
 def node_usage(telemetry: DataFrame, periods: DataFrame) -> DataFrame:
     """Per point and node: the mean of every telemetry figure over the point's measurement
     period (its rate period: after the warm-up, whole seconds in which every sender worker
-    sent), and the peak second's CPU. A mean skips the seconds a counter was not read.
+    sent), and the busiest second of each (``<figure>_max``; the CPU's also as
+    ``cpu_max_pct``). A mean skips the seconds a counter was not read.
     Rows belong to a point by their second, not by the point they name: a broker machine's
     sampler on AWS runs through the whole run and names none.
 
     Columns: run_id, point, role, node, seconds (telemetry seconds in the period),
-    one column per :data:`USAGE_MEANS`, cpu_max_pct.
+    one column per :data:`USAGE_MEANS` and its ``_max``, cpu_max_pct.
     """
     inside = (
         telemetry.drop("point")
@@ -442,5 +443,6 @@ def node_usage(telemetry: DataFrame, periods: DataFrame) -> DataFrame:
     return inside.groupBy(*KEY, "role", "node").agg(
         F.count("*").alias("seconds"),
         *(F.avg(c).alias(c) for c in USAGE_MEANS),
+        *(F.max(c).alias(f"{c}_max") for c in USAGE_MEANS if c not in ("cores", "processes")),
         F.max("cpu_pct").alias("cpu_max_pct"),
     )

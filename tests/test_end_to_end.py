@@ -83,6 +83,11 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
     assert brokers and clients and ("host", "host") in means
     busiest = max(brokers.values(), key=lambda m: m["cpu_pct"])
     assert float(row["broker_cpu_pct"]) == pytest.approx(busiest["cpu_pct"], abs=1e-3)
+    kept = pq.read_table(run_dir / "analysis" / "resources").to_pylist()
+    assert {(r["role"], r["node"]) for r in kept} == set(means)
+    for r in kept:  # each node's mean, and its busiest second
+        assert r["cpu_pct"] == pytest.approx(means[r["role"], r["node"]]["cpu_pct"], abs=1e-6)
+        assert r["cpu_pct_max"] >= r["cpu_pct"] and r["seconds"] == end - start + 1
     client = max(m["cpu_pct"] for m in clients.values())
     assert float(row["client_cpu_pct"]) == pytest.approx(client, abs=1e-3)
     host = means["host", "host"]

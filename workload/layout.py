@@ -19,6 +19,7 @@ them, plus the control markers through which the machines of an AWS run coordina
 ``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
 ``analysis/``                             what the analysis job writes: ``summary.csv``,
                                           ``repeats.csv``, ``windows/``, ``histograms/``,
+                                          ``resources/``,
                                           ``hdr/``, ``report.html``; on EMR its ``logs/``
 ``logs/<role>-<node>.log``                a client machine's agent log (AWS)
 ``control/``                              AWS markers: ``p<K>.ready``,
@@ -131,6 +132,11 @@ class RunLayout:
     @property
     def histograms(self) -> str:
         return f"{self.analysis}/histograms"
+
+    @property
+    def resources(self) -> str:
+        """Per point and node: the telemetry's means and busiest seconds over the period."""
+        return f"{self.analysis}/resources"
 
     @property
     def report(self) -> str:
