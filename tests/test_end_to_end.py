@@ -87,7 +87,7 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
     assert {(r["role"], r["node"]) for r in kept} == set(means)
     for r in kept:  # each node's mean, and its busiest second
         assert r["cpu_pct"] == pytest.approx(means[r["role"], r["node"]]["cpu_pct"], abs=1e-6)
-        assert r["cpu_pct_max"] >= r["cpu_pct"] and r["seconds"] == end - start + 1
+        assert r["cpu_pct_max"] >= r["cpu_pct"] and 1 <= r["seconds"] <= end - start + 1
     client = max(m["cpu_pct"] for m in clients.values())
     assert float(row["client_cpu_pct"]) == pytest.approx(client, abs=1e-3)
     host = means["host", "host"]
