@@ -4,7 +4,7 @@ A :class:`Sampler` runs beside the workers — a thread of the coordinating proc
 never in a worker — and reads, every ``interval`` (1 s by default), cumulative counters of
 each :class:`Target` and of the machine, and keeps their rates as rows of the raw table
 ``telemetry`` (:data:`workload.results.TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
-records (``second`` is the wall-clock second a row starts in):
+records (``second`` is the wall-clock second the middle of a row falls in):
 
 * CPU (user, system) of the node's processes, in % of one core, and of its busiest
   process (a Python client process cannot use more than about one core); for the machine
@@ -272,8 +272,9 @@ class Sampler:
             "point": self.point,
             "role": role,
             "node": node,
-            # Ticks land just after whole seconds: a row is the second it starts in.
-            "second": int(start + 0.05),
+            # Ticks land just after whole seconds: a row is the second its middle falls in
+            # (a short first row, or a late tick, then never names a second twice).
+            "second": int(start + elapsed / 2),
             "seconds": round(elapsed, 3),
             **row,
         }
