@@ -167,7 +167,8 @@ class ManagedProcess:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+            self._reap()
+            return
         except ProcessLookupError:
             pass
         WATCHDOG.release_group(self.proc.pid)
@@ -178,7 +179,17 @@ class ManagedProcess:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=5)
+        self._reap()
+
+    def _reap(self) -> None:
+        """Wait for the killed group's leader. One stuck in the kernel (a stalled disk) ends
+        when the kernel lets it, its SIGKILL pending: it stays registered with the watchdog,
+        which kills its group again when this process ends, rather than fail the stop."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return
         WATCHDOG.release_group(self.proc.pid)
 
     def pause(self) -> None:
