@@ -240,16 +240,8 @@ def test_a_coordinator_killed_during_start_up_leaves_no_work_directory(
     pattern = ("brokerbench-postgres*", "brokerbench-postgresql-*")
     temp = Path(tempfile.gettempdir())
     before = {p for glob in pattern for p in temp.glob(glob)}
-    scenario = tmp_path / "pg.toml"
-    scenario.write_text('name = "pg"\n[broker]\nsystem = "postgresql"\n[load]\nduration = "5s"\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workload.cli", "run", str(scenario), "--results", str(tmp_path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    text = 'name = "pg"\n[broker]\nsystem = "postgresql"\n[load]\nduration = "5s"\n'
+    proc, _ = start_run(tmp_path, text=text)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("starting PostgreSQL"), line
