@@ -93,6 +93,31 @@ class Received(Generic[R]):
     redelivered: bool = False
 
 
+@dataclass(slots=True)
+class ReceivedBatch(Generic[R]):
+    """What one receive call handed out, column by column (no object per message): the
+    bodies, the receipts ``ack`` takes for them, and the positions of the bodies that were
+    delivered before.
+
+    ``receipts`` is one receipt per body, in order, or an object of the adapter's own that
+    stands for all of them (its ``len`` is the number of bodies); the worker only hands it
+    back to ``ack``.
+    """
+
+    bodies: list[bytes]
+    receipts: Sequence[R]
+    redelivered: Sequence[int] = ()
+
+    @classmethod
+    def of(cls, messages: Sequence[Received[R]]) -> ReceivedBatch[R]:
+        """The batch of what ``receive`` returned."""
+        return cls(
+            [m.body for m in messages],
+            [m.receipt for m in messages],
+            [i for i, m in enumerate(messages) if m.redelivered],
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Destination:
     """The queue/topic/stream/table one sweep point sends to, unique per point."""
@@ -159,6 +184,11 @@ class Receiver(abc.ABC, Generic[R]):
     def receive(self, max_n: int) -> list[Received[R]]:
         """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
 
+    def receive_batch(self, max_n: int) -> ReceivedBatch[R]:
+        """:meth:`receive` as columns (what the worker calls); a client that hands out many
+        messages at once overrides it to build no object per message."""
+        return ReceivedBatch.of(self.receive(max_n))
+
     @abc.abstractmethod
     def ack(self, receipts: Sequence[R]) -> None:
         """Confirm processing of the messages these receipts came with."""
@@ -193,6 +223,11 @@ class AsyncReceiver(abc.ABC, Generic[R]):
     @abc.abstractmethod
     async def receive(self, max_n: int) -> list[Received[R]]:
         """Up to ``max_n`` messages; may wait briefly (≤ ~1 s) and return an empty list."""
+
+    async def receive_batch(self, max_n: int) -> ReceivedBatch[R]:
+        """:meth:`receive` as columns (what the worker awaits); see
+        :meth:`Receiver.receive_batch`."""
+        return ReceivedBatch.of(await self.receive(max_n))
 
     @abc.abstractmethod
     async def ack(self, receipts: Sequence[R]) -> None:
@@ -537,6 +572,10 @@ class BrokerSystem(Generic[P]):
     #: with a message unacknowledged may leave acknowledged ones after it to be delivered
     #: again. True where each message is acknowledged on its own.
     acks_per_message: bool = True
+    #: ``[load] receive_batch`` when a scenario sets none: as many messages as one receive
+    #: call of this system's client hands out cheaply (10, the smallest common limit, where
+    #: a larger batch buys nothing or the API caps it, e.g. SQS).
+    receive_batch: int = 10
 
     def client(self, params: P) -> str:
         """The client library (distribution name) workers use with these parameters."""

@@ -22,7 +22,7 @@ import pytest
 from analysis import transforms as tf
 from analysis.job import PointRecords, RunRecords, clock_offsets, local_records, point_records
 from analysis.report import text_table, write_html
-from brokers.base import Received
+from brokers.base import ReceivedBatch
 from workload import message
 from workload.errors import UserError
 from workload.preflight import (
@@ -472,7 +472,7 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     ]
     settings = WorkerSettings("acc.0", 0, 0, LoadSection(), pool, lambda: False)
     receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
-    receiver.acked(receiver.handle([Received(body, i) for i, body in enumerate(bodies)]))
+    receiver.acked(receiver.handle(ReceivedBatch(bodies, list(range(len(bodies))))))
     second = now // SECOND_NS
     (sender,) = recorders("sender", 0, range(3), second)
     # Open-loop send delays: 98 batches 1 ms late, one 50 ms, one 700 s (beyond the range).

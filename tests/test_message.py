@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from workload import message
-from workload.histogram import NEGATIVE
+from workload.histogram import CLIPPED, MAX_US, NEGATIVE, Histogram
 from workload.recording import WorkerRecorder
 
 
@@ -14,7 +16,10 @@ def test_header_round_trip_keeps_size() -> None:
     assert len(body) == 100
     ident = message.parse(body)
     assert ident == message.Identity("abcd1234.1f", 3, 17, 123456789, 10**18, 10**18 - 5)
-    assert len(message.header("abcd1234.fff", 999, 9999, 2**40, 2**62, 2**62)) <= message.HEADER_MAX
+    assert (
+        len(message.header("abcd1234.fff", 999, 9999, 10**12, 2**63 - 1, 2**63 - 1))
+        <= message.HEADER_MAX
+    )
 
 
 def test_foreign_payloads_are_not_parsed() -> None:
@@ -42,22 +47,69 @@ def test_stamper_and_reader_agree_with_header_and_parse() -> None:
         assert message.parse(body) == message.Identity(
             "abcd1234.3", 7, 12, 4095 + i, 10**18, 10**18 - 7
         )
-    nodes: list[int] = []
-    workers: list[int] = []
-    seqs: list[int] = []
-    intended: list[int] = []
     other_run = message.Stamper("ffff0000.3", 7, 12).stamp_batch(pool[:1], 0, 1, 1)
-    foreign = message.Reader("abcd1234.3").read(
-        [*bodies, b"hello", *other_run, b"bb1|abcd1234.3|zz|1|1|1|1|"],
-        nodes,
-        workers,
-        seqs,
-        intended,
+    found = message.Reader("abcd1234.3").read(
+        [*bodies, b"hello", *other_run, b"bb1|abcd1234.3|zz|1|1|1|1|"]
     )
-    assert foreign == 3
-    assert nodes == [7] * 4 and workers == [12] * 4
-    assert seqs == [4095, 4096, 4097, 4098]
-    assert intended == [10**18 - 7] * 4
+    assert found.foreign == [4, 5, 6]
+    assert list(found.nodes) == [7] * 4 and list(found.workers) == [12] * 4
+    assert list(found.seqs) == [4095, 4096, 4097, 4098]
+    assert list(found.intended) == [10**18 - 7] * 4
+
+
+def test_a_large_batch_is_read_with_numpy_to_the_same_identities() -> None:
+    pool = message.message_pool(50, 100, seed=3)
+    reader = message.Reader("abcd1234.3")
+    stamped = message.Stamper("abcd1234.3", 999, 9999).stamp_batch(
+        pool, 10**12 - 60, 2**62, 2**62 - 9, spacing_ns=1500.5
+    )
+    other = message.Stamper("abcd1234.4", 1, 1).stamp_batch(pool[:2], 0, 5, 5)
+    damaged = stamped[3][:28] + b"g" + stamped[3][29:]  # a sequence number that is not hex
+    bodies = [*stamped[:3], damaged, *other, b"short", bytes(100), *stamped[4:]]
+    assert len(bodies) >= message.NUMPY_BATCH
+    large = reader.read(bodies)
+    assert isinstance(large.seqs, np.ndarray)
+    small = reader._read_python(bodies)
+    assert large.foreign == small.foreign == [3, 4, 5, 6, 7]
+    for column in ("nodes", "workers", "seqs", "intended"):
+        assert list(getattr(large, column)) == list(getattr(small, column))
+    expected = [message.parse(b) for b in bodies if message.parse(b) is not None]
+    assert list(large.seqs) == [i.seq for i in expected if i.tag == "abcd1234.3"][:49]
+    assert list(large.intended)[:2] == [2**62 - 9, 2**62 - 9 + 1500]
+
+
+def test_a_batch_of_non_bytes_bodies_is_read_one_by_one() -> None:
+    pool = message.message_pool(30, 100, seed=4)
+    bodies = message.Stamper("abcd1234.3", 1, 2).stamp_batch(pool, 0, 10, 10)
+    found = message.Reader("abcd1234.3").read([bytearray(b) for b in bodies])  # type: ignore[misc]
+    assert list(found.seqs) == list(range(30)) and found.foreign == []
+
+
+def test_recording_an_array_fills_the_same_buckets_as_one_by_one() -> None:
+    rng = np.random.default_rng(5)
+    values = np.concatenate(
+        [rng.lognormal(7, 4, 20_000), [-5.0, 0.0, 0.5, 1.0, 1.0001, MAX_US, MAX_US * 3]]
+    )
+    one_by_one = Histogram()
+    one_by_one.record_many(values.tolist())
+    at_once = Histogram()
+    at_once.record_array(values)
+    assert at_once.counts == one_by_one.counts
+    assert NEGATIVE in at_once.counts and CLIPPED in at_once.counts
+
+
+def test_the_recorder_takes_arrays_as_it_takes_lists() -> None:
+    now = 7_000_000_000
+    ids = ([0, 3], [2, 1], [5, 9], [now - 1_000_000, now - 2_000])
+    as_lists = WorkerRecorder("receiver", 1, 0)
+    as_lists.received_batch(now, *ids, 0)
+    as_arrays = WorkerRecorder("receiver", 1, 0)
+    as_arrays.received_batch(now, *(np.array(c, dtype=np.int64) for c in ids), 0)
+    for column in ("rx_node", "rx_worker", "rx_seq", "rx_second"):
+        assert getattr(as_arrays, column) == getattr(as_lists, column)
+    assert as_arrays.seconds[7].processing_latency.counts == (
+        as_lists.seconds[7].processing_latency.counts
+    )
 
 
 def test_recorder_records_a_received_batch() -> None:

@@ -44,7 +44,8 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     s = load_scenario(write(tmp_path, GOOD))
     assert s.load.threads == 3
     assert s.load.duration == 120.0
-    assert (s.load.message_size, s.load.max_send_batch, s.load.receive_batch) == (100, 10, 10)
+    assert (s.load.message_size, s.load.max_send_batch) == (100, 10)
+    assert s.load.receive_batch is None  # the system's own
     assert (s.load.pool_size, s.load.idle_timeout) == (10_000, 60.0)
     assert (s.measurement.window, s.measurement.step) == (60.0, 10.0)
     (point,) = expand(s)

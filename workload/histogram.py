@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 ALPHA = 0.01
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 _INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
@@ -79,6 +81,26 @@ class Histogram:
                 if i > MAX_BUCKET:
                     i = CLIPPED
             counts[i] = get(i, 0) + 1
+
+    def record_array(self, values_us: np.ndarray) -> None:
+        """:meth:`record` for a numpy array of values, in a few array operations (a large
+        received batch)."""
+        if not len(values_us):
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            above = np.ceil(np.log(values_us) * _INV_LOG_GAMMA)
+        buckets = np.where(
+            values_us <= 1.0,
+            np.where(values_us >= 0.0, 0, NEGATIVE),
+            np.minimum(above, CLIPPED),
+        ).astype(np.int64)
+        # Counts per bucket, shifted by one so that NEGATIVE (-1) has an index.
+        counts = np.bincount(buckets + 1)
+        found = np.flatnonzero(counts)
+        mine = self.counts
+        get = mine.get
+        for index, n in zip(found.tolist(), counts[found].tolist(), strict=True):
+            mine[index - 1] = get(index - 1, 0) + n
 
     def merge(self, other: Histogram) -> Histogram:
         for i, n in other.counts.items():

@@ -194,6 +194,7 @@ def run_node(
             stop_requested=stop.is_set,
             senders_done=senders_done.is_set if senders_done is not None else lambda: True,
             seed=hash((spec.run_id, spec.point, spec.node, w)) & 0xFFFFFFFF,
+            receive_batch=spec.load.receive_batch or system.receive_batch,
         )
         for w in spec.worker_ids
     ]

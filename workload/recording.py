@@ -10,7 +10,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from workload.histogram import Histogram
+from workload.message import Column
 
 #: A second is split into this many slots for :attr:`SecondStats.active`.
 SLOTS = 10
@@ -100,14 +103,15 @@ class WorkerRecorder:
     def received_batch(
         self,
         now_ns: int,
-        nodes: list[int],
-        workers: list[int],
-        seqs: list[int],
-        intended: list[int],
+        nodes: Column,
+        workers: Column,
+        seqs: Column,
+        intended: Column,
         redelivered: int,
     ) -> None:
         """Messages received together at wall-clock time ``now_ns`` (identities as
-        :class:`message.Reader` reads them, ``intended`` the sender's wall-clock times)."""
+        :class:`message.Reader` reads them — lists, or numpy arrays for a large batch —
+        ``intended`` the sender's wall-clock times)."""
         n = len(seqs)
         if not n:
             return
@@ -116,10 +120,16 @@ class WorkerRecorder:
             self._mark(stats, now_ns)
         stats.received += n
         stats.redelivered += redelivered
-        stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
-        self.rx_node.extend(nodes)
-        self.rx_worker.extend(workers)
-        self.rx_seq.extend(seqs)
+        if isinstance(seqs, np.ndarray):
+            stats.processing_latency.record_array((now_ns - intended) / 1000.0)
+            self.rx_node.frombytes(np.asarray(nodes, dtype=np.int32).tobytes())
+            self.rx_worker.frombytes(np.asarray(workers, dtype=np.int32).tobytes())
+            self.rx_seq.frombytes(np.asarray(seqs, dtype=np.int64).tobytes())
+        else:
+            stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
+            self.rx_node.extend(nodes)
+            self.rx_worker.extend(workers)
+            self.rx_seq.extend(seqs)
         self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
         self.total_received += n
 

@@ -271,7 +271,11 @@ class LoadSection(Strict):
     )
     message_size: MessageSize = Field(100, description="Bytes.")
     max_send_batch: BatchSize = Field(10, description="Send batch size is uniform in [1, this].")
-    receive_batch: BatchSize = Field(10, description="max_n of each receive call.")
+    receive_batch: BatchSize | None = Field(
+        None,
+        description="max_n of each receive call; default the system's own: 500 for Kafka, "
+        "Redpanda and Redis Streams, 10 for the others (SQS's limit, mqperf's setting).",
+    )
     pool_size: int = Field(
         10_000,
         gt=0,

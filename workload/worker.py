@@ -29,7 +29,7 @@ from brokers.base import (
     AsyncSender,
     Confirmation,
     R,
-    Received,
+    ReceivedBatch,
     Receiver,
     Sender,
 )
@@ -57,6 +57,8 @@ class WorkerSettings:
     #: Locally the coordinator says when every sender has finished; receivers do not idle
     #: out before that (a slow start of the senders is not the end of the run).
     senders_done: Callable[[], bool] = lambda: True
+    #: ``max_n`` of each receive call: ``load.receive_batch``, or the system's default.
+    receive_batch: int = 10
 
 
 class _Failures:
@@ -225,26 +227,24 @@ class ReceiverLoop:
             SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout
         )
 
-    def handle(self, messages: list[Received[R]]) -> list[R]:
+    def handle(self, batch: ReceivedBatch[R]) -> Sequence[R]:
         """Record what arrived; return the receipts to acknowledge."""
         self.failures.ok()
-        if not messages:
-            return []
+        if not batch.bodies:
+            return ()
         now = time.time_ns()
         self.last_message = time.monotonic()
-        nodes: list[int] = []
-        workers: list[int] = []
-        seqs: list[int] = []
-        intended: list[int] = []
-        foreign = self.reader.read([m.body for m in messages], nodes, workers, seqs, intended)
-        again = [m for m in messages if m.redelivered]
-        if foreign:
-            self.recorder.foreign(now, foreign)
+        ids = self.reader.read(batch.bodies)
+        again = batch.redelivered
+        if ids.foreign:
+            self.recorder.foreign(now, len(ids.foreign))
             # Redeliveries are counted for this run's messages only.
-            again = [m for m in again if self.reader.read([m.body], [], [], [], []) == 0]
-        redelivered = len(again)
-        self.recorder.received_batch(now, nodes, workers, seqs, intended, redelivered)
-        return [m.receipt for m in messages]
+            theirs = set(ids.foreign)
+            again = [i for i in again if i not in theirs]
+        self.recorder.received_batch(
+            now, ids.nodes, ids.workers, ids.seqs, ids.intended, len(again)
+        )
+        return batch.receipts
 
     def acked(self, receipts: Sized) -> None:
         self.recorder.acked(time.time_ns(), len(receipts))
@@ -318,7 +318,7 @@ def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
 def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
         try:
-            receipts = loop.handle(receiver.receive(loop.s.load.receive_batch))
+            receipts = loop.handle(receiver.receive_batch(loop.s.receive_batch))
             if receipts:
                 receiver.ack(receipts)
                 loop.acked(receipts)
@@ -389,7 +389,7 @@ async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> 
 async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
         try:
-            receipts = loop.handle(await receiver.receive(loop.s.load.receive_batch))
+            receipts = loop.handle(await receiver.receive_batch(loop.s.receive_batch))
             if receipts:
                 await receiver.ack(receipts)
                 loop.acked(receipts)

@@ -71,4 +71,5 @@ SYSTEM = BrokerSystem(
     client_package="confluent-kafka",
     client_for=client_of,
     acks_per_message=False,  # offsets committed every commit_interval
+    receive_batch=500,  # one consume call returns what was fetched ahead
 )

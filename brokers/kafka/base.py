@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
 from brokers.errors import BrokerConnectionError
 from brokers.kafka import client
 from brokers.kafka.offsets import AckTracker, group_of
@@ -46,6 +46,26 @@ class Record(Protocol):
     def value(self) -> bytes: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes]] | None: ...
+
+
+class PartitionOffsets(Sequence[PartitionOffset]):
+    """The receipts of one received batch, kept by partition (offsets in the order handed
+    out) rather than as a pair per message; its length is the number of messages."""
+
+    __slots__ = ("by_partition", "size")
+
+    def __init__(self, by_partition: dict[int, list[int]], size: int) -> None:
+        self.by_partition = by_partition
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _pairs(self) -> list[PartitionOffset]:
+        return [(p, o) for p, offsets in self.by_partition.items() for o in offsets]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._pairs()[index]
 
 
 class KafkaAdapterBase(Adapter[PartitionOffset]):
@@ -80,6 +100,14 @@ class KafkaAdapterBase(Adapter[PartitionOffset]):
     @abc.abstractmethod
     def fetch(self, max_n: int) -> list[Record]:
         """Up to ``max_n`` records, waiting at most :data:`POLL_TIMEOUT`."""
+
+    def fetch_columns(self, max_n: int) -> tuple[list[bytes], dict[int, list[int]]]:
+        """What :meth:`fetch` returns, as the values and their offsets by partition."""
+        records = self.fetch(max_n)
+        by_partition: dict[int, list[int]] = {}
+        for record in records:
+            by_partition.setdefault(record.partition, []).append(record.offset)
+        return [record.value for record in records], by_partition
 
     @abc.abstractmethod
     def seek(self, partition: int, offset: int) -> None:
@@ -130,9 +158,20 @@ class KafkaAdapterBase(Adapter[PartitionOffset]):
     def receive(self, max_n: int) -> list[Received[PartitionOffset]]:
         return [Received(r.value, (r.partition, r.offset)) for r in self.poll(max_n)]
 
+    def receive_batch(self, max_n: int) -> ReceivedBatch[PartitionOffset]:
+        """One fetch as columns: the values, and their offsets by partition as the receipt."""
+        values, by_partition = self.fetch_columns(max_n)
+        for partition, offsets in by_partition.items():
+            self.acks.handed_out_many(partition, offsets)
+        return ReceivedBatch(values, PartitionOffsets(by_partition, len(values)))
+
     def ack(self, receipts: Sequence[PartitionOffset]) -> None:
-        for partition, offset in receipts:
-            self.acks.acked(partition, offset)
+        if isinstance(receipts, PartitionOffsets):
+            for partition, offsets in receipts.by_partition.items():
+                self.acks.acked_many(partition, offsets)
+        else:
+            for partition, offset in receipts:
+                self.acks.acked(partition, offset)
         self.commit_when_due()
 
     # -- commits ---------------------------------------------------------------------

@@ -168,24 +168,45 @@ class ConfluentAdapter(KafkaAdapterBase):
 
     # -- consuming -------------------------------------------------------------------
 
-    def fetch(self, max_n: int) -> list[Record]:
+    def _consume(self, max_n: int) -> list[Any]:
         consumer = self.consumer()
         # consume(n, timeout) returns early only once it has n messages: take what is
         # fetched already; else wait for one message and add what came with it.
-        messages = consumer.consume(max_n, 0)
+        messages: list[Any] = consumer.consume(max_n, 0)
         if not messages:
             messages = consumer.consume(1, POLL_TIMEOUT)
             if messages and max_n > 1:
                 messages += consumer.consume(max_n - 1, 0)
         self.latch.check()
+        return messages
+
+    def fetch(self, max_n: int) -> list[Record]:
         records: list[Record] = []
-        for m in messages:
+        for m in self._consume(max_n):
             err = m.error()
             if err is None:
                 records.append(Fetched(m.partition(), m.offset(), m.value(), m.headers()))
             else:
                 log.debug("consuming %s: %s", self.topic, err)
         return records
+
+    def fetch_columns(self, max_n: int) -> tuple[list[bytes], dict[int, list[int]]]:
+        """Values and offsets straight from librdkafka's messages (no record objects)."""
+        values: list[bytes] = []
+        by_partition: dict[int, list[int]] = {}
+        offsets: list[int] = []
+        current = -1
+        for m in self._consume(max_n):
+            if m.error() is not None:
+                log.debug("consuming %s: %s", self.topic, m.error())
+                continue
+            partition = m.partition()
+            if partition != current:  # messages come in runs of one partition
+                offsets = by_partition.setdefault(partition, [])
+                current = partition
+            offsets.append(m.offset())
+            values.append(m.value())
+        return values, by_partition
 
     def seek(self, partition: int, offset: int) -> None:
         from confluent_kafka import KafkaException, TopicPartition

@@ -32,10 +32,20 @@ class AckTracker:
         self._open[partition].add(offset)
         self._next[partition] = max(self._next.get(partition, 0), offset + 1)
 
+    def handed_out_many(self, partition: int, offsets: list[int]) -> None:
+        """:meth:`handed_out` for offsets of one partition, in the order fetched."""
+        self._open[partition].update(offsets)
+        self._next[partition] = max(self._next.get(partition, 0), max(offsets) + 1)
+
     def acked(self, partition: int, offset: int) -> None:
         pending = self._open.get(partition)
         if pending is not None:
             pending.discard(offset)
+
+    def acked_many(self, partition: int, offsets: list[int]) -> None:
+        pending = self._open.get(partition)
+        if pending is not None:
+            pending.difference_update(offsets)
 
     def rewind(self, partition: int, offset: int) -> None:
         """Messages from ``offset`` on will be received again: stop counting them."""

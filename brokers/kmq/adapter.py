@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from brokers.base import Endpoints, Received
+from brokers.base import Endpoints, Received, ReceivedBatch
 from brokers.errors import BrokerError
 from brokers.kafka import client
 from brokers.kafka.adapter import KafkaPythonAdapter
@@ -71,6 +71,10 @@ class KmqOperations(KafkaAdapterBase):
         return [
             Received(r.value, (r.partition, r.offset), redelivered=_redelivered(r)) for r in records
         ]
+
+    def receive_batch(self, max_n: int) -> ReceivedBatch[PartitionOffset]:
+        """KMQ's :meth:`receive` (markers first), as columns."""
+        return ReceivedBatch.of(self.receive(max_n))
 
     def ack(self, receipts: Sequence[PartitionOffset]) -> None:
         if receipts:

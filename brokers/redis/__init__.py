@@ -47,4 +47,5 @@ SYSTEM = BrokerSystem(
     ),
     cloud=RedisCloud(),
     client_package="redis",
+    receive_batch=500,  # one XREADGROUP of every key
 )

@@ -29,7 +29,7 @@ import redis
 import redis.cluster
 
 from brokers import credentials
-from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
@@ -294,6 +294,27 @@ class RedisAdapter(_StreamsAdapter):
             claimed = self._claim(max_n)
             if claimed:
                 return claimed
+        out: list[Received[StreamEntry]] = []
+        for key, entries in self._read(max_n) or ():
+            out += [Received(fields[1], (key, entry_id)) for entry_id, fields in entries]
+        return out
+
+    def receive_batch(self, max_n: int) -> ReceivedBatch[StreamEntry]:
+        """:meth:`receive` as columns: the bodies, and the entry ids by key as the receipt."""
+        if self._claim_due():
+            claimed = self._claim(max_n)
+            if claimed:
+                return ReceivedBatch.of(claimed)
+        bodies: list[bytes] = []
+        by_key: dict[bytes, list[bytes]] = {}
+        for key, entries in self._read(max_n) or ():
+            if entries:
+                by_key[key] = [entry_id for entry_id, _ in entries]
+                bodies += [fields[1] for _, fields in entries]
+        return ReceivedBatch(bodies, EntriesByKey(by_key, len(bodies)))
+
+    def _read(self, max_n: int) -> Any:
+        """One XREADGROUP of every key: its reply, ``[(key, [(entry id, fields)…])…]``."""
         if max_n != self._read_count:
             # COUNT applies per stream: ask each key for its share so the total stays
             # ≤ max_n (an entry read but not returned would sit unacknowledged until
@@ -305,11 +326,7 @@ class RedisAdapter(_StreamsAdapter):
                 *(b"BLOCK", READ_BLOCK_MS, b"STREAMS", *self.raw_keys),
                 *([b">"] * len(self.raw_keys)),
             )
-        reply = self._channel().call(*self._read_command)
-        out: list[Received[StreamEntry]] = []
-        for key, entries in reply or ():
-            out += [Received(fields[1], (key, entry_id)) for entry_id, fields in entries]
-        return out
+        return self._channel().call(*self._read_command)
 
     def _claim(self, max_n: int) -> list[Received[StreamEntry]]:
         channel = self._channel()
@@ -406,8 +423,27 @@ class RedisClusterAdapter(_StreamsAdapter):
         pipe.execute()
 
 
+class EntriesByKey(Sequence[StreamEntry]):
+    """The receipts of one received batch kept by stream key (entry ids in the order read)
+    rather than as a pair per message; its length is the number of messages."""
+
+    __slots__ = ("by_key", "size")
+
+    def __init__(self, by_key: dict[bytes, list[bytes]], size: int) -> None:
+        self.by_key = by_key
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        return [(k, i) for k, ids in self.by_key.items() for i in ids][index]
+
+
 def _by_key(receipts: Sequence[StreamEntry]) -> dict[bytes, list[bytes]]:
     """Entry ids by stream key, from ``(key, entry id)`` receipts."""
+    if isinstance(receipts, EntriesByKey):
+        return receipts.by_key
     by_key: dict[bytes, list[bytes]] = defaultdict(list)
     for key, entry_id in receipts:
         by_key[key].append(entry_id)

@@ -64,4 +64,5 @@ SYSTEM = BrokerSystem(
     client_package="confluent-kafka",
     client_for=client_of,
     acks_per_message=False,  # the Kafka adapters: offsets committed
+    receive_batch=500,  # one consume call returns what was fetched ahead
 )

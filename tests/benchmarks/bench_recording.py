@@ -11,7 +11,7 @@ import collections
 import time
 from collections.abc import Sequence
 
-from brokers.base import Adapter, Received
+from brokers.base import Adapter, Received, ReceivedBatch
 from workload import message
 from workload.histogram import Histogram
 from workload.recording import WorkerRecorder
@@ -61,7 +61,7 @@ def bench_round_trip(messages: int = 200_000) -> float:
         batch = sender.next_batch()
         adapter.send(batch.messages)
         sender.sent(batch)
-        receipts = receiver.handle(adapter.receive(load.receive_batch))
+        receipts = receiver.handle(adapter.receive_batch(load.receive_batch))
         adapter.ack(receipts)
         receiver.acked(receipts)
     elapsed = time.perf_counter() - start
@@ -78,11 +78,48 @@ def bench_adapter_alone(messages: int = 200_000) -> float:
     done = 0
     for size in sizes:
         adapter.send(batch[:size])
-        adapter.ack([r.receipt for r in adapter.receive(10)])
+        adapter.ack(adapter.receive_batch(10).receipts)
         done += size
         if done >= messages:
             break
     return (time.perf_counter() - start) / done * 1e6
+
+
+def bench_send_path(max_send_batch: int, messages: int = 300_000) -> float:
+    """The sender loop's own work per message: choosing, stamping and accounting batches
+    (no client call)."""
+    load = LoadSection(max_send_batch=max_send_batch, duration=3600, messages=messages)
+    pool = message.message_pool(1000, load.message_size, seed=0)
+    settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
+    sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
+    start = time.perf_counter()
+    while not sender.finished():
+        sender.sent(sender.next_batch())
+    return (time.perf_counter() - start) / messages * 1e6
+
+
+def bench_receive_path(receive_batch: int, messages: int = 300_000) -> float:
+    """The receiver loop's own work per message: reading identities, recording latencies
+    and identities, counting acknowledgements — on batches of ``receive_batch`` bodies a
+    client handed out (prepared beforehand: no client cost)."""
+    load = LoadSection(max_send_batch=100, duration=3600, messages=messages)
+    pool = message.message_pool(1000, load.message_size, seed=0)
+    settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
+    sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
+    bodies: list[bytes] = []
+    while not sender.finished():
+        bodies += sender.next_batch().messages
+    batches = [
+        ReceivedBatch(bodies[i : i + receive_batch], range(i, i + receive_batch))
+        for i in range(0, len(bodies), receive_batch)
+    ]
+    receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    start = time.perf_counter()
+    for batch in batches:
+        receiver.acked(receiver.handle(batch))
+    elapsed = time.perf_counter() - start
+    assert receiver.recorder.total_received == len(bodies)
+    return elapsed / len(bodies) * 1e6
 
 
 if __name__ == "__main__":
@@ -99,3 +136,11 @@ if __name__ == "__main__":
         f"(stamping, reading identities, recording): {per_message - adapter_only:.2f} µs "
         "(target ≤ 2 µs)"
     )
+    print("the harness's own work per message, by path and batch size (best of three):")
+    for size in (10, 100):
+        cost = min(bench_send_path(size) for _ in range(3))
+        print(f"  send path, send batches uniform in [1, {size}]: {cost:.3f} µs")
+    for size in (10, 100, 500):
+        cost = min(bench_receive_path(size) for _ in range(3))
+        target = " (target ≤ 0.5 µs)" if size == 500 else ""
+        print(f"  receive path, receive batches of {size}: {cost:.3f} µs{target}")
