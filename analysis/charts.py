@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from analysis.columns import QUANTILE_TITLES, RUN_QUANTILES
+from analysis.column_model import QUANTILE_TITLES, RUN_QUANTILES
 from analysis.hdr import Bucket
 from analysis.repeats import spread
 from workload.errors import UserError

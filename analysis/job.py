@@ -33,7 +33,8 @@ from pyspark.sql import types as T
 
 from analysis import capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
-from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
+from analysis.column_model import RUN_QUANTILES, run_column
+from analysis.columns import SUMMARY_COLUMNS, SummaryRow
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from workload.errors import one_line

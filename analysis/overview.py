@@ -18,14 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import charts
-from analysis.columns import (
-    COLUMN,
-    HEADLINE,
-    Better,
-    SummaryRow,
-    number,
-    read_summary_csv,
-)
+from analysis.column_model import Better
+from analysis.columns import COLUMN, HEADLINE, SummaryRow, number, read_summary_csv
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
 from workload.layout import LAYOUT

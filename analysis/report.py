@@ -28,15 +28,8 @@ import pyarrow.parquet as pq
 
 from analysis import charts, faults, repeats
 from analysis.capacity import capacity
-from analysis.columns import (
-    COLUMN,
-    METRIC_TITLES,
-    RUN_QUANTILES,
-    SummaryRow,
-    number,
-    run_column,
-    window_column,
-)
+from analysis.column_model import METRIC_TITLES, RUN_QUANTILES, run_column, window_column
+from analysis.columns import COLUMN, SummaryRow, number
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
 from workload.layout import LAYOUT

@@ -9,21 +9,17 @@ from pathlib import Path
 import pytest
 
 from analysis import compare, overview, repeats, report
+from analysis.column_model import Better, Scope, latency_columns, run_column, window_column
 from analysis.columns import (
     COLUMN,
     COLUMNS,
     COMPARED,
     REPEATED,
     SUMMARY_COLUMNS,
-    Better,
-    Scope,
     SummaryRow,
     glossary,
-    latency_columns,
     read_summary_csv,
-    run_column,
     upgrade,
-    window_column,
 )
 from analysis.hdr import Bucket, hgrm
 from workload.layout import LAYOUT
