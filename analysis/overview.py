@@ -20,6 +20,7 @@ from pathlib import Path
 from analysis import charts
 from analysis.column_model import Better
 from analysis.columns import COLUMN, HEADLINE, SummaryRow, number, read_summary_csv
+from analysis.curve import KNEE_RULE, CurvePoint
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
 from workload.layout import LAYOUT
@@ -120,7 +121,7 @@ CHARTS = tuple(
 )
 
 
-def curve_points(runs: list[RunSummary]) -> list[charts.CurvePoint]:
+def curve_points(runs: list[RunSummary]) -> list[CurvePoint]:
     """Every run's sweep points for the latency–throughput chart, one curve per run (and
     per value swept besides the load)."""
     return [p for run in runs for p in report_curve_points(run.rows, run.points, run.name)]
@@ -165,7 +166,7 @@ def render(runs: list[RunSummary]) -> str:
 <div class=charts>{chart(curve)}<div><p>One line per run: each sweep point's receive rate against the
 whole-run p99 of its processing latency, points in order of the load they offered (msgs/s in
 open loop, batches in flight in closed loop); hover for a point's label.</p>{knee_text(points)}
-<p class=muted>{html.escape(charts.KNEE_RULE)}</p></div></div>
+<p class=muted>{html.escape(KNEE_RULE)}</p></div></div>
 <h2>By load</h2><p class=muted>Where several points of a run share a number of sending threads
 (e.g. more receiver nodes), the best throughput and the lowest latency of them is shown.</p>
 <div class=charts>{by_load}</div>

@@ -26,10 +26,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from analysis import charts, faults, repeats
+from analysis import charts, faults, point_charts, repeats
 from analysis.capacity import capacity
 from analysis.column_model import METRIC_TITLES, RUN_QUANTILES, run_column, window_column
 from analysis.columns import COLUMN, SummaryRow, number
+from analysis.curve import KNEE_RULE, CurvePoint, knee, levels, no_knee
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
 from workload.layout import LAYOUT
@@ -288,7 +289,7 @@ def offered_load(load: dict[str, Any]) -> float:
 
 def curve_points(
     rows: Sequence[SummaryRow], points: Sequence[PointEntry], series: str = ""
-) -> list[charts.CurvePoint]:
+) -> list[CurvePoint]:
     """A run's sweep points for the latency–throughput chart: each summary row with the load
     its context point offered (``points``: the context's; rows without one fall back to their
     own threads and sender nodes), on a curve named ``series`` and the values swept besides
@@ -306,7 +307,7 @@ def curve_points(
         others = " ".join(f"{k}={v}" for k, v in varied.items() if k not in LOAD_KEYS)
         label = r.get("label") or (point.label if point is not None else "")
         out.append(
-            charts.CurvePoint(
+            CurvePoint(
                 label=str(label or f"point {int(r['point']) + 1}"),
                 load=offered_load(load),
                 receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
@@ -333,16 +334,16 @@ def _ms(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def knee_text(points: list[charts.CurvePoint]) -> str:
+def knee_text(points: list[CurvePoint]) -> str:
     """Each curve's knee in a sentence (HTML)."""
     found = []
-    for series, curve in charts.levels(points).items():
+    for series, curve in levels(points).items():
         if len(curve) < 2:
             continue
         name = f"{html.escape(series)}: " if series else ""
-        at = charts.knee(curve)
+        at = knee(curve)
         if at is None:
-            found.append(f"<li>{name}no knee — {html.escape(charts.no_knee(curve))}.</li>")
+            found.append(f"<li>{name}no knee — {html.escape(no_knee(curve))}.</li>")
             continue
         level = curve[at]
         after = curve[at + 1] if at + 1 < len(curve) else None
@@ -375,7 +376,7 @@ RESOURCE_CHARTS = (
 
 def read_resources(
     run_dir: Path, point: int, origin_s: int
-) -> list[tuple[str, str, list[charts.ResourceSeries]]]:
+) -> list[tuple[str, str, list[point_charts.ResourceSeries]]]:
     """A point's telemetry as the series of :data:`RESOURCE_CHARTS`, time counted from
     ``origin_s`` (its charts' origin); empty where it has none or it cannot be read. The
     data device is drawn once (the machine's row, else the first broker node's)."""
@@ -391,7 +392,7 @@ def read_resources(
     out = []
     for title, unit, column, roles in RESOURCE_CHARTS:
         series = [
-            charts.ResourceSeries(
+            point_charts.ResourceSeries(
                 f"{node} ({role})" if role != HOST else "machine",
                 [r["second"] - origin_s for r in found],
                 [r[column] for r in found],
@@ -411,7 +412,7 @@ class WindowSeries:
     wall-clock second its first window starts (the end of its warm-up)."""
 
     origin_s: int
-    windows: list[charts.Window]
+    windows: list[point_charts.Window]
 
 
 def read_windows(run_dir: Path) -> dict[int, WindowSeries]:
@@ -427,7 +428,7 @@ def read_windows(run_dir: Path) -> dict[int, WindowSeries]:
         found.sort(key=lambda r: r["window_start"])
         start = found[0]["window_start"]
         windows = [
-            charts.Window(
+            point_charts.Window(
                 end_s=float(r["window_start"] - start + (r.get("window_seconds") or 1)),
                 seconds=float(r.get("window_seconds") or 1),
                 send_msgs_per_s=r.get("send_msgs_per_s"),
@@ -442,11 +443,11 @@ def read_windows(run_dir: Path) -> dict[int, WindowSeries]:
     return out
 
 
-def fault_marks(through: faults.Through, origin_s: int) -> list[charts.FaultMark]:
+def fault_marks(through: faults.Through, origin_s: int) -> list[point_charts.FaultMark]:
     """A point's performed faults on its charts' time axis (seconds since ``origin_s``, the
     wall-clock second its first window starts)."""
     return [
-        charts.FaultMark(
+        point_charts.FaultMark(
             label=e.label,
             start_s=e.record.began_ns / NS - origin_s,
             end_s=None if e.record.ended_ns is None else e.record.ended_ns / NS - origin_s,
@@ -676,24 +677,26 @@ def page(title: str, body: str) -> str:
 
 def _point_section(
     row: SummaryRow,
-    windows: list[charts.Window],
+    windows: list[point_charts.Window],
     histograms: dict[str, list[Bucket]],
     chart: Charts,
-    marks: list[charts.FaultMark],
+    marks: list[point_charts.FaultMark],
     block: str,
-    resources: list[tuple[str, str, list[charts.ResourceSeries]]] = [],  # noqa: B006
+    resources: list[tuple[str, str, list[point_charts.ResourceSeries]]] = [],  # noqa: B006
 ) -> str:
     number = int(row["point"]) + 1
     label = str(row.get("label") or "")
     figures = []
     if windows:
-        figures.append(chart(charts.throughput_over_time(windows, "Throughput per window", marks)))
+        figures.append(
+            chart(point_charts.throughput_over_time(windows, "Throughput per window", marks))
+        )
         for metric, title in METRIC_TITLES.items():
             figures.append(
-                chart(charts.latency_over_time(windows, metric, f"{title} per window", marks))
+                chart(point_charts.latency_over_time(windows, metric, f"{title} per window", marks))
             )
     for title, unit, series in resources:
-        figures.append(chart(charts.resources_over_time(series, title, unit, marks, windows)))
+        figures.append(chart(point_charts.resources_over_time(series, title, unit, marks, windows)))
     spectra = {METRIC_TITLES[m]: histograms[m] for m in METRIC_TITLES if histograms.get(m)}
     figures.append(chart(charts.spectrum_chart(spectra, "Latency by percentile (whole run)")))
     drawn = "".join(f for f in figures if f)
@@ -808,7 +811,7 @@ def write_html(
         )
     if repeats.repeated(rows):
         sections.append(repeats_table(repeats.summarise(rows)))
-    if any(len(curve) >= 2 for curve in charts.levels(points).values()):
+    if any(len(curve) >= 2 for curve in levels(points).values()):
         slo_ms = None if found is None else found.slo_p99_ms
         sections.append(
             "<h2>Latency against throughput</h2>"
@@ -816,7 +819,7 @@ def write_html(
             "<p>Each sweep point's receive rate against its whole-run processing latency, points "
             "in order of the load they offered (msgs/s in open loop, batches in flight in closed "
             "loop); hover for a point's label.</p>"
-            f"{knee_text(points)}<p class=muted>{html.escape(charts.KNEE_RULE)}</p></div></div>"
+            f"{knee_text(points)}<p class=muted>{html.escape(KNEE_RULE)}</p></div></div>"
         )
     overlay = {
         f"{int(r['point']) + 1}: {r.get('label') or ''}": histograms[int(r["point"])][
