@@ -1,18 +1,25 @@
-"""The latency–throughput curve of a sweep, without plotly: its points (:class:`CurvePoint`),
-their load levels (:func:`levels`) and the saturation knee (:func:`knee`, the rule in
-:data:`KNEE_RULE`; :func:`no_knee` says why a curve has none). The chart that draws it is
+"""The latency–throughput curve of a sweep, without plotly: its points (:class:`CurvePoint`,
+from a run's summary rows and the load each point offered: :func:`curve_points`), their
+load levels (:func:`levels`), the saturation knee (:func:`knee`, the rule in
+:data:`KNEE_RULE`; :func:`no_knee` says why a curve has none) and each curve's knee in a
+sentence (:func:`knee_text`). The chart that draws it is
 :func:`analysis.charts.latency_throughput`.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
-from analysis.column_model import RUN_QUANTILES
+from analysis.column_model import RUN_QUANTILES, run_column
+from analysis.columns import SummaryRow, number
 from analysis.repeats import spread
+from analysis.summary_table import bound_label
+from workload.record import PointEntry
 
 # The knee rule (see :func:`knee`).
 #: A step to more load must raise receive throughput by at least this factor …
@@ -151,3 +158,90 @@ def no_knee(curve: Sequence[Level]) -> str:
             "at or past saturation, or its levels differ too little"
         )
     return "every step still paid: the sweep did not reach saturation"
+
+
+#: What the load sweeps raise; any other swept value (a message size, a broker parameter,
+#: receiver nodes) makes a curve of its own on the latency–throughput chart.
+LOAD_KEYS = ("threads", "sender_nodes", "rate", "max_in_flight")
+
+
+def offered_load(load: dict[str, Any]) -> float:
+    """What a point offers the broker, to order a sweep's points by: msgs/s in open loop
+    (rate per worker × sending workers), batches in flight in closed loop."""
+    workers = (number(load.get("threads")) or 0) * (number(load.get("sender_nodes")) or 1)
+    rate = number(load.get("rate"))
+    if rate:
+        return rate * workers
+    return workers * (number(load.get("max_in_flight")) or 1)
+
+
+def curve_points(
+    rows: Sequence[SummaryRow], points: Sequence[PointEntry], series: str = ""
+) -> list[CurvePoint]:
+    """A run's sweep points for the latency–throughput chart: each summary row with the load
+    its context point offered (``points``: the context's; rows without one fall back to their
+    own threads and sender nodes), on a curve named ``series`` and the values swept besides
+    the load."""
+    by_index = {p.point: p for p in points}
+    out = []
+    for r in rows:
+        point = by_index.get(int(r["point"]))
+        load = (
+            point.load.model_dump()
+            if point is not None
+            else {k: r.get(k) for k in ("threads", "sender_nodes")}
+        )
+        varied = point.varied if point is not None else {}
+        others = " ".join(f"{k}={v}" for k, v in varied.items() if k not in LOAD_KEYS)
+        label = r.get("label") or (point.label if point is not None else "")
+        out.append(
+            CurvePoint(
+                label=str(label or f"point {int(r['point']) + 1}"),
+                load=offered_load(load),
+                receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
+                latency_ms={
+                    q: number(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES
+                },
+                series=" · ".join(s for s in (series, others) if s),
+                bound=bound_label(r),
+            )
+        )
+    return out
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def knee_text(points: list[CurvePoint]) -> str:
+    """Each curve's knee in a sentence (HTML)."""
+    found = []
+    for series, curve in levels(points).items():
+        if len(curve) < 2:
+            continue
+        name = f"{html.escape(series)}: " if series else ""
+        at = knee(curve)
+        if at is None:
+            found.append(f"<li>{name}no knee — {html.escape(no_knee(curve))}.</li>")
+            continue
+        level = curve[at]
+        after = curve[at + 1] if at + 1 < len(curve) else None
+        text = (
+            f"<li>{name}knee at <b>{html.escape(', '.join(level.labels))}</b>: "
+            f"{level.receive_msgs_per_s:,.0f} msgs/s, p99 {_ms(level.p99)} ms"
+        )
+        if after is not None and after.p99 is not None:
+            text += (
+                f"; the next level ({html.escape(', '.join(after.labels))}) reached "
+                f"{after.receive_msgs_per_s:,.0f} msgs/s at p99 {_ms(after.p99)} ms"
+            )
+        bound = [*level.bound, *(after.bound if after is not None else ())]
+        if bound:
+            text += (
+                f". <b class=warn>Not the broker's limit — {html.escape(bound[0])}</b> "
+                "(the verdict of the points at and after the knee)"
+            )
+        found.append(text + ".</li>")
+    return f"<ul>{''.join(found)}</ul>" if found else ""

@@ -20,9 +20,10 @@ from pathlib import Path
 from analysis import charts
 from analysis.column_model import Better
 from analysis.columns import COLUMN, HEADLINE, SummaryRow, number, read_summary_csv
-from analysis.curve import KNEE_RULE, CurvePoint
-from analysis.report import TABLE, Charts, cell, knee_text, page
-from analysis.report import curve_points as report_curve_points
+from analysis.curve import KNEE_RULE, CurvePoint, knee_text
+from analysis.curve import curve_points as report_curve_points
+from analysis.report import Charts, page
+from analysis.summary_table import TABLE, cell
 from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 

@@ -21,7 +21,8 @@ import pytest
 
 from analysis import transforms as tf
 from analysis.job import PointRecords, RunRecords, clock_offsets, local_records, point_records
-from analysis.report import text_table, write_html
+from analysis.report import write_html
+from analysis.summary_table import text_table
 from brokers.base import Received
 from workload import message
 from workload.errors import UserError

@@ -10,10 +10,11 @@ import pytest
 
 from analysis import charts, point_charts
 from analysis.charts import spectrum
-from analysis.curve import CurvePoint, Level, knee, levels, no_knee
+from analysis.context_tables import where_it_ran
+from analysis.curve import CurvePoint, Level, curve_points, knee, levels, no_knee, offered_load
 from analysis.hdr import Bucket
 from analysis.point_charts import Window
-from analysis.report import SCOPES, curve_points, html_columns, offered_load, where_it_ran
+from analysis.summary_table import SCOPES, html_columns
 from workload.record import PointEntry
 
 
@@ -345,7 +346,7 @@ def test_where_it_ran_tells_a_local_host_from_an_aws_fleet() -> None:
 def test_without_plotly_the_table_works_and_a_chart_names_the_extra_to_install() -> None:
     code = (
         "import sys; sys.modules['plotly'] = None\n"
-        "from analysis.report import text_table\n"
+        "from analysis.summary_table import text_table\n"
         "print(text_table('Redis', [{'point': '0', 'threads': '1'}]).splitlines()[0])\n"
         "from analysis import charts\n"
         "from workload.errors import UserError\n"
