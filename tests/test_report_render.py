@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import charts
-from analysis.job import SUMMARY_COLUMNS
+from analysis.columns import SUMMARY_COLUMNS
 from analysis.overview import _series, load_runs, max_throughput, render, write_overview
 from analysis.report import write_html
 from workload.faults import FaultRecord, PointTimeline, write_timeline
