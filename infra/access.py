@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from brokers.base import BROKER_PASSWORD
+from brokers.cloud import BROKER_PASSWORD
 from infra.plan import BucketLayout
 from workload.aws.fault_agent import BEGIN, END
 from workload.layout import LAYOUT
@@ -40,7 +40,7 @@ class RunAccessArgs:
     #: ARN of the managed service; clients may call ``managed_actions`` on the resources
     #: whose ARN starts with it.
     managed_arn: pulumi.Input[str] | None = None
-    #: What the system's :class:`~brokers.base.ManagedService` lets clients call.
+    #: What the system's :class:`~brokers.cloud.ManagedService` lets clients call.
     managed_actions: tuple[str, ...] = ()
     #: Secret name → ARN of its parameter (:class:`infra.secrets.StackSecrets`).
     secret_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)

@@ -23,7 +23,7 @@ import pytest
 from moto import mock_aws
 
 from brokers import registry
-from brokers.base import CloudFaults
+from brokers.cloud import CloudFaults
 from infra import checks
 from infra.access import RunAccess, RunAccessArgs, broker_s3_policy, client_s3_policy
 from infra.mocking import deploy

@@ -16,7 +16,8 @@ import pulumi
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints, ManagedService
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedService
 from infra import checks
 from infra.checks import Declared
 from infra.constraints import client_constraints

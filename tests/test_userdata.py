@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
 from infra import checks
 from infra.plan import BrokerNode, ClientNode
 from infra.userdata import (
