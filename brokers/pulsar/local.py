@@ -169,19 +169,7 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
         workdir.mkdir(parents=True, exist_ok=True)
         conf = workdir / "standalone.conf"
         conf.write_text(
-            render_standalone(
-                BrokerConf(
-                    cluster_name="standalone",
-                    metadata_store="",
-                    broker_port=broker_port,
-                    web_port=web_port,
-                    bind=LOOPBACK,
-                    advertised=LOOPBACK,
-                    quorum=quorum,
-                    load_balancer=False,
-                    sizes=LOCAL_SIZES,
-                )
-            )
+            render_standalone(_broker_conf("standalone", "", broker_port, web_port, quorum))
         )
         args = [
             "--config",
@@ -335,17 +323,7 @@ def _start_broker(
     broker_dir.mkdir(parents=True, exist_ok=True)
     (broker_dir / "broker.conf").write_text(
         render_broker(
-            BrokerConf(
-                cluster_name="local",
-                metadata_store="zk:" + ",".join(zookeeper),
-                broker_port=broker_port,
-                web_port=web_port,
-                bind=LOOPBACK,
-                advertised=LOOPBACK,
-                quorum=quorum,
-                load_balancer=False,
-                sizes=sizes,
-            )
+            _broker_conf("local", "zk:" + ",".join(zookeeper), broker_port, web_port, quorum)
         )
     )
     broker = cluster.add(
@@ -365,6 +343,23 @@ def _start_broker(
     )
     cluster.broker_ports[broker.name] = broker_port
     return broker
+
+
+def _broker_conf(
+    cluster_name: str, metadata_store: str, broker_port: int, web_port: int, quorum: Quorum
+) -> BrokerConf:
+    """A broker here: on loopback, local sizes, no load balancer (one broker)."""
+    return BrokerConf(
+        cluster_name=cluster_name,
+        metadata_store=metadata_store,
+        broker_port=broker_port,
+        web_port=web_port,
+        bind=LOOPBACK,
+        advertised=LOOPBACK,
+        quorum=quorum,
+        load_balancer=False,
+        sizes=LOCAL_SIZES,
+    )
 
 
 def _endpoints(broker_port: int, web_port: int) -> Endpoints:
