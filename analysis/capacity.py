@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.columns import number, run_column
+from analysis.column_model import run_column
+from analysis.columns import number
 from workload.record import RunContext, SearchRecord
 from workload.search import format_ms, format_rate, verdict
 from workload.verdict import Verdict

@@ -8,27 +8,25 @@ other axis whose values span more than :data:`LOG_SPAN` to one.
 
 * :func:`latency_throughput` — the latency–throughput curve of a sweep (x: receive msgs/s,
   y: whole-run processing latency), its points in order of the load the sweep offered, with
-  the saturation knee (:func:`knee`) marked;
-* :func:`throughput_over_time` and :func:`latency_over_time` — one sweep point's latency
-  windows: rates, and p50/p95/p99/p99.9/max of a latency metric, per window; the point's
-  declared faults (:class:`FaultMark`) as shaded bands from the action to the node's
-  return, each with a labelled line at its action;
+  the saturation knee (:func:`analysis.curve.knee`) marked;
 * :func:`spectrum_chart` — percentile spectra as HdrHistogram plots them (x: the percentile
   on a log scale of 1/(1−p), y: latency), from merged histograms (:func:`spectrum`);
 * :func:`bar_chart` and :func:`by_load` — the cross-system overview's bars and lines.
+
+The charts of one sweep point over time are :mod:`analysis.point_charts`; they share this
+module's frame (:func:`figure`, :func:`decade_ticks`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import pairwise
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from analysis.columns import QUANTILE_TITLES, RUN_QUANTILES
+from analysis.column_model import QUANTILE_TITLES
+from analysis.curve import CurvePoint, Level, knee, levels
 from analysis.hdr import Bucket
-from analysis.repeats import spread
 from workload.errors import UserError
 
 if TYPE_CHECKING:
@@ -39,28 +37,6 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
 LOG_SPAN = 20.0
 #: How tall a chart is, in pixels (its width follows the page).
 HEIGHT = 400
-
-# The knee rule (see :func:`knee`).
-#: A step to more load must raise receive throughput by at least this factor …
-KNEE_GAIN = 1.10
-#: … while the p99 of processing latency grows by less than this factor (or than throughput).
-KNEE_LATENCY = 2.0
-#: … and a knee needs at least this many load levels.
-KNEE_LEVELS = 3
-#: The rule as the pages state it.
-KNEE_RULE = (
-    "The knee (★) is the last load level that more load still paid for. A step to the next "
-    f"level pays when it raises receive throughput by at least {KNEE_GAIN - 1:.0%} and the "
-    f"whole-run p99 of processing latency by less than {KNEE_LATENCY:g}× — or, where "
-    "throughput grew by more than that, by less than throughput grew. The knee is where the "
-    "first step that does not pay starts: beyond it throughput stalls, or grows only at a "
-    "latency that grows faster. A knee needs at least three load levels and a first step that "
-    "paid: where every step paid, the sweep did not reach saturation; where the first step "
-    "already did not pay, it started at or past saturation (or the levels differ too little); "
-    "either way no knee is marked. Levels are ordered by the load offered (msgs/s in open loop, "
-    "batches in flight in closed loop); repeated runs of a point are one level, at their "
-    "medians."
-)
 
 #: The spectrum's right end: 99.999 %, i.e. 1/(1−p) = 10⁵.
 SPECTRUM_CAP = 1e5
@@ -73,150 +49,6 @@ SPECTRUM_TICKS = (
     (1e4, "99.99%"),
     (1e5, "99.999%"),
 )
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    """One sweep point on a latency–throughput curve.
-
-    ``load`` is what the sweep raised from point to point (the load offered: msgs/s in open
-    loop, batches in flight in closed loop); it orders the curve. Points of one curve share
-    ``series`` (the other values a sweep varies, e.g. a message size); points of one series
-    and load are runs of one point (``repeat``), merged into one level.
-    """
-
-    label: str
-    load: float
-    receive_msgs_per_s: float | None
-    #: Whole-run percentiles of processing latency, ms, by :data:`RUN_QUANTILES` name.
-    latency_ms: Mapping[str, float | None]
-    series: str = ""
-    #: What set the point's pace, where the clients or the shared machine did: the label
-    #: its knee gets (:meth:`workload.verdict.Verdict.label`); "" otherwise.
-    bound: str = ""
-
-
-@dataclass(frozen=True)
-class Level:
-    """One load level of a curve: its points (runs of one sweep point) at their medians."""
-
-    load: float
-    labels: tuple[str, ...]
-    receive_msgs_per_s: float
-    latency_ms: Mapping[str, float | None]
-    #: Its points' client- or host-bound labels (empty: the broker's own figures).
-    bound: tuple[str, ...] = ()
-
-    @property
-    def p99(self) -> float | None:
-        return self.latency_ms.get("p99")
-
-
-def _median(values: Iterable[float | None]) -> float | None:
-    found = spread(values)
-    return None if found is None else found.median
-
-
-def levels(points: Iterable[CurvePoint]) -> dict[str, list[Level]]:
-    """Per series, its load levels in order of load; a point without a receive rate is left
-    out (it has no place on the x axis)."""
-    grouped: dict[str, dict[float, list[CurvePoint]]] = {}
-    for p in points:
-        if p.receive_msgs_per_s is not None:
-            grouped.setdefault(p.series, {}).setdefault(p.load, []).append(p)
-    out: dict[str, list[Level]] = {}
-    for series, by_load in grouped.items():
-        out[series] = []
-        for load, group in sorted(by_load.items()):
-            rate = _median(p.receive_msgs_per_s for p in group)
-            assert rate is not None  # every point of a group has one
-            out[series].append(
-                Level(
-                    load,
-                    tuple(dict.fromkeys(p.label for p in group)),
-                    rate,
-                    {q: _median(p.latency_ms.get(q) for p in group) for q in RUN_QUANTILES},
-                    tuple(dict.fromkeys(p.bound for p in group if p.bound)),
-                )
-            )
-    return out
-
-
-def knee(curve: Sequence[Level]) -> int | None:
-    """The index in ``curve`` (levels in order of load) of its saturation knee, or None.
-
-    Walking up the load, a step *pays* when it raises receive throughput by a factor
-    ``gain`` of at least :data:`KNEE_GAIN` (+10 %) and the whole-run p99 of processing
-    latency by less than ``max(KNEE_LATENCY, gain)``: latency may double on any step, and
-    grow more only where throughput grew more (its elasticity below one). The knee is the
-    level where the first step that does not pay starts: the last level reached only by
-    steps that paid. Below it the broker turns more load into throughput at a modest latency
-    cost; beyond it throughput stalls (closed loop: more senders only queue) or is bought
-    with latency (open loop: the queue grows). When every step pays, the sweep stopped short
-    of saturation: None. A knee needs :data:`KNEE_LEVELS` levels and a first step that paid:
-    where it did not, nothing shows where saturation began (None; :func:`no_knee` says why).
-    Levels without a p99 are skipped.
-    """
-    usable = [(i, level) for i, level in enumerate(curve) if level.p99 is not None]
-    if len(usable) < KNEE_LEVELS:
-        return None
-    for (i, low), (_, high) in pairwise(usable):
-        assert low.p99 is not None and high.p99 is not None
-        if low.receive_msgs_per_s > 0:
-            gain = high.receive_msgs_per_s / low.receive_msgs_per_s
-        else:
-            gain = math.inf if high.receive_msgs_per_s > 0 else 1.0
-        affordable = high.p99 < low.p99 * max(KNEE_LATENCY, gain)
-        if not (gain >= KNEE_GAIN and affordable):
-            return i if i != usable[0][0] else None
-    return None
-
-
-def no_knee(curve: Sequence[Level]) -> str:
-    """Why a curve with at least two levels has no knee (:func:`knee` is None)."""
-    usable = [level for level in curve if level.p99 is not None]
-    if len(usable) < KNEE_LEVELS:
-        return (
-            f"only {len(usable)} load levels: a knee needs at least {KNEE_LEVELS} "
-            "(sweep more levels)"
-        )
-    low, high = usable[0], usable[1]
-    gain = high.receive_msgs_per_s / low.receive_msgs_per_s if low.receive_msgs_per_s else 1.0
-    if not (gain >= KNEE_GAIN and high.p99 is not None and low.p99 is not None
-            and high.p99 < low.p99 * max(KNEE_LATENCY, gain)):  # fmt: skip
-        return (
-            f"the first step already did not pay (throughput ×{gain:.3g}): the sweep started "
-            "at or past saturation, or its levels differ too little"
-        )
-    return "every step still paid: the sweep did not reach saturation"
-
-
-@dataclass(frozen=True)
-class Window:
-    """One latency window of a sweep point: when it ends (seconds since the start of the
-    measurement, the end of the warm-up), its length, rates and latency percentiles."""
-
-    end_s: float
-    seconds: float
-    send_msgs_per_s: float | None
-    receive_msgs_per_s: float | None
-    #: metric → quantile (:data:`RUN_QUANTILES` names) → ms; None where the window had none.
-    latency_ms: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FaultMark:
-    """One declared fault on a point's time-series charts, on their time axis (seconds
-    since the start of the measurement): its action, e.g. ``kill n2 (leader)``, when it was
-    issued, and when its node came back (None: it did not, before the point ended)."""
-
-    label: str
-    start_s: float
-    end_s: float | None
-
-
-#: The colour of fault markers: a band and a line at the action.
-FAULT_COLOR = "#b00"
 
 
 @dataclass(frozen=True)
@@ -252,7 +84,7 @@ def spectrum(buckets: Iterable[Bucket]) -> Spectrum:
     return Spectrum(x, percent, value, total)
 
 
-def _go() -> Any:
+def graph_objects() -> Any:
     """plotly's graph objects, imported when a chart is made: the table and the notes of
     :mod:`analysis.report` work without plotly (the ``analysis`` extra)."""
     try:
@@ -267,7 +99,7 @@ def _go() -> Any:
 
 def plotly_script() -> str:
     """plotly.js, inline: once per page, before the first figure."""
-    _go()
+    graph_objects()
     from plotly.offline import get_plotlyjs
 
     return f'<script type="text/javascript">{get_plotlyjs()}</script>'
@@ -300,8 +132,10 @@ def axis_type(values: Iterable[float | None]) -> str:
     return "log" if max(present) / min(present) > LOG_SPAN else "linear"
 
 
-def _figure(title: str, x_title: str, y_title: str, *, x_type: str, y_type: str) -> go.Figure:
-    fig = _go().Figure()
+def figure(title: str, x_title: str, y_title: str, *, x_type: str, y_type: str) -> go.Figure:
+    """An empty chart in the reports' frame: titled axes of the given types, a grid, the
+    legend below, a linear y axis from zero."""
+    fig = graph_objects().Figure()
     fig.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 15}},
         height=HEIGHT,
@@ -327,7 +161,7 @@ def _figure(title: str, x_title: str, y_title: str, *, x_type: str, y_type: str)
     return fig
 
 
-def _decades(fig: go.Figure) -> go.Figure:
+def decade_ticks(fig: go.Figure) -> go.Figure:
     """Log axes spanning two decades or more get a labelled tick at each power of ten (and
     unlabelled grid lines between), narrower ones at 1, 2 and 5 times a power of ten, each
     labelled with its full value (plotly's own labels on a narrow log axis are bare digits:
@@ -363,12 +197,12 @@ def latency_throughput(
 ) -> go.Figure:
     """The latency–throughput curve: per series and quantile a line through its load
     levels (x: receive msgs/s, y: processing latency, log), hover naming the sweep points,
-    and each series' knee (:func:`knee`) as a star on its p99; a capacity search's SLO
+    and each series' knee (:func:`~analysis.curve.knee`) as a star on its p99; a capacity search's SLO
     (``slo_ms``) as a dashed line. One series: a colour per
     quantile; several: a colour per series, a dash per quantile."""
     curves = levels(points)
     rates = [level.receive_msgs_per_s for curve in curves.values() for level in curve]
-    fig = _figure(
+    fig = figure(
         title,
         "receive throughput (msgs/s)",
         "processing latency (ms)",
@@ -382,7 +216,7 @@ def latency_throughput(
             parts = (series, QUANTILE_TITLES[q] if len(quantiles) > 1 else "")
             name = " · ".join(s for s in parts if s) or QUANTILE_TITLES[q]
             fig.add_trace(
-                _go().Scatter(
+                graph_objects().Scatter(
                     x=[level.receive_msgs_per_s for level in curve],
                     y=[level.latency_ms.get(q) for level in curve],
                     customdata=[", ".join(level.labels) for level in curve],
@@ -400,207 +234,51 @@ def latency_throughput(
                 )
             )
         at = knee(curve)
-        if at is None:
-            continue
-        level = curve[at]
-        fig.add_trace(
-            _go().Scatter(
-                x=[level.receive_msgs_per_s],
-                y=[level.p99],
-                name="knee",
-                legendgroup="knee",
-                showlegend=knees == 0,
-                mode="markers+text",
-                text=["knee"],
-                textposition="top left",
-                marker={
-                    "symbol": "star",
-                    "size": 18,
-                    "color": "#111",
-                    "line": {"width": 1, "color": "white"},
-                },
-                customdata=[", ".join(level.labels)],
-                hovertemplate=(
-                    "knee: %{customdata}<br>p99 %{y:,.3~r} ms<br>%{x:,.0f} msgs/s"
-                    f"<extra>{series}</extra>"
-                ),
-            )
-        )
-        knees += 1
+        if at is not None:
+            fig.add_trace(_knee_marker(curve[at], series, first=knees == 0))
+            knees += 1
     known = [r for r in rates if r is not None]
     if slo_ms is not None and known:  # a capacity search's SLO: the p99 a rate must stay under
-        # A trace, not a shape: shapes on a log axis take log10 coordinates.
-        fig.add_trace(
-            _go().Scatter(
-                x=[min(known), max(known)],
-                y=[slo_ms, slo_ms],
-                name=f"SLO p99 ≤ {slo_ms:,.3g} ms",
-                mode="lines",
-                line={"color": "#b00", "dash": "dash", "width": 1},
-                hovertemplate=f"SLO p99 ≤ {slo_ms:,.3g} ms<extra></extra>",
-            )
-        )
-    return _decades(fig)
+        fig.add_trace(_slo_line(slo_ms, min(known), max(known)))
+    return decade_ticks(fig)
 
 
-def throughput_over_time(
-    windows: Sequence[Window], title: str = "Throughput", faults: Sequence[FaultMark] = ()
-) -> go.Figure:
-    """Send and receive msgs/s per latency window, over the measurement; ``faults`` marked
-    (:func:`mark_faults`)."""
-    rates = [w.send_msgs_per_s for w in windows] + [w.receive_msgs_per_s for w in windows]
-    fig = _figure(
-        title,
-        "time since the start of the measurement (s, end of each window)",
-        "msgs/s",
-        x_type="linear",
-        y_type=axis_type(rates),
+def _knee_marker(level: Level, series: str, first: bool) -> Any:
+    """A curve's knee: a star on its p99, labelled; one legend entry for every knee."""
+    return graph_objects().Scatter(
+        x=[level.receive_msgs_per_s],
+        y=[level.p99],
+        name="knee",
+        legendgroup="knee",
+        showlegend=first,
+        mode="markers+text",
+        text=["knee"],
+        textposition="top left",
+        marker={
+            "symbol": "star",
+            "size": 18,
+            "color": "#111",
+            "line": {"width": 1, "color": "white"},
+        },
+        customdata=[", ".join(level.labels)],
+        hovertemplate=(
+            "knee: %{customdata}<br>p99 %{y:,.3~r} ms<br>%{x:,.0f} msgs/s"
+            f"<extra>{series}</extra>"
+        ),
     )
-    for i, (name, values) in enumerate(
-        (
-            ("send", [w.send_msgs_per_s for w in windows]),
-            ("receive", [w.receive_msgs_per_s for w in windows]),
-        )
-    ):
-        fig.add_trace(
-            _go().Scatter(
-                x=[w.end_s for w in windows],
-                y=values,
-                name=f"{name} msgs/s",
-                mode="lines+markers",
-                marker={"size": 4},
-                line={"color": COLORS[i], "dash": "dash" if name == "receive" else "solid"},
-                customdata=[_window_text(w) for w in windows],
-                hovertemplate=f"{name} %{{y:,.0f}} msgs/s<br>%{{customdata}}<extra></extra>",
-            )
-        )
-    return mark_faults(_decades(fig), faults, windows)
 
 
-def latency_over_time(
-    windows: Sequence[Window], metric: str, title: str, faults: Sequence[FaultMark] = ()
-) -> go.Figure | None:
-    """p50, p95, p99, p99.9 and max of ``metric`` per latency window (log y), ``faults``
-    marked (:func:`mark_faults`); None when no window has a value (send delay in closed
-    loop)."""
-    values = {
-        q: [w.latency_ms.get(metric, {}).get(q) for w in windows]
-        for q in ("p50", "p95", "p99", "p999", "max")
-    }
-    if all(v is None for series in values.values() for v in series):
-        return None
-    fig = _figure(
-        title,
-        "time since the start of the measurement (s, end of each window)",
-        "latency (ms)",
-        x_type="linear",
-        y_type="log",
+def _slo_line(slo_ms: float, low: float, high: float) -> Any:
+    """A capacity search's SLO across the curve's rates (``low`` to ``high``), dashed. A
+    trace, not a shape: shapes on a log axis take log10 coordinates."""
+    return graph_objects().Scatter(
+        x=[low, high],
+        y=[slo_ms, slo_ms],
+        name=f"SLO p99 ≤ {slo_ms:,.3g} ms",
+        mode="lines",
+        line={"color": "#b00", "dash": "dash", "width": 1},
+        hovertemplate=f"SLO p99 ≤ {slo_ms:,.3g} ms<extra></extra>",
     )
-    for i, (q, ys) in enumerate(values.items()):
-        fig.add_trace(
-            _go().Scatter(
-                x=[w.end_s for w in windows],
-                y=ys,
-                name=QUANTILE_TITLES[q],
-                mode="lines+markers",
-                marker={"size": 4},
-                line={"color": COLORS[i % len(COLORS)]},
-                customdata=[_window_text(w) for w in windows],
-                hovertemplate=(
-                    f"{QUANTILE_TITLES[q]} %{{y:,.3~r}} ms<br>%{{customdata}}<extra></extra>"
-                ),
-            )
-        )
-    return mark_faults(_decades(fig), faults, windows)
-
-
-@dataclass(frozen=True)
-class ResourceSeries:
-    """One node's telemetry over a point, for :func:`resources_over_time`: seconds since
-    the chart's origin and the figure per second."""
-
-    name: str
-    seconds: Sequence[float]
-    values: Sequence[float | None]
-
-
-def resources_over_time(
-    series: Sequence[ResourceSeries],
-    title: str,
-    unit: str,
-    faults: Sequence[FaultMark] = (),
-    windows: Sequence[Window] = (),
-) -> go.Figure | None:
-    """Per node, one resource second by second (CPU %, disk operations/s, …) on the time
-    axis of the point's throughput and latency charts, with its faults marked."""
-    drawn = [s for s in series if any(v is not None for v in s.values)]
-    if not drawn:
-        return None
-    fig = _figure(
-        title, "time since the start of the measurement (s)", unit, x_type="linear", y_type="linear"
-    )
-    for i, s in enumerate(drawn):
-        fig.add_trace(
-            _go().Scatter(
-                x=list(s.seconds),
-                y=list(s.values),
-                name=s.name,
-                mode="lines",
-                line={"color": COLORS[i % len(COLORS)], "width": 1.5},
-                hovertemplate=f"{s.name}: %{{y:,.1f}} {unit}<br>%{{x:,.0f}} s<extra></extra>",
-            )
-        )
-    return mark_faults(fig, faults, windows)
-
-
-def _window_text(w: Window) -> str:
-    return f"window {w.end_s - w.seconds:,.0f}–{w.end_s:,.0f} s"
-
-
-def mark_faults(
-    fig: go.Figure, faults: Sequence[FaultMark], windows: Sequence[Window]
-) -> go.Figure:
-    """Each fault on a time-series chart: a shaded band from its action to its node's
-    return (to the end of the chart, the last window's end, when the node did not come
-    back) and a dashed vertical line at the action, labelled at the top. Shapes span the
-    plot's height (paper coordinates), so they sit right on a log y axis too."""
-    chart_end = max((w.end_s for w in windows), default=0.0)
-    for i, fault in enumerate(faults):
-        end = fault.end_s if fault.end_s is not None else max(chart_end, fault.start_s)
-        common = {"xref": "x", "yref": "paper", "y0": 0, "y1": 1, "layer": "below"}
-        fig.add_shape(
-            type="rect",
-            x0=fault.start_s,
-            x1=end,
-            fillcolor=FAULT_COLOR,
-            opacity=0.08,
-            line={"width": 0},
-            name=f"fault {i} band",
-            **common,
-        )
-        fig.add_shape(
-            type="line",
-            x0=fault.start_s,
-            x1=fault.start_s,
-            line={"color": FAULT_COLOR, "width": 1.5, "dash": "dash"},
-            name=f"fault {i} action",
-            **common,
-        )
-        back = "not back" if fault.end_s is None else f"back at {fault.end_s:,.1f} s"
-        fig.add_annotation(
-            x=fault.start_s,
-            xref="x",
-            y=1,
-            yref="paper",
-            yanchor="bottom" if i % 2 == 0 else "top",
-            xanchor="left",
-            text=fault.label,
-            hovertext=f"{fault.label} at {fault.start_s:,.1f} s, {back}",
-            showarrow=False,
-            font={"color": FAULT_COLOR, "size": 11},
-            bgcolor="rgba(255,255,255,0.7)",
-        )
-    return fig
 
 
 def spectrum_chart(series: Mapping[str, Iterable[Bucket]], title: str) -> go.Figure | None:
@@ -611,7 +289,7 @@ def spectrum_chart(series: Mapping[str, Iterable[Bucket]], title: str) -> go.Fig
     spectra = {name: s for name, s in spectra.items() if s.count}
     if not spectra:
         return None
-    fig = _figure(
+    fig = figure(
         title,
         "percentile (log scale of 1/(1−p))",
         "latency (ms)",
@@ -626,7 +304,7 @@ def spectrum_chart(series: Mapping[str, Iterable[Bucket]], title: str) -> go.Fig
     fig.update_layout(margin={"r": 45})
     for i, (name, s) in enumerate(spectra.items()):
         fig.add_trace(
-            _go().Scatter(
+            graph_objects().Scatter(
                 x=s.x,
                 y=s.value_ms,
                 name=name,
@@ -638,7 +316,7 @@ def spectrum_chart(series: Mapping[str, Iterable[Bucket]], title: str) -> go.Fig
                 ),
             )
         )
-    return _decades(fig)
+    return decade_ticks(fig)
 
 
 def _percent(p: float) -> str:
@@ -655,9 +333,9 @@ def _percent(p: float) -> str:
 def bar_chart(values: Mapping[str, float], title: str, unit: str) -> go.Figure:
     """Horizontal bars, one per name, labelled with their value."""
     names = list(values)
-    fig = _figure(title, unit, "", x_type="linear", y_type="category")
+    fig = figure(title, unit, "", x_type="linear", y_type="category")
     fig.add_trace(
-        _go().Bar(
+        graph_objects().Bar(
             x=[values[n] for n in names],
             y=names,
             orientation="h",
@@ -685,7 +363,7 @@ def by_load(
     occur (e.g. the sweep's thread counts); x is logarithmic where the values span more than
     :data:`LOG_SPAN` to one, y where ``log_y``."""
     xs = sorted({x for pairs in series.values() for x, _ in pairs})
-    fig = _figure(
+    fig = figure(
         title,
         x_title,
         y_title,
@@ -697,7 +375,7 @@ def by_load(
     for i, (name, pairs) in enumerate(series.items()):
         ordered = sorted(pairs)
         fig.add_trace(
-            _go().Scatter(
+            graph_objects().Scatter(
                 x=[x for x, _ in ordered],
                 y=[y for _, y in ordered],
                 name=name,
@@ -706,4 +384,4 @@ def by_load(
                 hovertemplate=f"{name}<br>%{{x:,g}}: %{{y:,.3~r}}<extra></extra>",
             )
         )
-    return _decades(fig)
+    return decade_ticks(fig)

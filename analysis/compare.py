@@ -20,7 +20,8 @@ from enum import Enum
 from pathlib import Path
 
 from analysis.capacity import Capacity, capacity
-from analysis.columns import COLUMN, COMPARED, Better, Column, SummaryRow, read_summary_csv
+from analysis.column_model import Better, Column
+from analysis.columns import COLUMN, COMPARED, SummaryRow, read_summary_csv
 from analysis.repeats import Spread, spread
 from workload.errors import UserError
 from workload.layout import LAYOUT

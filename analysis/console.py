@@ -10,7 +10,7 @@ from typing import Any
 from analysis import repeats
 from analysis.capacity import capacity
 from analysis.columns import SummaryRow
-from analysis.report import fault_lines, text_table
+from analysis.summary_table import fault_lines, text_table
 from workload.record import RunContext
 
 

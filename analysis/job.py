@@ -4,11 +4,8 @@ Runs in-process after a local run (``brokerbench run`` / ``brokerbench report``)
 Spark application (``python -m analysis.job RUN_DIR``, or spark-submit on EMR). It writes
 ``analysis/summary.csv`` and ``analysis/windows/`` (Parquet) under the run directory.
 
-Before counting anything lost it takes stock (docs/measurement.md §5): every node process a sweep point
-ran must have left its records (:class:`RunRecords`); a point missing some is
-*incomplete* and no loss is claimed for it, and a point the run stopped early is *not
-drained* (:class:`PointRecords`). The node statuses also give each point's largest clock
-offset (:func:`clock_offsets`), which qualifies its processing latency.
+Before counting anything lost it takes stock of the run's records (:mod:`analysis.records`,
+docs/measurement.md §5); it reads the raw tables through :mod:`analysis.raw_tables`.
 """
 
 from __future__ import annotations
@@ -21,289 +18,26 @@ import itertools
 import json
 import math
 import shutil
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from analysis import capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
-from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
+from analysis.column_model import RUN_QUANTILES, run_column
+from analysis.columns import SUMMARY_COLUMNS, SummaryRow
 from analysis.prices import cost_per_million, load_prices
+from analysis.raw_tables import arrow_schema, read_table, read_telemetry
+from analysis.records import clock_offsets, delivery_label, point_records, run_records
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from workload.errors import one_line
 from workload.faults import read_timelines
 from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
-from workload.results import (
-    DELIVERY_TABLES,
-    TABLES,
-    TELEMETRY_SCHEMA,
-    NodeStatus,
-    PartKey,
-    RecordsNotWritten,
-    parse_status,
-    raw_dir,
-    read_statuses,
-)
-
-_ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
-    pa.string(): T.StringType(),
-    pa.int32(): T.IntegerType(),
-    pa.int64(): T.LongType(),
-    pa.float64(): T.DoubleType(),
-}
-
-
-def spark_schema(schema: pa.Schema) -> T.StructType:
-    """The Spark schema of a raw table, derived from its Arrow schema."""
-
-    def convert(t: pa.DataType) -> T.DataType:
-        if pa.types.is_map(t):
-            return T.MapType(convert(t.key_type), convert(t.item_type))
-        return _ARROW_TO_SPARK[t]
-
-    return T.StructType([T.StructField(f.name, convert(f.type)) for f in schema])
-
-
-def read_table(
-    spark: SparkSession,
-    run_dir: Path | str | RunLocation,
-    table: str,
-    paths: list[str] | None = None,
-) -> DataFrame:
-    """A raw table: its whole folder, or only ``paths`` (the files that can be read)."""
-    schema = spark_schema(TABLES.get(table, TELEMETRY_SCHEMA))
-    run = RunLocation.of(run_dir)
-    relative = LAYOUT.raw_table(table)
-    if paths is None and run.has_parquet(relative):
-        paths = [run.spark_path(relative)]
-    if not paths:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*paths)
-
-
-@dataclass(frozen=True)
-class RunRecords:
-    """What a run directory holds: the node statuses and, per raw table, the node part
-    files that can be read."""
-
-    statuses: dict[PartKey, NodeStatus]
-    present: set[tuple[str, PartKey]]
-    #: (table, part) → why its file, though there, cannot be read.
-    unreadable: dict[tuple[str, PartKey], str] = field(default_factory=dict)
-    #: Per table, the files to read (None: the whole folder).
-    paths: dict[str, list[str] | None] = field(default_factory=dict)
-
-    def parts(self) -> set[PartKey]:
-        """Every node part that left a trace: a status or a file."""
-        return {*self.statuses, *(key for _, key in self.present), *(k for _, k in self.unreadable)}
-
-    def gap(self, key: PartKey) -> str:
-        """What is missing of one node part's records ("" when nothing is)."""
-        for table in key.tables:
-            if (table, key) in self.unreadable:
-                return f"wrote an unreadable {table} file ({self.unreadable[table, key]})"
-        absent = [table for table in key.tables if (table, key) not in self.present]
-        if not absent:
-            return ""
-        status = self.statuses.get(key)
-        what = (
-            "wrote no results"
-            if DELIVERY_TABLES[key.role] in absent
-            else "wrote no per-second records"
-        )
-        if status is None:
-            return f"{what} (and no status)"
-        return f"{what} ({status.error})" if status.error else what
-
-
-def expected_parts(point: PointEntry) -> set[PartKey]:
-    """The node parts a sweep point of the context runs: every sender and receiver node,
-    each spread over the point's processes per node."""
-    nodes = {"sender": point.load.sender_nodes, "receiver": point.load.receivers}
-    parts = point.processes
-    return {
-        PartKey(point.point, role, node, part)
-        for role, count in nodes.items()
-        for node in range(count)
-        for part in range(parts)
-    }
-
-
-def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> RunRecords:
-    """Take stock of a run's records: locally every Parquet footer is read (a file that
-    cannot be read is left out of the analysis and named); in S3, whose objects are
-    whole or absent, the listing is Spark's and statuses are read by name."""
-    if not run.s3:
-        return local_records(run.local)
-    present: set[tuple[str, PartKey]] = set()
-    for table in TABLES:
-        for path in read_table(spark, run, table).inputFiles():
-            key = PartKey.of_file(path)
-            if key is not None:
-                present.add((table, key))
-    candidates = {key for _, key in present}
-    for point in context.points:
-        candidates |= expected_parts(point)
-    statuses = {}
-    for key in candidates:
-        try:
-            text = run.read_text(key.status_file)
-        except Exception:  # no such object: the part left no status
-            continue
-        status = parse_status(key.name, text)
-        if status is not None:
-            statuses[key] = status
-    return RunRecords(statuses, present)
-
-
-def telemetry_paths(run: RunLocation) -> list[str] | None:
-    """The telemetry files to read: locally those whose footer reads (a sampler's file cut
-    short leaves a gap, not a failed analysis); in S3 the whole folder."""
-    if run.s3:
-        return None
-    readable = []
-    for path in sorted((run.local / LAYOUT.raw_table(LAYOUT.telemetry)).glob("*.parquet")):
-        with contextlib.suppress(OSError, ValueError, pa.ArrowException):
-            pq.read_metadata(path)
-            readable.append(str(path))
-    return readable
-
-
-def read_telemetry(spark: SparkSession, run: RunLocation) -> DataFrame:
-    """Every node's telemetry: the Parquet files of client nodes and local runs, and the
-    JSON-lines batches broker machines on AWS stream (:mod:`workload.aws.telemetry_agent`)."""
-    telemetry = read_table(spark, run, LAYOUT.telemetry, telemetry_paths(run))
-    if not run.has_files(LAYOUT.telemetry_stream, ".jsonl"):
-        return telemetry
-    stream = (
-        spark.read.schema(telemetry.schema)
-        .option("recursiveFileLookup", "true")
-        .json(run.spark_path(LAYOUT.telemetry_stream))
-    )
-    return telemetry.unionByName(stream)
-
-
-def local_records(run_dir: Path) -> RunRecords:
-    """:func:`run_records` of a local run directory."""
-    present: set[tuple[str, PartKey]] = set()
-    unreadable: dict[tuple[str, PartKey], str] = {}
-    paths: dict[str, list[str] | None] = {}
-    for table in TABLES:
-        readable = []
-        for path in sorted(raw_dir(run_dir, table).glob("*.parquet")):
-            key = PartKey.of_file(path.name)
-            try:
-                pq.read_metadata(path)
-            except (OSError, ValueError, pa.ArrowException) as exc:
-                if key is not None:
-                    unreadable[table, key] = one_line(str(exc))
-                continue
-            readable.append(str(path))
-            if key is not None:
-                present.add((table, key))
-        paths[table] = readable
-    statuses = {status.key: status for status in read_statuses(run_dir)}
-    return RunRecords(statuses, present, unreadable, paths)
-
-
-@dataclass(frozen=True)
-class PointRecords:
-    """How one sweep point's records stand (a ``transforms`` state) and why."""
-
-    point: int
-    state: str
-    reason: str = ""
-
-    @property
-    def delivery(self) -> str:
-        """The summary's ``delivery`` column: docs/measurement.md §5's word for the point, and why."""
-        if self.state == tf.STOPPED:
-            return f"not drained: {self.reason}"
-        if self.state == tf.INCOMPLETE:
-            return f"incomplete: {self.reason}"
-        return self.state
-
-
-def point_records(context: RunContext, records: RunRecords) -> list[PointRecords]:
-    """Per sweep point of the context: drained, stopped early, incomplete, or never run.
-
-    A run ends at the first point that is interrupted or fails, so in a run that did
-    not complete the last point that left records is the one stopped early, and later
-    points never ran. A point missing a node part's records is incomplete, whatever else.
-    """
-    stopped_early = context.status in ("interrupted", "failed")
-    left_records = records.parts()
-    last = max((key.point for key in left_records), default=0)
-    out = []
-    for point in context.points:
-        index = point.point
-        if stopped_early and index > last:
-            out.append(PointRecords(index, tf.NOT_RUN))
-            continue
-        parts = sorted(expected_parts(point) | {k for k in left_records if k.point == index})
-        gaps = [f"{key.who} {gap}" for key in parts if (gap := records.gap(key))]
-        failed = [
-            records.statuses[key]
-            for key in parts
-            if key.role == "receiver" and key in records.statuses and not records.statuses[key].ok
-        ]
-        if gaps:
-            more = f"; {len(gaps) - 1} more node process(es) likewise" if len(gaps) > 1 else ""
-            out.append(PointRecords(index, tf.INCOMPLETE, gaps[0] + more))
-        elif stopped_early and index == last:
-            out.append(PointRecords(index, tf.STOPPED, _why_stopped(context)))
-        elif failed:
-            who, error = failed[0].key.who, failed[0].error
-            out.append(PointRecords(index, tf.STOPPED, f"{who} stopped early ({error})"))
-        else:
-            out.append(PointRecords(index, tf.DRAINED))
-    return out
-
-
-def delivery_label(records: PointRecords, counts: dict[str, Any]) -> str:
-    """The point's ``delivery``, from its counts where they settle it: a point the run
-    stopped early whose every confirmed message was received (nothing not drained) was
-    drained, whatever stopped the run after it."""
-    if records.state == tf.STOPPED and counts.get("not_drained") == 0:
-        return tf.DRAINED
-    return records.delivery
-
-
-def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
-    """Per sweep point, from its nodes' statuses: the largest clock offset from the
-    reference time (ms, ahead or behind) among the nodes that know theirs, and where the
-    offsets come from. A status written for a node by someone else (no clock source) says
-    nothing about its clock."""
-    offsets: dict[int, list[float]] = {}
-    sources: dict[int, set[str]] = {}
-    for status in statuses:
-        if not status.clock_source:
-            continue
-        sources.setdefault(status.point, set()).add(status.clock_source)
-        known = offsets.setdefault(status.point, [])
-        if status.clock_offset_s is not None:
-            known.append(abs(status.clock_offset_s) * 1000.0)
-    return {
-        point: {
-            "clock_offset_max_ms": max(offsets[point], default=None),
-            "clock_source": "; ".join(sorted(found)),
-        }
-        for point, found in sources.items()
-    }
-
-
-def _why_stopped(context: RunContext) -> str:
-    if context.status == "interrupted":
-        return "the run was interrupted before receivers drained the queue"
-    errors = context.errors
-    return f"the run failed ({errors[0]})" if errors else "the run failed"
+from workload.record import RunContext
+from workload.results import RecordsNotWritten
 
 
 def _seconds(value: int | float | str | None) -> float:
@@ -434,13 +168,6 @@ def _write_text(run: RunLocation, relative: str, text: str) -> None:
         run.write_text(relative, text)
     except OSError as exc:
         raise RecordsNotWritten(run.spark_path(relative), exc) from exc
-
-
-def arrow_schema(schema: T.StructType) -> pa.Schema:
-    """The Arrow schema of a (flat) Spark result."""
-    to_arrow = {spark: arrow for arrow, spark in _ARROW_TO_SPARK.items()}
-    to_arrow[T.DoubleType()] = pa.float64()
-    return pa.schema([(f.name, to_arrow[f.dataType]) for f in schema.fields])
 
 
 def _collect(df: DataFrame) -> dict[int, dict[str, Any]]:

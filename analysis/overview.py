@@ -18,16 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis import charts
-from analysis.columns import (
-    COLUMN,
-    HEADLINE,
-    Better,
-    SummaryRow,
-    number,
-    read_summary_csv,
-)
-from analysis.report import TABLE, Charts, cell, knee_text, page
-from analysis.report import curve_points as report_curve_points
+from analysis.column_model import Better
+from analysis.columns import COLUMN, HEADLINE, SummaryRow, number, read_summary_csv
+from analysis.curve import KNEE_RULE, CurvePoint, knee_text
+from analysis.curve import curve_points as report_curve_points
+from analysis.report import Charts, page
+from analysis.summary_table import TABLE, cell
 from workload.layout import LAYOUT
 from workload.record import PointEntry, RunContext
 
@@ -126,7 +122,7 @@ CHARTS = tuple(
 )
 
 
-def curve_points(runs: list[RunSummary]) -> list[charts.CurvePoint]:
+def curve_points(runs: list[RunSummary]) -> list[CurvePoint]:
     """Every run's sweep points for the latency–throughput chart, one curve per run (and
     per value swept besides the load)."""
     return [p for run in runs for p in report_curve_points(run.rows, run.points, run.name)]
@@ -171,7 +167,7 @@ def render(runs: list[RunSummary]) -> str:
 <div class=charts>{chart(curve)}<div><p>One line per run: each sweep point's receive rate against the
 whole-run p99 of its processing latency, points in order of the load they offered (msgs/s in
 open loop, batches in flight in closed loop); hover for a point's label.</p>{knee_text(points)}
-<p class=muted>{html.escape(charts.KNEE_RULE)}</p></div></div>
+<p class=muted>{html.escape(KNEE_RULE)}</p></div></div>
 <h2>By load</h2><p class=muted>Where several points of a run share a number of sending threads
 (e.g. more receiver nodes), the best throughput and the lowest latency of them is shown.</p>
 <div class=charts>{by_load}</div>

@@ -13,7 +13,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.columns import METRICS, window_column
+from analysis.column_model import METRICS, window_column
 from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
 from workload.telemetry import USAGE_MEANS
 

@@ -217,6 +217,21 @@ class ManagedProcess:
             wait_until(self.ready, f"{self.name} restarting", wait, self.log_path, self)
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """When a cluster's start-up must be done by; each wait in it gets what is left."""
+
+    at: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def left(self, least: float = 1.0) -> float:
+        """Seconds left, but at least ``least`` (a last check still gets a moment)."""
+        return max(least, self.at - time.monotonic())
+
+
 def wait_until(
     ready: Callable[[], bool],
     what: str,

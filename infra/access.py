@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from brokers.base import BROKER_PASSWORD
+from brokers.cloud import BROKER_PASSWORD
 from infra.plan import BucketLayout
 from workload.aws.fault_agent import BEGIN, END
 from workload.layout import LAYOUT
@@ -40,7 +40,7 @@ class RunAccessArgs:
     #: ARN of the managed service; clients may call ``managed_actions`` on the resources
     #: whose ARN starts with it.
     managed_arn: pulumi.Input[str] | None = None
-    #: What the system's :class:`~brokers.base.ManagedService` lets clients call.
+    #: What the system's :class:`~brokers.cloud.ManagedService` lets clients call.
     managed_actions: tuple[str, ...] = ()
     #: Secret name → ARN of its parameter (:class:`infra.secrets.StackSecrets`).
     secret_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
@@ -80,40 +80,14 @@ class RunAccess(pulumi.ComponentResource):
             return created
 
         bucket = pulumi.Output.from_input(args.bucket)
-        client_secrets = [
-            arn for secret, arn in args.secret_arns.items() if secret == BROKER_PASSWORD.name
-        ]
         client_role = role(
-            "client",
-            "ec2.amazonaws.com",
-            "client machines",
-            {
-                "s3": bucket.apply(lambda b: client_s3_policy(b, layout)),
-                "managed": None
-                if args.managed_arn is None or not args.managed_actions
-                else pulumi.Output.from_input(args.managed_arn).apply(
-                    lambda arn: client_managed_policy(arn, args.managed_actions)
-                ),
-                "secrets": pulumi.Output.all(*client_secrets).apply(read_parameters_policy)
-                if client_secrets
-                else None,
-            },
+            "client", "ec2.amazonaws.com", "client machines", _client_policies(args, bucket)
         )
         profile = aws.iam.InstanceProfile(
             f"{name}-client", role=client_role.name, tags=args.tags, opts=child
         )
         broker_role = role(
-            "broker",
-            "ec2.amazonaws.com",
-            "broker machines",
-            {
-                "secrets": pulumi.Output.all(*args.secret_arns.values()).apply(
-                    read_parameters_policy
-                )
-                if args.secret_arns
-                else None,
-                "s3": bucket.apply(lambda b: broker_s3_policy(b, layout, args.faults)),
-            },
+            "broker", "ec2.amazonaws.com", "broker machines", _broker_policies(args, bucket)
         )
         broker_profile = aws.iam.InstanceProfile(
             f"{name}-broker", role=broker_role.name, tags=args.tags, opts=child
@@ -137,6 +111,39 @@ class RunAccess(pulumi.ComponentResource):
                 "analysis_role_arn": self.analysis_role_arn,
             }
         )
+
+
+def _client_policies(
+    args: RunAccessArgs, bucket: pulumi.Output[str]
+) -> dict[str, pulumi.Input[str] | None]:
+    """What client machines may do: the run's objects, the managed service (if any), the
+    broker password."""
+    client_secrets = [
+        arn for secret, arn in args.secret_arns.items() if secret == BROKER_PASSWORD.name
+    ]
+    return {
+        "s3": bucket.apply(lambda b: client_s3_policy(b, args.layout)),
+        "managed": None
+        if args.managed_arn is None or not args.managed_actions
+        else pulumi.Output.from_input(args.managed_arn).apply(
+            lambda arn: client_managed_policy(arn, args.managed_actions)
+        ),
+        "secrets": pulumi.Output.all(*client_secrets).apply(read_parameters_policy)
+        if client_secrets
+        else None,
+    }
+
+
+def _broker_policies(
+    args: RunAccessArgs, bucket: pulumi.Output[str]
+) -> dict[str, pulumi.Input[str] | None]:
+    """What broker machines may do: read the stack's secrets, and their agents' objects."""
+    return {
+        "secrets": pulumi.Output.all(*args.secret_arns.values()).apply(read_parameters_policy)
+        if args.secret_arns
+        else None,
+        "s3": bucket.apply(lambda b: broker_s3_policy(b, args.layout, args.faults)),
+    }
 
 
 def _trust(service: str) -> str:

@@ -90,6 +90,35 @@ class Network(pulumi.ComponentResource):
                 cidr_block="0.0.0.0/0", nat_gateway_id=nat.id
             )
             self.nat_gateway_id = nat.id
+        self.vpc_id = vpc.id
+        # Machines take the subnet from here: they wait for its routes (with the NAT
+        # gateway) and the S3 endpoint, so that they never boot without a way out.
+        self.subnet_id = self._routed_subnet(name, args, vpc, subnet, default_route, tags, child)
+        self.security_group_id = self._security_group(name, args, vpc, tags, child).id
+        self.availability_zone = subnet.availability_zone
+        self.public_nodes = args.public_nodes
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "subnet_id": self.subnet_id,
+                "security_group_id": self.security_group_id,
+                "availability_zone": self.availability_zone,
+                "nat_gateway_id": self.nat_gateway_id,
+            }
+        )
+
+    @staticmethod
+    def _routed_subnet(
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        subnet: aws.ec2.Subnet,
+        default_route: aws.ec2.RouteTableRouteArgs,
+        tags: dict[str, str],
+        child: pulumi.ResourceOptions,
+    ) -> pulumi.Output[str]:
+        """The nodes' routes: ``default_route`` out (internet or NAT gateway) and the S3
+        gateway endpoint; the subnet's id, known once both are in place."""
         routes = aws.ec2.RouteTable(
             f"{name}-routes",
             vpc_id=vpc.id,
@@ -109,6 +138,20 @@ class Network(pulumi.ComponentResource):
             tags={**tags, "Name": f"{name}-s3"},
             opts=child,
         )
+        return pulumi.Output.all(subnet.id, association.id, endpoint.id).apply(
+            lambda ids: str(ids[0])
+        )
+
+    @staticmethod
+    def _security_group(
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        tags: dict[str, str],
+        child: pulumi.ResourceOptions,
+    ) -> aws.ec2.SecurityGroup:
+        """The nodes' group: any traffic inside it, SSH from the admin CIDR (if any), any
+        egress."""
         group = aws.ec2.SecurityGroup(
             f"{name}-nodes",
             vpc_id=vpc.id,
@@ -143,25 +186,7 @@ class Network(pulumi.ComponentResource):
             description="package mirrors, S3, AWS APIs",
             opts=child,
         )
-
-        self.vpc_id = vpc.id
-        # Machines take the subnet from here: they wait for its routes (with the NAT
-        # gateway) and the S3 endpoint, so that they never boot without a way out.
-        self.subnet_id = pulumi.Output.all(subnet.id, association.id, endpoint.id).apply(
-            lambda ids: str(ids[0])
-        )
-        self.security_group_id = group.id
-        self.availability_zone = subnet.availability_zone
-        self.public_nodes = args.public_nodes
-        self.register_outputs(
-            {
-                "vpc_id": self.vpc_id,
-                "subnet_id": self.subnet_id,
-                "security_group_id": self.security_group_id,
-                "availability_zone": self.availability_zone,
-                "nat_gateway_id": self.nat_gateway_id,
-            }
-        )
+        return group
 
     @staticmethod
     def _nat_gateway(

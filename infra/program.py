@@ -22,7 +22,8 @@ import pulumi
 import pulumi_aws as aws
 
 from brokers import registry
-from brokers.base import BrokerSystem, CloudRecipe, Endpoints
+from brokers.base import BrokerSystem, Endpoints
+from brokers.cloud import CloudRecipe
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
 from infra.constraints import client_constraints

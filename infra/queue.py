@@ -1,6 +1,6 @@
 """The managed service of a stack whose system AWS runs for it (a managed queue): no
 broker machines; the resource the system's cloud recipe declares
-(:class:`~brokers.base.ManagedService`) is created here, and the endpoints the recipe forms
+(:class:`~brokers.cloud.ManagedService`) is created here, and the endpoints the recipe forms
 from it are what the clients get.
 
 Nothing here knows a system: :data:`RESOURCES` maps the AWS resource types a declaration
@@ -16,7 +16,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from brokers.base import CreatedService, Endpoints, ManagedService
+from brokers.base import Endpoints
+from brokers.cloud import CreatedService, ManagedService
 from infra.settings import StackConfigError
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import jinja2
 
-from brokers.base import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
+from brokers.cloud import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
 from infra.plan import BrokerNode, BucketLayout, ClientNode
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import transforms as tf
-from analysis.job import PointRecords, RunRecords, clock_offsets, local_records, point_records
-from analysis.report import text_table, write_html
+from analysis.records import PointRecords, RunRecords, clock_offsets, local_records, point_records
+from analysis.report import write_html
+from analysis.summary_table import text_table
 from brokers.base import ReceivedBatch
 from workload import message
 from workload.errors import UserError
@@ -510,7 +511,7 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
 def test_a_point_stopped_early_with_every_message_received_is_drained() -> None:
     """A broker killed after its point's last message was received fails the run, but the
     point was drained: its label comes from its counts."""
-    from analysis.job import delivery_label
+    from analysis.records import delivery_label
 
     stopped = PointRecords(0, tf.STOPPED, "the run failed (broker node kafka-1 died)")
     assert delivery_label(stopped, {"not_drained": 0}) == "drained"

@@ -49,7 +49,7 @@ def test_summary_prices_a_point_by_its_receive_rate() -> None:
 
 
 def test_the_table_shows_cost_only_for_priced_runs() -> None:
-    from analysis.report import text_table
+    from analysis.summary_table import text_table
 
     row = {"threads": 1, "send_msgs_per_s": 10.0, "cost_per_million_usd": ""}
     assert "$ per M msgs" not in text_table("Kafka", [row])

@@ -120,7 +120,8 @@ def test_compare_puts_the_two_capacities_side_by_side_with_their_brackets(tmp_pa
 def test_table_and_report_show_each_probe_target_and_verdict_and_the_capacity(
     tmp_path: Path,
 ) -> None:
-    from analysis.report import text_table, write_html
+    from analysis.report import write_html
+    from analysis.summary_table import text_table
 
     context = search_context()
     context.update(run_id="r", scenario={"name": "redis-capacity", "measurement": {}})

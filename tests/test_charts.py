@@ -8,10 +8,13 @@ import sys
 
 import pytest
 
-from analysis import charts
-from analysis.charts import CurvePoint, Level, Window, knee, levels, no_knee, spectrum
+from analysis import charts, point_charts
+from analysis.charts import spectrum
+from analysis.context_tables import where_it_ran
+from analysis.curve import CurvePoint, Level, curve_points, knee, levels, no_knee, offered_load
 from analysis.hdr import Bucket
-from analysis.report import SCOPES, curve_points, html_columns, offered_load, where_it_ran
+from analysis.point_charts import Window
+from analysis.summary_table import SCOPES, html_columns
 from workload.record import PointEntry
 
 
@@ -182,18 +185,18 @@ def test_window_charts_have_rates_and_five_percentiles_on_log_axes() -> None:
         )
         for i in range(3)
     ]
-    rates = charts.throughput_over_time(windows)
+    rates = point_charts.throughput_over_time(windows)
     assert [t.name for t in rates.data] == ["send msgs/s", "receive msgs/s"]
     assert list(rates.data[0].x) == [5.0, 6.0, 7.0] and rates.layout.yaxis.type == "linear"
     assert rates.data[0].customdata[0] == "window 0–5 s"
-    processing = charts.latency_over_time(windows, "processing_latency", "p")
+    processing = point_charts.latency_over_time(windows, "processing_latency", "p")
     assert processing is not None
     assert [t.name for t in processing.data] == ["p50", "p95", "p99", "p99.9", "max"]
     assert processing.layout.yaxis.type == "log"
     assert processing.layout.xaxis.title.text.startswith("time since the start")
-    send = charts.latency_over_time(windows, "send_latency", "s")
+    send = point_charts.latency_over_time(windows, "send_latency", "s")
     assert send is not None and list(send.data[2].y) == [None, None, None]  # gaps, not zeros
-    assert charts.latency_over_time(windows, "send_delay", "d") is None  # closed loop
+    assert point_charts.latency_over_time(windows, "send_delay", "d") is None  # closed loop
 
 
 def test_faults_are_bands_from_the_action_to_the_return_with_a_labelled_line() -> None:
@@ -202,12 +205,12 @@ def test_faults_are_bands_from_the_action_to_the_return_with_a_labelled_line() -
         for i in range(10)
     ]  # the chart ends at 14 s
     marks = [
-        charts.FaultMark("kill n1 (not the leader)", 3.5, 8.0),
-        charts.FaultMark("kill n2 (leader)", 11.25, None),
+        point_charts.FaultMark("kill n1 (not the leader)", 3.5, 8.0),
+        point_charts.FaultMark("kill n2 (leader)", 11.25, None),
     ]
     for fig in (
-        charts.throughput_over_time(windows, "t", marks),
-        charts.latency_over_time(windows, "processing_latency", "p", marks),
+        point_charts.throughput_over_time(windows, "t", marks),
+        point_charts.latency_over_time(windows, "processing_latency", "p", marks),
     ):
         assert fig is not None
         bands = [s for s in fig.layout.shapes if s.type == "rect"]
@@ -220,7 +223,7 @@ def test_faults_are_bands_from_the_action_to_the_return_with_a_labelled_line() -
             ("kill n2 (leader)", 11.25),
         ]
         assert fig.layout.annotations[1].hovertext == "kill n2 (leader) at 11.2 s, not back"
-    assert not charts.throughput_over_time(windows).layout.shapes  # no faults, no marks
+    assert not point_charts.throughput_over_time(windows).layout.shapes  # no faults, no marks
 
 
 def test_spectrum_chart_has_percentile_ticks_and_a_line_per_histogram() -> None:
@@ -242,12 +245,12 @@ def test_spectrum_chart_has_percentile_ticks_and_a_line_per_histogram() -> None:
 
 
 def test_log_axes_are_labelled_with_whole_values() -> None:
-    narrow = charts.latency_over_time(
+    narrow = point_charts.latency_over_time(
         [Window(1.0, 1.0, 1.0, 1.0, {"m": {"p50": 0.3, "max": 4.0}})], "m", "t"
     )
     assert narrow is not None
     assert list(narrow.layout.yaxis.ticktext) == ["0.2", "0.5", "1", "2", "5"]
-    wide = charts.latency_over_time(
+    wide = point_charts.latency_over_time(
         [Window(1.0, 1.0, 1.0, 1.0, {"m": {"p50": 0.3, "max": 400.0}})], "m", "t"
     )
     assert wide is not None and wide.layout.yaxis.dtick == 1  # a label per power of ten
@@ -343,7 +346,7 @@ def test_where_it_ran_tells_a_local_host_from_an_aws_fleet() -> None:
 def test_without_plotly_the_table_works_and_a_chart_names_the_extra_to_install() -> None:
     code = (
         "import sys; sys.modules['plotly'] = None\n"
-        "from analysis.report import text_table\n"
+        "from analysis.summary_table import text_table\n"
         "print(text_table('Redis', [{'point': '0', 'threads': '1'}]).splitlines()[0])\n"
         "from analysis import charts\n"
         "from workload.errors import UserError\n"

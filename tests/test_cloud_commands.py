@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from analysis.job import RunRecords, expected_parts, point_records
+from analysis.records import RunRecords, expected_parts, point_records
 from workload import cloud
 from workload.aws.agent import ClientAgent, RunStore, Uploader
 from workload.layout import LAYOUT

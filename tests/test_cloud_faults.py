@@ -23,8 +23,8 @@ import pytest
 from moto import mock_aws
 
 from brokers import registry
-from brokers.base import CloudFaults
-from infra import checks
+from brokers.cloud import CloudFaults
+from infra import checks, userdata_checks
 from infra.access import RunAccess, RunAccessArgs, broker_s3_policy, client_s3_policy
 from infra.mocking import deploy
 from infra.plan import BrokerNode, BucketLayout
@@ -582,7 +582,7 @@ CLUSTER = {"primary": ["10.42.1.10"], "standby": ["10.42.1.11", "10.42.1.12"]}
 
 
 def unit_of(text: str) -> str:
-    return checks.written_files(text).get(f"/etc/systemd/system/{FAULT_AGENT_UNIT}", "")
+    return userdata_checks.written_files(text).get(f"/etc/systemd/system/{FAULT_AGENT_UNIT}", "")
 
 
 def test_broker_nodes_run_the_fault_agent_only_with_faults() -> None:
@@ -599,8 +599,8 @@ def test_broker_nodes_run_the_fault_agent_only_with_faults() -> None:
     assert f"s3://{BUCKET}/{BUCKET_LAYOUT.wheel_key}" in unit
     assert f"[systemctl, enable, --now, {FAULT_AGENT_UNIT}]" in text
     assert "python3-boto3" in text and "iptables" in text
-    assert checks.cloud_config_problems(text) == []
-    schema = checks.cloud_init_schema(text)
+    assert userdata_checks.cloud_config_problems(text) == []
+    schema = userdata_checks.cloud_init_schema(text)
     if schema is not None:  # cloud-init installed (make setup does)
         assert schema == []
     without = broker_user_data(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from brokers.base import BROKER_PASSWORD
+from brokers.cloud import BROKER_PASSWORD
 from brokers.postgresql import local as pg_local
 from brokers.postgresql.cloud import PostgresCloud, render_node_config
 from brokers.redis import RedisParams

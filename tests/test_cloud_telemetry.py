@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from brokers import registry
-from infra import checks
+from infra import userdata_checks
 from infra.access import broker_s3_policy
 from infra.plan import BrokerNode
 from infra.userdata import TELEMETRY_AGENT_UNIT, RunContext, broker_user_data
@@ -169,7 +169,9 @@ def test_a_broker_machine_writes_only_telemetry_batches(account: Account) -> Non
 
 
 def unit_text(text: str) -> str:
-    return checks.written_files(text).get(f"/etc/systemd/system/{TELEMETRY_AGENT_UNIT}", "")
+    return userdata_checks.written_files(text).get(
+        f"/etc/systemd/system/{TELEMETRY_AGENT_UNIT}", ""
+    )
 
 
 @pytest.mark.parametrize("faults", [True, False])
@@ -187,8 +189,8 @@ def test_every_broker_node_runs_the_telemetry_agent(faults: bool) -> None:
     }  # fmt: skip
     assert f"[systemctl, enable, --now, {TELEMETRY_AGENT_UNIT}]" in text
     assert "python3-psutil" in text and "python3-boto3" in text
-    assert checks.cloud_config_problems(text) == []
-    schema = checks.cloud_init_schema(text)
+    assert userdata_checks.cloud_config_problems(text) == []
+    schema = userdata_checks.cloud_init_schema(text)
     if schema is not None:
         assert schema == []
 

@@ -8,22 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from analysis import compare, overview, repeats, report
+from analysis import compare, overview, repeats, summary_table
+from analysis.column_model import Better, Scope, latency_columns, run_column, window_column
 from analysis.columns import (
     COLUMN,
     COLUMNS,
     COMPARED,
     REPEATED,
     SUMMARY_COLUMNS,
-    Better,
-    Scope,
     SummaryRow,
     glossary,
-    latency_columns,
     read_summary_csv,
-    run_column,
     upgrade,
-    window_column,
 )
 from analysis.hdr import Bucket, hgrm
 from workload.layout import LAYOUT
@@ -50,15 +46,15 @@ def test_every_column_is_declared_once_and_the_names_derive_from_the_declaration
 def table_names() -> dict[str, list[str]]:
     """Every column a view shows, by view."""
     return {
-        "report table": [key for key, _, _ in report.TABLE],
+        "report table": [key for key, _, _ in summary_table.TABLE],
         "report extras": [
             key
             for key, _, _ in (
-                report.TARGET,
-                report.COST,
-                report.NOT_DRAINED,
-                report.SEND_DELAY,
-                *report.RUN_EXTRAS.values(),
+                summary_table.TARGET,
+                summary_table.COST,
+                summary_table.NOT_DRAINED,
+                summary_table.SEND_DELAY,
+                *summary_table.RUN_EXTRAS.values(),
             )
         ],
         "repeats table": [key for key, _, _ in repeats.TABLE],
@@ -80,9 +76,13 @@ def test_every_column_a_view_uses_is_declared_and_titled() -> None:
 
 
 def test_views_show_what_the_columns_declare() -> None:
-    assert report.TABLE[3] == ("send_msgs_per_s", "send msgs/s", "{:,.0f}")
-    assert report.SEND_DELAY == ("send_delay_run_p99_ms", "send delay p99 ms [run]", "{:,.2f}")
-    assert report.RUN_EXTRAS["p999"] == (
+    assert summary_table.TABLE[3] == ("send_msgs_per_s", "send msgs/s", "{:,.0f}")
+    assert summary_table.SEND_DELAY == (
+        "send_delay_run_p99_ms",
+        "send delay p99 ms [run]",
+        "{:,.2f}",
+    )
+    assert summary_table.RUN_EXTRAS["p999"] == (
         "processing_latency_run_p999_ms",
         "proc p99.9 ms [run]",
         "{:,.1f}",

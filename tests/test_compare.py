@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.columns import SUMMARY_COLUMNS
 from analysis.compare import (
     METRICS,
     Verdict,
@@ -19,7 +20,6 @@ from analysis.compare import (
     write_csv,
 )
 from analysis.compare_cli import register
-from analysis.job import SUMMARY_COLUMNS
 from workload.errors import UserError
 
 #: The metrics every run has (the faults' only where a point declared some).

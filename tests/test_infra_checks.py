@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from brokers.sqs.cloud import CLIENT_ACTIONS
-from infra import checks
+from infra import checks, userdata_checks
 from infra.access import analysis_s3_policy, client_managed_policy, client_s3_policy
 from infra.checks import Declared
 from infra.plan import BucketLayout
@@ -231,14 +231,16 @@ def test_roles_must_be_assumable_only_by_services_and_carry_no_managed_policies(
 
 
 def test_cloud_config_structure_problems() -> None:
-    assert checks.cloud_config_problems("#!/bin/bash\necho") == [
+    assert userdata_checks.cloud_config_problems("#!/bin/bash\necho") == [
         "user-data does not start with '#cloud-config'"
     ]
-    assert checks.cloud_config_problems("#cloud-config\n- a\n") == ["user-data is not a mapping"]
-    assert "unexpected top-level key 'runcmds'" in checks.cloud_config_problems(
+    assert userdata_checks.cloud_config_problems("#cloud-config\n- a\n") == [
+        "user-data is not a mapping"
+    ]
+    assert "unexpected top-level key 'runcmds'" in userdata_checks.cloud_config_problems(
         "#cloud-config\nruncmds: [x]\nruncmd: [x]\nntp: {enabled: true}\n"
     )
-    assert checks.cloud_config_problems("#cloud-config\nruncmd: [x]\n") == [
+    assert userdata_checks.cloud_config_problems("#cloud-config\nruncmd: [x]\n") == [
         "time sync (ntp) not enabled"
     ]
 
@@ -277,7 +279,7 @@ def test_literal_credentials_in_user_data_are_found_and_deferred_ones_pass() -> 
         'password: "abc"',
         "<cluster-password>brokerbench-cluster</cluster-password>",
     ):
-        (problem,) = checks.user_data_credential_problems(user_data(literal))
+        (problem,) = userdata_checks.user_data_credential_problems(user_data(literal))
         assert problem.startswith("/etc/x.conf: a literal credential"), literal
     for deferred in (
         "default_pass = @@BROKERBENCH_PASSWORD@@",
@@ -285,7 +287,7 @@ def test_literal_credentials_in_user_data_are_found_and_deferred_ones_pass() -> 
         "<cluster-password>@@BROKERBENCH_CLUSTER_SECRET@@</cluster-password>",
         "BROKERBENCH_PASSWORD=$(read_secret /brokerbench/run/password)",
     ):
-        assert checks.user_data_credential_problems(user_data(deferred)) == [], deferred
+        assert userdata_checks.user_data_credential_problems(user_data(deferred)) == [], deferred
 
 
 # -- public addresses, gp3 throughput ----------------------------------------------------

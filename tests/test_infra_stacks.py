@@ -16,8 +16,9 @@ import pulumi
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints, ManagedService
-from infra import checks
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedService
+from infra import checks, userdata_checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
 from infra.mocking import ZONES, deploy
@@ -166,11 +167,11 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     # Every machine's user-data: well-formed, names the run and the scenario.
     for machine in machines:
         text = machine.inputs["userData"]
-        assert checks.cloud_config_problems(text) == [], machine.name
+        assert userdata_checks.cloud_config_problems(text) == [], machine.name
         assert deployment.run_id in text and scenario.name in text, machine.name
     for machine in machines:
         if role_of(machine) in ("sender", "receiver"):
-            toml_text = checks.written_files(machine.inputs["userData"])[
+            toml_text = userdata_checks.written_files(machine.inputs["userData"])[
                 "/etc/brokerbench/scenario.toml"
             ]
             client = parse_scenario(tomllib.loads(toml_text))
@@ -182,20 +183,20 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
 def test_every_rendered_user_data_passes_cloud_init_schema(
     name: str, wheel: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if checks.cloud_init_schema("#cloud-config\n{}\n") is None:
+    if userdata_checks.cloud_init_schema("#cloud-config\n{}\n") is None:
         pytest.skip("cloud-init is not installed (apt-get install cloud-init; make setup does)")
     with_recipes(monkeypatch)
     settings = deployable(name)
     _, resources = deploy_stack(name, settings, wheel)
     texts = {m.inputs["userData"]: m.name for m in instances(resources)}
-    results = checks.cloud_init_schema_batch(list(texts))
+    results = userdata_checks.cloud_init_schema_batch(list(texts))
     assert results is not None
     assert {
         machine: errors for machine, errors in zip(texts.values(), results, strict=True) if errors
     } == {}
     # the command itself, on the first broker node and the first client
     samples = [next(iter(texts))] + [t for t, m in texts.items() if "sender-0" in m]
-    assert [checks.cloud_init_schema(text) for text in samples] == [[]] * len(samples)
+    assert [userdata_checks.cloud_init_schema(text) for text in samples] == [[]] * len(samples)
 
 
 def test_reference_systems_get_their_recipes_and_endpoints(
@@ -209,13 +210,13 @@ def test_reference_systems_get_their_recipes_and_endpoints(
         "primary-0": "10.42.1.10", "standby-0": "10.42.1.11", "standby-1": "10.42.1.12",
     }  # fmt: skip
     primary = next(m for m in instances(resources) if m.name == "brokers-primary-0")
-    files = checks.written_files(primary.inputs["userData"])
+    files = userdata_checks.written_files(primary.inputs["userData"])
     assert (
         "synchronous_standby_names = 'ANY 1 (s1, s2)'"
         in files["/opt/brokerbench/files/etc/postgresql/15/main/conf.d/brokerbench.conf"]
     )
     sender = next(m for m in instances(resources) if m.name == "clients-sender-0")
-    scenario_toml = checks.written_files(sender.inputs["userData"])[
+    scenario_toml = userdata_checks.written_files(sender.inputs["userData"])[
         "/etc/brokerbench/scenario.toml"
     ]
     broker = tomllib.loads(scenario_toml)["broker"]
@@ -241,7 +242,9 @@ def test_stack_uploads_the_client_constraints_the_clients_install_with(
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
     for machine in instances(resources):
         if role_of(machine) in ("sender", "receiver"):
-            script = checks.written_files(machine.inputs["userData"])["/opt/brokerbench/client.sh"]
+            script = userdata_checks.written_files(machine.inputs["userData"])[
+                "/opt/brokerbench/client.sh"
+            ]
             assert f"fetch s3://{bucket.id}/{key}\n" in script, machine.name
             assert "pip install --quiet -c /opt/brokerbench/constraints.txt " in script
 
@@ -256,7 +259,7 @@ def test_a_system_without_recipe_gets_failing_placeholders(
     deployment, resources = deploy(lambda: build(settings, "postgresql", REGION, wheel=wheel))
     assert deployment.placeholder
     for machine in instances(resources):
-        script = "\n".join(checks.written_files(machine.inputs["userData"]).values())
+        script = "\n".join(userdata_checks.written_files(machine.inputs["userData"]).values())
         assert "postgresql has no cloud recipe yet" in script and "exit 1" in script
 
 
@@ -291,7 +294,7 @@ def test_redis_cluster_stack_shards(wheel: Path, monkeypatch: pytest.MonkeyPatch
         "master": 3, "replica": 6,
     }  # fmt: skip
     last = next(m for m in instances(resources) if m.name == "brokers-replica-5")
-    script = checks.written_files(last.inputs["userData"])["/opt/brokerbench/node.sh"]
+    script = userdata_checks.written_files(last.inputs["userData"])["/opt/brokerbench/node.sh"]
     assert "--cluster create" in script and "--cluster-replicas 2" in script
 
 
@@ -378,7 +381,9 @@ def test_stack_secrets_are_generated_and_never_in_user_data(
     assert checks.secret_problems(resources) == []
     machines = instances(resources)
     for machine in machines:
-        assert checks.user_data_credential_problems(machine.inputs["userData"]) == [], machine.name
+        assert userdata_checks.user_data_credential_problems(machine.inputs["userData"]) == [], (
+            machine.name
+        )
     brokers = [m for m in machines if role_of(m) not in ("sender", "receiver")]
     parameters = checks.of_type(resources, "ssm/parameter:Parameter")
     if not brokers:
@@ -407,7 +412,9 @@ def test_stack_secrets_are_generated_and_never_in_user_data(
     ]
     assert {m.inputs.get("iamInstanceProfile") for m in brokers} == {broker_profile.outputs["name"]}
     for machine in brokers:
-        script = checks.written_files(machine.inputs["userData"])["/opt/brokerbench/node.sh"]
+        script = userdata_checks.written_files(machine.inputs["userData"])[
+            "/opt/brokerbench/node.sh"
+        ]
         for secret in (BROKER_PASSWORD, CLUSTER_SECRET):
             assert f"read_secret /brokerbench/{deployment.run_id}/{secret.name}" in script
 
@@ -651,7 +658,7 @@ def test_a_managed_service_declaration_alone_yields_the_resource_endpoints_and_p
     name, url, arn = (queue.outputs[key] for key in ("name", "url", "arn"))
 
     sender = next(m for m in instances(resources) if m.name == "clients-sender-0")
-    scenario_toml = checks.written_files(sender.inputs["userData"])[
+    scenario_toml = userdata_checks.written_files(sender.inputs["userData"])[
         "/etc/brokerbench/scenario.toml"
     ]
     broker = tomllib.loads(scenario_toml)["broker"]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, Destination, Endpoints, LocalCluster
+from brokers.base import Destination, Endpoints, LocalCluster
+from brokers.cloud import BROKER_PASSWORD
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.nats import local as nats_local

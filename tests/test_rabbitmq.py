@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, Destination, Endpoints, LocalCluster
+from brokers.base import Destination, Endpoints, LocalCluster
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.local import free_ports
 from brokers.rabbitmq import local as rabbitmq_local

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.job import expected_parts
+from analysis.records import expected_parts
 from brokers import registry
 from infra.plan import plan_fleet
 from workload.context import build_context, point_entry, recorded_scenario, write_context

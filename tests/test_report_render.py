@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import charts
-from analysis.job import SUMMARY_COLUMNS
+from analysis.columns import SUMMARY_COLUMNS
 from analysis.overview import _series, load_runs, max_throughput, render, write_overview
 from analysis.report import write_html
 from workload.faults import FaultRecord, PointTimeline, write_timeline
@@ -308,7 +308,7 @@ def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None
 
 def test_a_knee_the_clients_or_the_machine_set_is_labelled_so() -> None:
     from analysis.columns import SummaryRow
-    from analysis.report import curve_points, knee_text
+    from analysis.curve import curve_points, knee_text
 
     def shaped(point: int, threads: int, receive: float, p99: float, limit: str) -> SummaryRow:
         return SummaryRow(

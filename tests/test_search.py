@@ -486,7 +486,7 @@ def test_the_probe_measure_agrees_with_the_spark_analysis(spark, tmp_path: Path)
     """The runner judges a probe with pyarrow, the analysis with Spark: on the same records
     both must give the same period, rates and p99 (the verdicts would differ otherwise)."""
     from analysis import transforms as tf
-    from analysis.job import spark_schema
+    from analysis.raw_tables import spark_schema
 
     fast, slow = bucket_of(1 * MS), bucket_of(40 * MS)
     rows = [row("sender", w, s, sent=10 + w) for w in (0, 1, 2) for s in range(100 + w, 112)]

@@ -11,7 +11,8 @@ from botocore.stub import ANY, Stubber
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import CreatedService, Destination, Endpoints, LocalCluster
+from brokers.base import Destination, Endpoints, LocalCluster
+from brokers.cloud import CreatedService
 from brokers.errors import BrokerConnectionError
 from brokers.local import free_ports
 from brokers.sqs.adapter import (

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from analysis import transforms as tf
-from analysis.job import spark_schema
+from analysis.raw_tables import spark_schema
 from workload.histogram import CLIPPED, MAX_US, NEGATIVE, bucket_of, bucket_value
 from workload.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
 

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
-from infra import checks
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
+from infra import userdata_checks
 from infra.plan import BrokerNode, ClientNode
 from infra.userdata import (
     RunContext,
@@ -80,8 +80,8 @@ def test_multi_line_text_stays_readable() -> None:
 
 def test_broker_node_installs_then_configures_then_starts() -> None:
     text = broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None)
-    assert checks.cloud_config_problems(text) == []
-    files = checks.written_files(text)
+    assert userdata_checks.cloud_config_problems(text) == []
+    files = userdata_checks.written_files(text)
     assert files["/opt/brokerbench/files/etc/toy/awkward.txt"] == AWKWARD
     assert files["/opt/brokerbench/files/etc/toy/toy.conf"].startswith("role = broker\nindex = 1\n")
     script = files["/opt/brokerbench/node.sh"]
@@ -108,15 +108,15 @@ def test_broker_node_script_is_valid_bash(tmp_path: Path) -> None:
     text = broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None)
     for name in ("/opt/brokerbench/node.sh", "/opt/brokerbench/mount-data.sh"):
         script = tmp_path / "script.sh"
-        script.write_text(checks.written_files(text)[name])
+        script.write_text(userdata_checks.written_files(text)[name])
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
 
 
 def test_missing_recipe_renders_a_failing_placeholder(tmp_path: Path) -> None:
     text = broker_user_data(CONTEXT, NODE, None, CLUSTER, params=None)
-    assert checks.cloud_config_problems(text) == []
-    script = checks.written_files(text)["/opt/brokerbench/node.sh"]
+    assert userdata_checks.cloud_config_problems(text) == []
+    script = userdata_checks.written_files(text)["/opt/brokerbench/node.sh"]
     assert "toy has no cloud recipe yet" in script
     path = tmp_path / "node.sh"
     path.write_text(
@@ -137,8 +137,8 @@ def test_recipe_files_must_be_absolute() -> None:
 
 def test_client_node_installs_the_wheel_and_starts_its_role() -> None:
     text = client_user_data(CONTEXT, SENDER)
-    assert checks.cloud_config_problems(text) == []
-    files = checks.written_files(text)
+    assert userdata_checks.cloud_config_problems(text) == []
+    files = userdata_checks.written_files(text)
     assert files["/etc/brokerbench/scenario.toml"] == CONTEXT.scenario_toml
     bootstrap = files["/opt/brokerbench/client.sh"]
     assert "s3://results-bucket/artifacts/toy-run-1/brokerbench-0.1.0-py3-none-any.whl" in bootstrap
@@ -171,7 +171,9 @@ def fake_commands(bin_dir: Path, bucket: Path, log: Path) -> None:
 
 
 def test_client_node_installs_with_the_uploaded_constraints(tmp_path: Path) -> None:
-    script = checks.written_files(client_user_data(CONTEXT, SENDER))["/opt/brokerbench/client.sh"]
+    script = userdata_checks.written_files(client_user_data(CONTEXT, SENDER))[
+        "/opt/brokerbench/client.sh"
+    ]
     opt, log = tmp_path / "opt", tmp_path / "pip-args"
     artifacts = tmp_path / "s3" / "results-bucket" / "artifacts" / "toy-run-1"
     artifacts.mkdir(parents=True)
@@ -245,15 +247,15 @@ def test_analysis_entry_runs_the_module_as_main(tmp_path: Path) -> None:
 
 
 def test_cloud_init_schema_accepts_the_templates_and_rejects_nonsense() -> None:
-    if checks.cloud_init_schema("#cloud-config\n{}\n") is None:
+    if userdata_checks.cloud_init_schema("#cloud-config\n{}\n") is None:
         pytest.skip("cloud-init is not installed (apt-get install cloud-init; make setup does)")
     for text in (
         broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None),
         broker_user_data(CONTEXT, NODE, None, CLUSTER, params=None),
         client_user_data(CONTEXT, SENDER),
     ):
-        assert checks.cloud_init_schema(text) == []
-    assert checks.cloud_init_schema("#cloud-config\nruncmd: 5\nntp:\n  enabled: maybe\n")
+        assert userdata_checks.cloud_init_schema(text) == []
+    assert userdata_checks.cloud_init_schema("#cloud-config\nruncmd: 5\nntp:\n  enabled: maybe\n")
 
 
 class SecretToyRecipe(ToyRecipe):
@@ -287,18 +289,18 @@ def test_secrets_reach_the_broker_files_at_boot_and_never_the_user_data(tmp_path
     )
     text = broker_user_data(context, NODE, SecretToyRecipe(), CLUSTER, params=None)
     assert not any(value in text for value in values.values())
-    assert checks.user_data_credential_problems(text) == []
+    assert userdata_checks.user_data_credential_problems(text) == []
     document = yaml.safe_load(text)
     modes = {f["path"]: f["permissions"] for f in document["write_files"]}
     assert modes["/opt/brokerbench/files/etc/toy/users.conf"] == "0600"
     assert modes["/opt/brokerbench/files/etc/toy/toy.conf"] == "0644"
-    script = checks.written_files(text)["/opt/brokerbench/node.sh"]
+    script = userdata_checks.written_files(text)["/opt/brokerbench/node.sh"]
     assert 'toyctl add-user toy "$BROKERBENCH_PASSWORD"' in script
 
     # Stage the files where the script expects them (under tmp_path) and run the part that
     # reads the secrets and installs the files.
     root = tmp_path / "root"
-    for path, content in checks.written_files(text).items():
+    for path, content in userdata_checks.written_files(text).items():
         if path.startswith("/opt/brokerbench/files/"):
             staged = root / path.lstrip("/")
             staged.parent.mkdir(parents=True, exist_ok=True)

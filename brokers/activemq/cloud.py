@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from brokers.activemq import config
-from brokers.base import BROKER_PASSWORD, CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CloudRecipe
 
 if TYPE_CHECKING:
     from brokers.activemq import ActiveMQParams

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from brokers.artemis import config
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
 
 if TYPE_CHECKING:
     from brokers.artemis import ArtemisParams

@@ -9,7 +9,8 @@ import shlex
 from typing import TYPE_CHECKING
 
 from brokers import templating
-from brokers.base import CloudFaults, CloudRecipe, Destination, Endpoints
+from brokers.base import Destination, Endpoints
+from brokers.cloud import CloudFaults, CloudRecipe
 from brokers.kafka.local import (
     KAFKA_VERSION,
     ClusterSizes,

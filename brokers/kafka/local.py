@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
 from brokers.errors import BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
+    Deadline,
     ManagedProcess,
     NodeHosts,
     ProcessCluster,
@@ -126,6 +126,10 @@ def fetched() -> bool:
     return (jar_dir() / ".complete").exists() and any(jar_dir().glob("kafka_2.13-*.jar"))
 
 
+def classpath() -> list[str]:
+    return [str(jar_dir() / "*")]
+
+
 class KafkaCluster(ProcessCluster):
     """Stops all nodes together: one by one, the last node would wait for a controller
     quorum that no longer exists before it shuts down.
@@ -186,22 +190,9 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
         return start_cluster(cluster, lambda c: self._build(c, params, count))
 
     def _build(self, cluster: ProcessCluster, params: Any, count: int) -> None:
-        ports = free_ports(2 * count)
-        nodes = [
-            NodeConfig(
-                node_id=i + 1,
-                bind=cluster.host(i),
-                advertised_host=cluster.host(i),
-                port=ports[2 * i],
-                controller_port=ports[2 * i + 1],
-                log_dir=str(cluster.workdir / f"node{i + 1}" / "data"),
-            )
-            for i in range(count)
-        ]
-        replication = min(3, count)
-        min_insync = 1 if replication == 1 else 2
-        quorum = voters(nodes)
-        cluster_id = new_cluster_id()
+        """Render every node's configuration, format their storage, start them and wait
+        until each logs that it started and the cluster lists every broker."""
+        nodes = _node_configs(cluster, count)
         log4j = cluster.workdir / "log4j.properties"
         cluster.workdir.mkdir(parents=True, exist_ok=True)
         log4j.write_text(render_log4j())
@@ -210,43 +201,15 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
             "-Djava.awt.headless=true",
             "-XX:+ExitOnOutOfMemoryError",
         ]
-        classpath = [str(jar_dir() / "*")]
-        configs: list[Path] = []
-        for node in nodes:
-            home = Path(node.log_dir).parent
-            home.mkdir(parents=True, exist_ok=True)
-            conf = home / "server.properties"
-            conf.write_text(
-                render_server_properties(
-                    node,
-                    quorum,
-                    replication,
-                    min_insync,
-                    ClusterSizes(),
-                    getattr(params, "log_flush_interval_messages", None),
-                )
-            )
-            configs.append(conf)
-
-        def format_storage(conf: Path) -> str:
-            cmd = java_command(
-                "kafka.tools.StorageTool",
-                classpath,
-                TOOL_HEAP,
-                args=["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
-                jvm=jvm,
-            )
-            return run_checked(cmd, f"kafka storage format of {conf.parent.name}", timeout=120)
-
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            list(pool.map(format_storage, configs))
-
+        flush = getattr(params, "log_flush_interval_messages", None)
+        configs = [_write_config(node, nodes, flush) for node in nodes]
+        _format_storage(configs, new_cluster_id(), jvm)
         heap = self._heap_of(params)
         started = [
             cluster.add(
                 ManagedProcess(
                     node_name(node.node_id),
-                    java_command("kafka.Kafka", classpath, heap, args=[str(conf)], jvm=jvm),
+                    java_command("kafka.Kafka", classpath(), heap, args=[str(conf)], jvm=jvm),
                     cluster.workdir / f"node{node.node_id}.log",
                     cwd=Path(node.log_dir).parent,
                     ready=lambda n=node: port_open(n.bind, n.port),  # type: ignore[misc]
@@ -255,12 +218,12 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
             )
             for i, (node, conf) in enumerate(zip(nodes, configs, strict=True))
         ]
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = Deadline.after(START_TIMEOUT)
         for process in started:
             wait_until(
                 lambda p=process: _logged(p.log_path, READY_LINE),  # type: ignore[misc]
                 process.name,
-                max(1.0, deadline - time.monotonic()),
+                deadline.left(),
                 log_path=process.log_path,
                 process=process,
                 interval=0.5,
@@ -269,7 +232,56 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
             hosts=tuple(f"{n.advertised_host}:{n.port}" for n in nodes),
             extra=(("kafka_version", KAFKA_VERSION),),
         )
-        _wait_for_brokers(cluster.endpoints, count, max(10.0, deadline - time.monotonic()))
+        _wait_for_brokers(cluster.endpoints, count, deadline.left(10.0))
+
+
+def _node_configs(cluster: ProcessCluster, count: int) -> list[NodeConfig]:
+    """Each node's ports, address (its host slot's) and log directory."""
+    ports = free_ports(2 * count)
+    return [
+        NodeConfig(
+            node_id=i + 1,
+            bind=cluster.host(i),
+            advertised_host=cluster.host(i),
+            port=ports[2 * i],
+            controller_port=ports[2 * i + 1],
+            log_dir=str(cluster.workdir / f"node{i + 1}" / "data"),
+        )
+        for i in range(count)
+    ]
+
+
+def _write_config(node: NodeConfig, nodes: list[NodeConfig], flush: int | None) -> Path:
+    """``server.properties`` of one node of ``nodes``, in its home; replicated three ways
+    where there are three nodes (two in sync)."""
+    replication = min(3, len(nodes))
+    min_insync = 1 if replication == 1 else 2
+    home = Path(node.log_dir).parent
+    home.mkdir(parents=True, exist_ok=True)
+    conf = home / "server.properties"
+    conf.write_text(
+        render_server_properties(
+            node, voters(nodes), replication, min_insync, ClusterSizes(), flush
+        )
+    )
+    return conf
+
+
+def _format_storage(configs: list[Path], cluster_id: str, jvm: list[str]) -> None:
+    """Format every node's log directory for the KRaft cluster ``cluster_id``, at once."""
+
+    def format_one(conf: Path) -> str:
+        cmd = java_command(
+            "kafka.tools.StorageTool",
+            classpath(),
+            TOOL_HEAP,
+            args=["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
+            jvm=jvm,
+        )
+        return run_checked(cmd, f"kafka storage format of {conf.parent.name}", timeout=120)
+
+    with ThreadPoolExecutor(max_workers=len(configs)) as pool:
+        list(pool.map(format_one, configs))
 
 
 def _wait_for_brokers(endpoints: Endpoints, count: int, timeout: float) -> None:

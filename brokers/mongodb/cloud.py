@@ -13,7 +13,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from brokers import templating
-from brokers.base import CloudFaults, CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import CloudFaults, CloudRecipe
 
 if TYPE_CHECKING:
     from brokers.mongodb import MongoParams

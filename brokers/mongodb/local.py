@@ -110,57 +110,10 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
         return start_cluster(cluster, self._build)
 
     def _build(self, cluster: ProcessCluster) -> None:
-        workdir = cluster.workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        prefix = _as_postgres_user()
-        pg_root = workdir / "postgres"
-        if prefix:
-            pg_root = cluster.private_dir("brokerbench-mongodb-pg-")
-            shutil.chown(pg_root, PG_USER, PG_USER)
-        pg_root.mkdir(parents=True, exist_ok=True)
+        """PostgreSQL (as ``postgres`` when root) with FerretDB's database, then FerretDB."""
+        cluster.workdir.mkdir(parents=True, exist_ok=True)
         pg_port, port = free_ports(2)
-        data = pg_root / "data"
-        run_checked(
-            [
-                *prefix,
-                _pg_binary("initdb"),
-                "-D",
-                str(data),
-                "-U",
-                PG_USER,
-                "--auth=trust",
-                "--no-instructions",
-                "-E",
-                "UTF8",
-            ],
-            "initdb for FerretDB's PostgreSQL",
-        )
-        (data / "postgresql.conf").write_text(
-            templating.render(
-                __file__,
-                "postgresql.conf.j2",
-                host=LOOPBACK,
-                port=pg_port,
-                socket_dir=str(pg_root),
-                max_connections=100,
-                shared_buffers="128MB",
-            )
-        )
-        postgres = cluster.add(
-            ManagedProcess(
-                name="postgres (FerretDB backend)",
-                cmd=[*prefix, _pg_binary("postgres"), "-D", str(data)],
-                log_path=workdir / "postgres.log",
-            )
-        )
-        wait_for_port(postgres, LOOPBACK, pg_port, timeout=START_TIMEOUT)
-        wait_until(
-            lambda: _pg_ready(pg_port),
-            f"postgres for FerretDB ({LOOPBACK}:{pg_port})",
-            START_TIMEOUT,
-            log_path=postgres.log_path,
-            process=postgres,
-        )
+        _start_postgres(cluster, pg_port)
         run_checked(
             [
                 _pg_binary("createdb"),
@@ -174,43 +127,102 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
             ],
             "createdb for FerretDB",
         )
-        state = workdir / "ferretdb"
-        state.mkdir(exist_ok=True)
-        env_text = templating.render(
+        _start_ferretdb(cluster, pg_port, port)
+
+
+def _start_postgres(cluster: ProcessCluster, pg_port: int) -> None:
+    """A private PostgreSQL server for FerretDB, until it accepts connections. As root
+    it runs as ``postgres``, its data in a directory of its own outside the work directory."""
+    workdir = cluster.workdir
+    prefix = _as_postgres_user()
+    pg_root = workdir / "postgres"
+    if prefix:
+        pg_root = cluster.private_dir("brokerbench-mongodb-pg-")
+        shutil.chown(pg_root, PG_USER, PG_USER)
+    pg_root.mkdir(parents=True, exist_ok=True)
+    data = pg_root / "data"
+    run_checked(
+        [
+            *prefix,
+            _pg_binary("initdb"),
+            "-D",
+            str(data),
+            "-U",
+            PG_USER,
+            "--auth=trust",
+            "--no-instructions",
+            "-E",
+            "UTF8",
+        ],
+        "initdb for FerretDB's PostgreSQL",
+    )
+    (data / "postgresql.conf").write_text(
+        templating.render(
             __file__,
-            "ferretdb.env.j2",
-            pg_user=PG_USER,
-            pg_host=LOOPBACK,
-            pg_port=pg_port,
-            pg_database=PG_DATABASE,
-            pg_pool=50,
+            "postgresql.conf.j2",
             host=LOOPBACK,
-            port=port,
-            state_dir=str(state),
-            log_level="warn",
+            port=pg_port,
+            socket_dir=str(pg_root),
+            max_connections=100,
+            shared_buffers="128MB",
         )
-        (workdir / "ferretdb.env").write_text(env_text)
-        env = _env_file(env_text)
-        node = cluster.add(
-            ManagedProcess(
-                name="ferretdb",
-                cmd=[str(ferretdb.binary())],
-                log_path=workdir / "ferretdb.log",
-                env=env,
-                cwd=state,
-            )
+    )
+    postgres = cluster.add(
+        ManagedProcess(
+            name="postgres (FerretDB backend)",
+            cmd=[*prefix, _pg_binary("postgres"), "-D", str(data)],
+            log_path=workdir / "postgres.log",
         )
-        cluster.endpoints = Endpoints(
-            hosts=(f"{LOOPBACK}:{port}",), extra=(("database", "brokerbench"),)
+    )
+    wait_for_port(postgres, LOOPBACK, pg_port, timeout=START_TIMEOUT)
+    wait_until(
+        lambda: _pg_ready(pg_port),
+        f"postgres for FerretDB ({LOOPBACK}:{pg_port})",
+        START_TIMEOUT,
+        log_path=postgres.log_path,
+        process=postgres,
+    )
+
+
+def _start_ferretdb(cluster: ProcessCluster, pg_port: int, port: int) -> None:
+    """FerretDB on ``port`` over the PostgreSQL server, until it answers a ping."""
+    workdir = cluster.workdir
+    state = workdir / "ferretdb"
+    state.mkdir(exist_ok=True)
+    env_text = templating.render(
+        __file__,
+        "ferretdb.env.j2",
+        pg_user=PG_USER,
+        pg_host=LOOPBACK,
+        pg_port=pg_port,
+        pg_database=PG_DATABASE,
+        pg_pool=50,
+        host=LOOPBACK,
+        port=port,
+        state_dir=str(state),
+        log_level="warn",
+    )
+    (workdir / "ferretdb.env").write_text(env_text)
+    node = cluster.add(
+        ManagedProcess(
+            name="ferretdb",
+            cmd=[str(ferretdb.binary())],
+            log_path=workdir / "ferretdb.log",
+            env=_env_file(env_text),
+            cwd=state,
         )
-        wait_until(
-            lambda: port_open(LOOPBACK, port) and _answers(cluster.endpoints),
-            f"ferretdb ({LOOPBACK}:{port})",
-            START_TIMEOUT,
-            log_path=node.log_path,
-            process=node,
-            interval=0.5,
-        )
+    )
+    cluster.endpoints = Endpoints(
+        hosts=(f"{LOOPBACK}:{port}",), extra=(("database", "brokerbench"),)
+    )
+    wait_until(
+        lambda: port_open(LOOPBACK, port) and _answers(cluster.endpoints),
+        f"ferretdb ({LOOPBACK}:{port})",
+        START_TIMEOUT,
+        log_path=node.log_path,
+        process=node,
+        interval=0.5,
+    )
 
 
 def _pg_ready(port: int) -> bool:

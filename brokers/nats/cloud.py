@@ -8,7 +8,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Destination, Endpoints
+from brokers.base import Destination, Endpoints
+from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe
 from brokers.errors import BrokerError
 from brokers.nats.local import jetstream_leader, render_config
 

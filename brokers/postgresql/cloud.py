@@ -17,7 +17,8 @@ import shlex
 from typing import TYPE_CHECKING
 
 from brokers import templating
-from brokers.base import BROKER_PASSWORD, CloudFaults, CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe
 from brokers.postgresql import local
 
 if TYPE_CHECKING:

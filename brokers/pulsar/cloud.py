@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import shlex
 
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import CloudRecipe
 from brokers.pulsar.config import (
     MAIN,
     REPLICATED,

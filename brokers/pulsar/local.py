@@ -19,7 +19,6 @@ and ack quorum 2 on three bookies, a send is confirmed by the two that remain.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
+    Deadline,
     ManagedProcess,
     NodeHosts,
     ProcessCluster,
@@ -169,19 +169,7 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
         workdir.mkdir(parents=True, exist_ok=True)
         conf = workdir / "standalone.conf"
         conf.write_text(
-            render_standalone(
-                BrokerConf(
-                    cluster_name="standalone",
-                    metadata_store="",
-                    broker_port=broker_port,
-                    web_port=web_port,
-                    bind=LOOPBACK,
-                    advertised=LOOPBACK,
-                    quorum=quorum,
-                    load_balancer=False,
-                    sizes=LOCAL_SIZES,
-                )
-            )
+            render_standalone(_broker_conf("standalone", "", broker_port, web_port, quorum))
         )
         args = [
             "--config",
@@ -215,104 +203,20 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
         cluster.endpoints = _endpoints(broker_port, web_port)
 
     def _cluster(self, cluster: PulsarCluster, quorum: Quorum) -> None:
+        """ZooKeeper, the cluster's metadata in it, the bookies, then the broker."""
         zk_port, broker_port, web_port, *bookie_ports = free_ports(3 + BOOKIES)
-        workdir = cluster.workdir
         zookeeper = [f"{LOOPBACK}:{zk_port}"]
-        sizes = LOCAL_SIZES
-        zk_dir = workdir / "zookeeper"
-        zk_dir.mkdir(parents=True, exist_ok=True)
-        (zk_dir / "zookeeper.conf").write_text(
-            render_zookeeper(str(zk_dir / "data"), zk_port, LOOPBACK, servers=[])
-        )
-        zk = cluster.add(
-            ManagedProcess(
-                "zookeeper",
-                java_command(
-                    MAIN["zookeeper"],
-                    classpath(),
-                    sizes.zookeeper_heap,
-                    [str(zk_dir / "zookeeper.conf")],
-                    jvm_options(home(), log_dir=zk_dir),
-                ),
-                workdir / "zookeeper.log",
-                cwd=zk_dir,
-            )
-        )
+        zk = _start_zookeeper(cluster, zk_port)
         wait_for_port(zk, LOOPBACK, zk_port, timeout=120)
-        init = java_command(
-            MAIN["init"],
-            classpath(),
-            "256m",
-            metadata_setup_args(
-                "local",
-                zookeeper,
-                f"http://{LOOPBACK}:{web_port}",
-                f"pulsar://{LOOPBACK}:{broker_port}",
-            ),
-            jvm_options(home(), log_dir=workdir),
-        )
-        run_checked(init, "Pulsar cluster metadata setup", timeout=180, cwd=workdir)
-
-        bookies: list[tuple[ManagedProcess, int]] = []
-        for index, port in enumerate(bookie_ports, start=1):
-            bookie_dir = workdir / f"bookie-{index}"
-            bookie_dir.mkdir(parents=True, exist_ok=True)
-            conf = bookie_dir / "bookkeeper.conf"
-            conf.write_text(
-                render_bookie(index, port, LOOPBACK, zookeeper, str(bookie_dir), sizes, "lo")
-            )
-            command = java_command(
-                MAIN["bookie"],
-                classpath(),
-                sizes.bookie_heap,
-                ["--conf", str(conf)],
-                jvm_options(home(), sizes.bookie_direct, bookie_dir),
-            )
-            process = ManagedProcess(
-                f"bookie-{index}",
-                command,
-                workdir / f"bookie-{index}.log",
-                cwd=bookie_dir,
-                ready=lambda port=port: port_open(LOOPBACK, port),  # type: ignore[misc]
-            )
-            bookies.append((cluster.add(process), port))
-
-        broker_dir = workdir / "broker"
-        broker_dir.mkdir(parents=True, exist_ok=True)
-        (broker_dir / "broker.conf").write_text(
-            render_broker(
-                BrokerConf(
-                    cluster_name="local",
-                    metadata_store="zk:" + ",".join(zookeeper),
-                    broker_port=broker_port,
-                    web_port=web_port,
-                    bind=LOOPBACK,
-                    advertised=LOOPBACK,
-                    quorum=quorum,
-                    load_balancer=False,
-                    sizes=sizes,
-                )
-            )
-        )
-        broker = cluster.add(
-            ManagedProcess(
-                "broker",
-                java_command(
-                    MAIN["broker"],
-                    classpath(),
-                    sizes.broker_heap,
-                    ["--broker-conf", str(broker_dir / "broker.conf")],
-                    jvm_options(home(), sizes.broker_direct, broker_dir),
-                ),
-                workdir / "broker.log",
-                cwd=broker_dir,
-                ready=lambda: _healthy(f"http://{LOOPBACK}:{web_port}"),
-            )
-        )
-        cluster.broker_ports[broker.name] = broker_port
-        deadline = time.monotonic() + START_TIMEOUT
+        _set_up_metadata(cluster, zookeeper, broker_port, web_port)
+        bookies = [
+            (_start_bookie(cluster, index, port, zookeeper), port)
+            for index, port in enumerate(bookie_ports, start=1)
+        ]
+        broker = _start_broker(cluster, zookeeper, quorum, broker_port, web_port)
+        deadline = Deadline.after(START_TIMEOUT)
         for process, port in bookies:
-            wait_for_port(process, LOOPBACK, port, timeout=max(1.0, deadline - time.monotonic()))
+            wait_for_port(process, LOOPBACK, port, timeout=deadline.left())
         self._wait_for_broker(cluster, broker, web_port, deadline)
         cluster.endpoints = _endpoints(broker_port, web_port)
 
@@ -321,16 +225,16 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
         cluster: ProcessCluster,
         broker: ManagedProcess,
         web_port: int,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         """Wait for the web port, then for a health check that writes through the bookies."""
-        deadline = deadline or time.monotonic() + START_TIMEOUT
-        wait_for_port(broker, LOOPBACK, web_port, timeout=max(1.0, deadline - time.monotonic()))
+        deadline = deadline or Deadline.after(START_TIMEOUT)
+        wait_for_port(broker, LOOPBACK, web_port, timeout=deadline.left())
         base = f"http://{LOOPBACK}:{web_port}"
         wait_until(
             lambda: _healthy(base),
             f"{broker.name} health check (write and read through the bookies)",
-            max(1.0, deadline - time.monotonic()),
+            deadline.left(),
             log_path=broker.log_path,
             process=broker,
             interval=1.0,
@@ -338,6 +242,124 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
         dead = cluster.dead_nodes()
         if dead:
             raise BrokerStartError(f"Pulsar node(s) {', '.join(dead)} exited while starting")
+
+
+def _start_zookeeper(cluster: PulsarCluster, port: int) -> ManagedProcess:
+    """The metadata store: one ZooKeeper server."""
+    zk_dir = cluster.workdir / "zookeeper"
+    zk_dir.mkdir(parents=True, exist_ok=True)
+    (zk_dir / "zookeeper.conf").write_text(
+        render_zookeeper(str(zk_dir / "data"), port, LOOPBACK, servers=[])
+    )
+    return cluster.add(
+        ManagedProcess(
+            "zookeeper",
+            java_command(
+                MAIN["zookeeper"],
+                classpath(),
+                LOCAL_SIZES.zookeeper_heap,
+                [str(zk_dir / "zookeeper.conf")],
+                jvm_options(home(), log_dir=zk_dir),
+            ),
+            cluster.workdir / "zookeeper.log",
+            cwd=zk_dir,
+        )
+    )
+
+
+def _set_up_metadata(
+    cluster: PulsarCluster, zookeeper: list[str], broker_port: int, web_port: int
+) -> None:
+    """Write the cluster's metadata (its name and the broker's URLs) into ZooKeeper."""
+    init = java_command(
+        MAIN["init"],
+        classpath(),
+        "256m",
+        metadata_setup_args(
+            "local",
+            zookeeper,
+            f"http://{LOOPBACK}:{web_port}",
+            f"pulsar://{LOOPBACK}:{broker_port}",
+        ),
+        jvm_options(home(), log_dir=cluster.workdir),
+    )
+    run_checked(init, "Pulsar cluster metadata setup", timeout=180, cwd=cluster.workdir)
+
+
+def _start_bookie(
+    cluster: PulsarCluster, index: int, port: int, zookeeper: list[str]
+) -> ManagedProcess:
+    """Bookie ``index`` (from 1), bound to ``lo``; ready (after a restart too) once its
+    port is open."""
+    sizes = LOCAL_SIZES
+    bookie_dir = cluster.workdir / f"bookie-{index}"
+    bookie_dir.mkdir(parents=True, exist_ok=True)
+    conf = bookie_dir / "bookkeeper.conf"
+    conf.write_text(render_bookie(index, port, LOOPBACK, zookeeper, str(bookie_dir), sizes, "lo"))
+    command = java_command(
+        MAIN["bookie"],
+        classpath(),
+        sizes.bookie_heap,
+        ["--conf", str(conf)],
+        jvm_options(home(), sizes.bookie_direct, bookie_dir),
+    )
+    return cluster.add(
+        ManagedProcess(
+            f"bookie-{index}",
+            command,
+            cluster.workdir / f"bookie-{index}.log",
+            cwd=bookie_dir,
+            ready=lambda: port_open(LOOPBACK, port),
+        )
+    )
+
+
+def _start_broker(
+    cluster: PulsarCluster, zookeeper: list[str], quorum: Quorum, broker_port: int, web_port: int
+) -> ManagedProcess:
+    """The one broker; ready (after a restart too) once its health check passes."""
+    sizes = LOCAL_SIZES
+    broker_dir = cluster.workdir / "broker"
+    broker_dir.mkdir(parents=True, exist_ok=True)
+    (broker_dir / "broker.conf").write_text(
+        render_broker(
+            _broker_conf("local", "zk:" + ",".join(zookeeper), broker_port, web_port, quorum)
+        )
+    )
+    broker = cluster.add(
+        ManagedProcess(
+            "broker",
+            java_command(
+                MAIN["broker"],
+                classpath(),
+                sizes.broker_heap,
+                ["--broker-conf", str(broker_dir / "broker.conf")],
+                jvm_options(home(), sizes.broker_direct, broker_dir),
+            ),
+            cluster.workdir / "broker.log",
+            cwd=broker_dir,
+            ready=lambda: _healthy(f"http://{LOOPBACK}:{web_port}"),
+        )
+    )
+    cluster.broker_ports[broker.name] = broker_port
+    return broker
+
+
+def _broker_conf(
+    cluster_name: str, metadata_store: str, broker_port: int, web_port: int, quorum: Quorum
+) -> BrokerConf:
+    """A broker here: on loopback, local sizes, no load balancer (one broker)."""
+    return BrokerConf(
+        cluster_name=cluster_name,
+        metadata_store=metadata_store,
+        broker_port=broker_port,
+        web_port=web_port,
+        bind=LOOPBACK,
+        advertised=LOOPBACK,
+        quorum=quorum,
+        load_balancer=False,
+        sizes=LOCAL_SIZES,
+    )
 
 
 def _endpoints(broker_port: int, web_port: int) -> Endpoints:

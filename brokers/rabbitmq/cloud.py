@@ -12,7 +12,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from brokers.base import BROKER_PASSWORD, CLUSTER_SECRET, CloudFaults, CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudFaults, CloudRecipe
 from brokers.rabbitmq.local import render_config
 
 if TYPE_CHECKING:

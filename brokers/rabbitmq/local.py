@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
-from brokers.credentials import generate, write_private
+from brokers.credentials import Credentials, generate, write_private
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.local import (
     LOOPBACK,
@@ -141,17 +141,13 @@ class RabbitMQLocal(LocalDeployment["RabbitMQParams"]):
 
 
 def _build(cluster: ProcessCluster, size: int) -> None:
+    """epmd, then every node at once (the slow Erlang boots overlap), then the nodes after
+    the first join it."""
     server, ctl_binary, epmd_binary = _binaries()
     workdir = cluster.workdir
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    cookie = home / ".erlang.cookie"
-    cookie.write_text(secrets.token_hex(20).upper())
-    cookie.chmod(0o400)
-    (home / "rabbitmq-env.conf").write_text("")
-
+    home = _erlang_home(workdir)
     ports = free_ports(1 + 2 * size)
-    epmd_port, node_ports = ports[0], ports[1:]
+    epmd_port, amqp_ports, dist_ports = ports[0], ports[1 : 1 + size], ports[1 + size :]
     names = [f"bb{i + 1}@localhost" for i in range(size)]
     ctl = Ctl(ctl_binary, str(home), epmd_port, tuple(names))
     credentials = generate()
@@ -165,49 +161,10 @@ def _build(cluster: ProcessCluster, size: int) -> None:
         )
     )
     wait_for_port(epmd, LOOPBACK, epmd_port, timeout=30)
-
-    amqp_ports = node_ports[:size]
-    nodes = []
-    for i, name in enumerate(names):
-        node_dir = workdir / f"bb{i + 1}"
-        node_dir.mkdir()
-        files = render_config(
-            name,
-            LOOPBACK,
-            amqp_ports[i],
-            default_user=credentials.user,
-            default_pass=credentials.password,
-        )
-        for file, content in files.items():
-            write_private(node_dir / file, content)
-        env = {
-            **ctl.env(),
-            "RABBITMQ_NODENAME": name,
-            "RABBITMQ_USE_LONGNAME": "false",
-            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
-            "RABBITMQ_NODE_PORT": str(amqp_ports[i]),
-            "RABBITMQ_DIST_PORT": str(node_ports[size + i]),
-            "RABBITMQ_MNESIA_BASE": str(node_dir / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(node_dir / "log"),
-            "RABBITMQ_CONFIG_FILE": str(node_dir / "rabbitmq.conf"),
-            "RABBITMQ_ADVANCED_CONFIG_FILE": str(node_dir / "advanced.config"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(node_dir / "enabled_plugins"),
-            "RABBITMQ_PID_FILE": str(node_dir / "rabbitmq.pid"),
-            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": f"{LOOPBACK_DIST} {VM_ARGS}",
-        }
-        # Started together: the slow Erlang boots overlap.
-        nodes.append(
-            cluster.add(
-                ManagedProcess(
-                    f"rabbitmq {name}",
-                    [server],
-                    workdir / f"bb{i + 1}.log",
-                    env=env,
-                    cwd=node_dir,
-                    ready=lambda port=amqp_ports[i]: port_open(LOOPBACK, port),  # type: ignore[misc]
-                )
-            )
-        )
+    nodes = [
+        _start_node(cluster, server, ctl, credentials, i, amqp_ports[i], dist_ports[i])
+        for i in range(size)
+    ]
     for node, port in zip(nodes, amqp_ports, strict=True):
         wait_for_port(node, LOOPBACK, port, timeout=START_TIMEOUT)
     for name in names:
@@ -221,6 +178,67 @@ def _build(cluster: ProcessCluster, size: int) -> None:
     cluster.endpoints = Endpoints(
         hosts=tuple(f"{LOOPBACK}:{p}" for p in amqp_ports),
         extra=(*ctl.extra(), *credentials.extra()),
+    )
+
+
+def _erlang_home(workdir: Path) -> Path:
+    """The nodes' and the CLI's home: the Erlang cookie they share, an empty env file."""
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    cookie = home / ".erlang.cookie"
+    cookie.write_text(secrets.token_hex(20).upper())
+    cookie.chmod(0o400)
+    (home / "rabbitmq-env.conf").write_text("")
+    return home
+
+
+def _start_node(
+    cluster: ProcessCluster,
+    server: str,
+    ctl: Ctl,
+    credentials: Credentials,
+    index: int,
+    amqp_port: int,
+    dist_port: int,
+) -> ManagedProcess:
+    """Node ``index`` (from 0) with its configuration files and directories; ready (after
+    a restart too) once its AMQP port is open."""
+    name = ctl.nodes[index]
+    node_dir = cluster.workdir / f"bb{index + 1}"
+    node_dir.mkdir()
+    files = render_config(
+        name,
+        LOOPBACK,
+        amqp_port,
+        default_user=credentials.user,
+        default_pass=credentials.password,
+    )
+    for file, content in files.items():
+        write_private(node_dir / file, content)
+    env = {
+        **ctl.env(),
+        "RABBITMQ_NODENAME": name,
+        "RABBITMQ_USE_LONGNAME": "false",
+        "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+        "RABBITMQ_NODE_PORT": str(amqp_port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(node_dir / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(node_dir / "log"),
+        "RABBITMQ_CONFIG_FILE": str(node_dir / "rabbitmq.conf"),
+        "RABBITMQ_ADVANCED_CONFIG_FILE": str(node_dir / "advanced.config"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(node_dir / "enabled_plugins"),
+        "RABBITMQ_PID_FILE": str(node_dir / "rabbitmq.pid"),
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": f"{LOOPBACK_DIST} {VM_ARGS}",
+    }
+    return cluster.add(
+        ManagedProcess(
+            f"rabbitmq {name}",
+            [server],
+            cluster.workdir / f"bb{index + 1}.log",
+            env=env,
+            cwd=node_dir,
+            ready=lambda: port_open(LOOPBACK, amqp_port),
+        )
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from brokers import templating
-from brokers.base import CloudFaults, CloudRecipe
+from brokers.cloud import CloudFaults, CloudRecipe
 
 if TYPE_CHECKING:
     from brokers.redpanda import RedpandaParams

@@ -9,7 +9,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from brokers.base import CloudRecipe, Endpoints
+from brokers.base import Endpoints
+from brokers.cloud import CloudRecipe
 from brokers.rocketmq.config import (
     MAIN,
     POM,

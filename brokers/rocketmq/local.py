@@ -19,7 +19,6 @@ Every JVM gets an explicit heap and runs with the loopback-bind library
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
     LOOPBACK,
+    Deadline,
     ManagedProcess,
     NodeHosts,
     ProcessCluster,
@@ -171,109 +171,137 @@ class RocketMQLocal(LocalDeployment[RocketMQParams]):
     def _build(
         self, cluster: RocketMQCluster, params: RocketMQParams, with_slave: bool, library: Path
     ) -> None:
-        sizes = LOCAL_SIZES
-        workdir = cluster.workdir
+        """Name server, then the broker(s) registered with it (the slave in sync), then the
+        proxy clients connect to."""
         namesrv_port, grpc_port, proxy_remoting_port, *ha_ports = free_ports(5)
         taken = {namesrv_port, grpc_port, proxy_remoting_port, *ha_ports}
         listen_ports = broker_ports(2 if with_slave else 1, taken)
         namesrv = [f"{LOOPBACK}:{namesrv_port}"]
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = Deadline.after(START_TIMEOUT)
 
-        def remaining() -> float:
-            return max(1.0, deadline - time.monotonic())
+        conf = render_namesrv(namesrv_port, LOOPBACK)
+        ns = _launch(cluster, library, "namesrv", "namesrv", LOCAL_SIZES.namesrv_heap, None, conf)
+        wait_for_port(ns, LOOPBACK, namesrv_port, timeout=deadline.left())
 
-        def launch(
-            name: str, role: str, heap: str, direct: str | None, conf: str
-        ) -> ManagedProcess:
-            home = workdir / name
-            (home / "conf").mkdir(parents=True, exist_ok=True)
-            path = home / ("proxy.json" if role == "proxy" else f"{role}.conf")
-            path.write_text(conf)
-            command = java_command(
-                MAIN[role],
-                [str(jar_dir() / "*")],
-                heap,
-                main_args(role, path),
-                jvm_options(home, direct),
-            )
-            env = {"ROCKETMQ_HOME": str(home), "LD_PRELOAD": str(library)}
-            return cluster.add(
-                ManagedProcess(name, command, workdir / f"{name}.log", env=env, cwd=home)
-            )
+        nodes = _broker_nodes(params, with_slave, listen_ports, ha_ports, cluster.workdir)
+        brokers = [_launch_broker(cluster, library, node, params, namesrv) for node in nodes]
+        _await_brokers(brokers, namesrv[0], deadline)
 
-        ns = launch(
-            "namesrv", "namesrv", sizes.namesrv_heap, None, render_namesrv(namesrv_port, LOOPBACK)
-        )
-        wait_for_port(ns, LOOPBACK, namesrv_port, timeout=remaining())
-
-        nodes = [
-            BrokerNode(
-                BROKER_NAME,
-                0,
-                params.broker_role(with_slave),
-                LOOPBACK,
-                LOOPBACK,
-                listen_ports[0],
-                ha_ports[0],
-                str(workdir / f"{BROKER_NAME}-master" / "store"),
-            )
-        ]
-        if with_slave:
-            nodes.append(
-                BrokerNode(
-                    BROKER_NAME,
-                    1,
-                    "SLAVE",
-                    LOOPBACK,
-                    LOOPBACK,
-                    listen_ports[1],
-                    ha_ports[1],
-                    str(workdir / f"{BROKER_NAME}-slave" / "store"),
-                )
-            )
-        brokers = []
-        for node in nodes:
-            name = f"{node.broker_name}-{'master' if node.broker_id == 0 else 'slave'}"
-            conf = render_broker(node, params.flush_disk_type, namesrv, sizes)
-            process = launch(name, "broker", sizes.broker_heap, sizes.broker_direct, conf)
-            process.ready = lambda port=node.port: port_open(LOOPBACK, port)
-            cluster.ports[name] = node.port
-            brokers.append((process, node))
-        for process, node in brokers:
-            wait_for_port(process, LOOPBACK, node.port, timeout=remaining())
-        master = f"{LOOPBACK}:{listen_ports[0]}"
-        wait_until(
-            lambda: _registered(namesrv[0], len(nodes)),
-            f"{BROKER_NAME} registration with the name server",
-            remaining(),
-            log_path=brokers[0][0].log_path,
-            process=brokers[0][0],
-            interval=0.5,
-        )
-        if with_slave:
-            slave = brokers[1][0]
-            wait_until(
-                lambda: _slave_in_sync(master),
-                f"{slave.name} replication (the master reports no slave in sync)",
-                remaining(),
-                log_path=slave.log_path,
-                process=slave,
-                interval=0.5,
-            )
-        proxy = launch(
+        conf = render_proxy(namesrv, grpc_port, proxy_remoting_port)
+        proxy = _launch(
+            cluster,
+            library,
             "proxy",
             "proxy",
-            sizes.proxy_heap,
-            sizes.proxy_direct,
-            render_proxy(namesrv, grpc_port, proxy_remoting_port),
+            LOCAL_SIZES.proxy_heap,
+            LOCAL_SIZES.proxy_direct,
+            conf,
         )
-        wait_for_port(proxy, LOOPBACK, grpc_port, timeout=remaining())
+        wait_for_port(proxy, LOOPBACK, grpc_port, timeout=deadline.left())
         dead = cluster.dead_nodes()
         if dead:
             raise BrokerStartError(f"RocketMQ node(s) {', '.join(dead)} exited while starting")
         cluster.endpoints = Endpoints(
             hosts=(f"{LOOPBACK}:{grpc_port}",),
             extra=(("namesrv", namesrv[0]), ("rocketmq_version", version())),
+        )
+
+
+def _launch(
+    cluster: RocketMQCluster,
+    library: Path,
+    name: str,
+    role: str,
+    heap: str,
+    direct: str | None,
+    conf: str,
+) -> ManagedProcess:
+    """Write one node's configuration into its home and start its JVM there, bound to
+    loopback by ``library``."""
+    home = cluster.workdir / name
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    path = home / ("proxy.json" if role == "proxy" else f"{role}.conf")
+    path.write_text(conf)
+    command = java_command(
+        MAIN[role],
+        [str(jar_dir() / "*")],
+        heap,
+        main_args(role, path),
+        jvm_options(home, direct),
+    )
+    env = {"ROCKETMQ_HOME": str(home), "LD_PRELOAD": str(library)}
+    return cluster.add(
+        ManagedProcess(name, command, cluster.workdir / f"{name}.log", env=env, cwd=home)
+    )
+
+
+def _broker_nodes(
+    params: RocketMQParams,
+    with_slave: bool,
+    listen_ports: list[int],
+    ha_ports: list[int],
+    workdir: Path,
+) -> list[BrokerNode]:
+    """The master of ``broker-a`` and, with a slave, its slave: ports and store."""
+    members = [(params.broker_role(with_slave), "master"), ("SLAVE", "slave")]
+    return [
+        BrokerNode(
+            BROKER_NAME,
+            broker_id,
+            role,
+            LOOPBACK,
+            LOOPBACK,
+            listen_ports[broker_id],
+            ha_ports[broker_id],
+            str(workdir / f"{BROKER_NAME}-{member}" / "store"),
+        )
+        for broker_id, (role, member) in enumerate(members[: 2 if with_slave else 1])
+    ]
+
+
+def _launch_broker(
+    cluster: RocketMQCluster,
+    library: Path,
+    node: BrokerNode,
+    params: RocketMQParams,
+    namesrv: list[str],
+) -> tuple[ManagedProcess, BrokerNode]:
+    """Start one broker node; it is ready (after a restart too) once its port is open."""
+    name = f"{node.broker_name}-{'master' if node.broker_id == 0 else 'slave'}"
+    conf = render_broker(node, params.flush_disk_type, namesrv, LOCAL_SIZES)
+    process = _launch(
+        cluster, library, name, "broker", LOCAL_SIZES.broker_heap, LOCAL_SIZES.broker_direct, conf
+    )
+    process.ready = lambda port=node.port: port_open(LOOPBACK, port)
+    cluster.ports[name] = node.port
+    return process, node
+
+
+def _await_brokers(
+    brokers: list[tuple[ManagedProcess, BrokerNode]], namesrv: str, deadline: Deadline
+) -> None:
+    """Until every broker listens and is registered with the name server, and the
+    master reports its slave in sync (where there is one)."""
+    for process, node in brokers:
+        wait_for_port(process, LOOPBACK, node.port, timeout=deadline.left())
+    master_process, master = brokers[0]
+    wait_until(
+        lambda: _registered(namesrv, len(brokers)),
+        f"{BROKER_NAME} registration with the name server",
+        deadline.left(),
+        log_path=master_process.log_path,
+        process=master_process,
+        interval=0.5,
+    )
+    if len(brokers) > 1:
+        slave = brokers[1][0]
+        wait_until(
+            lambda: _slave_in_sync(f"{LOOPBACK}:{master.port}"),
+            f"{slave.name} replication (the master reports no slave in sync)",
+            deadline.left(),
+            log_path=slave.log_path,
+            process=slave,
+            interval=0.5,
         )
 
 

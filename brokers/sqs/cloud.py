@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from brokers.base import CloudRecipe, CreatedService, Endpoints, ManagedService
+from brokers.base import Endpoints
+from brokers.cloud import CloudRecipe, CreatedService, ManagedService
 
 if TYPE_CHECKING:
     from brokers.sqs import SqsParams

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brokers import registry
-from brokers.base import CloudFaults
+from brokers.cloud import CloudFaults
 from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
 from workload.errors import first_line

@@ -1,0 +1,233 @@
+"""The summary table a person reads: which columns it shows (those of the terminal, and
+the HTML table's extra whole-run percentiles), each cell's text, and what a reader must
+know about each point's figures (:func:`notes`: delivery in docs/measurement.md §5's words,
+clocks, latencies beyond the histograms, declared faults, a capacity probe's verdict, what
+set the pace), and the table for the terminal (:func:`text_table`).
+
+The tables pick summary columns by name; their titles and formats are the columns'
+declarations (:data:`analysis.columns.COLUMNS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from analysis.column_model import run_column, window_column
+from analysis.columns import COLUMN, SummaryRow
+from workload.verdict import Verdict
+
+#: The terminal table's columns, (column, title, format) as each column declares them.
+TABLE = [
+    COLUMN[name].shown
+    for name in (
+        "threads",
+        "sender_nodes",
+        "receiver_nodes",
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        window_column("processing_latency"),
+        run_column("processing_latency", "p99"),
+        window_column("send_latency"),
+        "lost",
+        "duplicated",
+    )
+]
+
+
+#: What the scope marks in the column titles mean.
+SCOPES = "[window]: the worst latency window of the period; [run]: the whole measurement period"
+
+
+#: Columns the table shows only where some point has them (see :func:`columns`).
+TARGET = COLUMN["target_msgs_per_s"].shown
+COST = COLUMN["cost_per_million_usd"].shown
+NOT_DRAINED = COLUMN["not_drained"].shown
+SEND_DELAY = COLUMN[run_column("send_delay", "p99")].shown
+BROKER_CPU = COLUMN["broker_cpu_pct"].shown
+LIMITED = COLUMN["limited_by"].shown
+
+
+def columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
+    """The table's columns: "not drained" only where a point was stopped early, send delay
+    only where a point ran open loop, cost only where a run carries it (runs on AWS), a target rate only for a
+    capacity search's probes, the broker's CPU and what set the pace where the run recorded
+    telemetry (last)."""
+    table = list(TABLE)
+    if any(_has(r, LIMITED[0]) for r in rows):
+        table += [BROKER_CPU, LIMITED]
+    for extra, after, shown in (
+        (NOT_DRAINED, "lost", any(delivery(r).startswith("not drained") for r in rows)),
+        (SEND_DELAY, window_column("send_latency"), any(_has(r, SEND_DELAY[0]) for r in rows)),
+        (COST, "duplicated", any(_has(r, COST[0]) for r in rows)),
+        (TARGET, "receiver_nodes", any(_has(r, TARGET[0]) for r in rows)),
+    ):
+        if shown:
+            at = next(i for i, (key, _, _) in enumerate(table) if key == after)
+            table.insert(at + 1, extra)
+    return table
+
+
+def _has(row: SummaryRow, key: str) -> bool:
+    return row.get(key) not in (None, "")
+
+
+def delivery(row: SummaryRow) -> str:
+    """The point's delivery in docs/measurement.md §5's words ("drained", "not drained: …", "incomplete: …");
+    "" for summaries written before it was recorded."""
+    return str(row.get("delivery") or "")
+
+
+def cell(row: SummaryRow, key: str, fmt: str) -> str:
+    """One cell of a summary row: lost reads "incomplete" where a node's records are missing."""
+    if key == "lost" and delivery(row).startswith("incomplete"):
+        return "incomplete"
+    return formatted(row.get(key), fmt)
+
+
+def notes(row: SummaryRow) -> list[str]:
+    """What a reader must know about a point's figures, each a few words."""
+    found = [] if kept_up(row) else ["receivers did not keep up"]
+    if delivery(row) not in ("", "drained"):
+        found.append(delivery(row))
+    found.extend(note for note in (negative_note(row), clipped_note(row)) if note)
+    if fault := fault_note(row):
+        found.append(fault)
+    if slo := slo_note(row):
+        found.append(slo)
+    if label := bound_label(row):
+        found.append(f"{label} ({row.get('limited_reason')})")
+    return found
+
+
+def slo_note(row: SummaryRow) -> str:
+    """A capacity-search probe's verdict ("" for a sweep point)."""
+    reason = row.get("slo_reason")
+    if not reason:
+        return ""
+    holds = str(row.get("slo_holds"))
+    if holds not in ("True", "False"):
+        return str(reason)
+    return ("holds the SLO: " if holds == "True" else "fails the SLO: ") + str(reason)
+
+
+def fault_note(row: SummaryRow) -> str:
+    """The note on a point with declared faults ("" without any): that it had some (what
+    they did is in :func:`fault_lines`), and what stayed unavailable."""
+    if not row.get("faults"):
+        return ""
+    note = "declared faults (what they did: Faults, below)"
+    unavailable = row.get("unavailable")
+    if unavailable not in (None, "", 0, "0"):
+        note += f"; {unavailable} confirmed messages unavailable (left on a node that is down)"
+    return note
+
+
+def fault_lines(row: SummaryRow) -> list[str]:
+    """What a point's declared faults did, from its summary row (none without faults): the
+    faults, the failover gaps, the errors, duplicates and redeliveries within the faults'
+    windows, and the point's lost, unavailable, duplicated and redelivered messages."""
+    if not row.get("faults"):
+        return []
+
+    def count(key: str) -> str:
+        return cell(row, key, "{:,.0f}")
+
+    def seconds(key: str) -> str:
+        return cell(row, key, "{:,.1f}")
+
+    return [
+        f"faults: {row['faults']}",
+        f"failover gap: no confirmed send for {seconds('send_gap_s')} s, "
+        f"no receive for {seconds('receive_gap_s')} s",
+        f"through the faults: {count('fault_errors')} errors, "
+        f"{count('fault_duplicated')} duplicated, {count('fault_redelivered')} redelivered",
+        f"whole point: lost {count('lost')}, unavailable {count('unavailable')}, "
+        f"duplicated {count('duplicated')}, redelivered {count('redelivered')}",
+    ]
+
+
+def negative_note(row: SummaryRow) -> str:
+    """The note on a point with negative processing latencies ("" without any)."""
+    return _count_note(
+        row,
+        "negative_latencies",
+        "messages received before they were sent by the receiver's clock: "
+        "clocks differ by more than the latency",
+    )
+
+
+def clipped_note(row: SummaryRow) -> str:
+    """The note on a point with latencies beyond the histograms' range ("" without any)."""
+    return _count_note(
+        row, "clipped_latencies", "latencies beyond 10 min (the histograms' range) read as 10 min"
+    )
+
+
+def _count_note(row: SummaryRow, column: str, what: str) -> str:
+    value = row.get(column)
+    count = int(value) if value not in (None, "") else 0
+    return f"{count:,} {what}" if count else ""
+
+
+def formatted(value: Any, fmt: str) -> str:
+    """A figure in ``fmt``; "–" where there is none, the value as it is where it is no number."""
+    if value in (None, ""):
+        return "–"
+    try:
+        return fmt.format(float(value) if "f" in fmt else value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def kept_up(row: SummaryRow) -> bool:
+    """False when the analysis flagged that receivers did not keep up with senders."""
+    value = row.get("receivers_kept_up")
+    return value in (None, "") or str(value) in ("True", "true")
+
+
+def text_table(broker: str, rows: Sequence[SummaryRow]) -> str:
+    """The printed table for one broker's run."""
+    table = columns(rows)
+    header = [title for _, title, _ in table]
+    body = [[cell(r, key, fmt) for key, _, fmt in table] for r in rows]
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
+    ]
+    lines = [
+        f"{broker}  ({SCOPES})",
+        "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
+    ]
+    lines.append("  ".join("-" * w for w in widths))
+    for r, cells in zip(rows, body, strict=True):
+        flag = f"  ← {'; '.join(notes(r))}" if notes(r) else ""
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + flag)
+    return "\n".join(lines)
+
+
+#: Extra whole-run percentiles of processing latency in the HTML table (p99 is in TABLE).
+RUN_EXTRAS = {q: COLUMN[run_column("processing_latency", q)].shown for q in ("p50", "p999", "max")}
+
+
+def html_columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
+    """The HTML table's columns: :func:`columns`, with processing latency's whole-run p50
+    before its p99 and p99.9 and max after it."""
+    table = columns(rows)
+    at = next(
+        i for i, (key, _, _) in enumerate(table) if key == run_column("processing_latency", "p99")
+    )
+    return [
+        *table[:at],
+        RUN_EXTRAS["p50"],
+        table[at],
+        RUN_EXTRAS["p999"],
+        RUN_EXTRAS["max"],
+        *table[at + 1 :],
+    ]
+
+
+def bound_label(row: SummaryRow) -> str:
+    """How a knee or a capacity bracket at this point is labelled when the clients or the
+    shared machine set its pace ("" when the broker's figures are its own)."""
+    limit = str(row.get("limited_by") or "")
+    return Verdict(limit, "").label() if limit else ""
