@@ -5,6 +5,7 @@ table. No server is started."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -194,11 +195,18 @@ def test_proc_stat_with_spaces_and_parentheses_in_the_name() -> None:
 
 
 def test_cpu_between_two_times_is_interpolated() -> None:
-    samples = [cpu.CpuSample(0.0, 0.0, 0.0), cpu.CpuSample(2.0, 2.0, 1.0)]
-    assert cpu.usage_between(samples, 0.5, 1.5) == (1.0, 0.5, 1.0)
+    samples = [cpu.CpuSample(0.0, 0.0, 0.0, 0.0), cpu.CpuSample(2.0, 2.0, 1.0, 4.0)]
+    assert cpu.usage_between(samples, 0.5, 1.5) == (1.0, 0.5, 1.0, 2.0)
     assert cpu.usage_between(samples, 5.0, 6.0) is None
     usage = CpuUsage(2.0, 1.0, 2.0, samples=tuple(samples)).within(0.0, 1.0, "sending period")
     assert (usage.client_pct, usage.broker_pct, usage.scope) == (100.0, 50.0, "sending period")
+    # The machine was busier than client and broker together: the rest is someone else's.
+    assert usage.other_pct == 50.0
+
+
+def test_machine_cpu_is_elapsed_less_idle(tmp_path: Path) -> None:
+    (tmp_path / "stat").write_text("cpu  100 5 50 1000 20 3 2 0 0 0\ncpu0 1 2 3 4 5 6 7 8\n")
+    assert cpu.machine_busy_seconds(tmp_path) == (100 + 5 + 50 + 3 + 2) / cpu.TICKS
 
 
 def test_scenario_for_the_running_broker_is_valid() -> None:
@@ -246,17 +254,40 @@ def test_summary_row_to_measurement() -> None:
 
 
 def test_table_ratio_and_failures() -> None:
-    usage = CpuUsage(1.0, 2.0, 4.0)
+    usage = CpuUsage(1.0, 2.0, 4.0, sender_seconds=0.25, receiver_seconds=0.75)
+    peer_usage = CpuUsage(2.0, 2.0, 4.0)
     rows = [
         ToolRow(table.BROKERBENCH, 1, Measurement(1000.0, 990.0, 0.5, 2.0), usage),
-        ToolRow("PerfTest", 1, Measurement(4000.0, 3900.0, 1.0, 5.0, ("a note",)), usage),
+        ToolRow("PerfTest", 1, Measurement(4000.0, 3900.0, 1.0, 5.0, ("a note",)), peer_usage),
         ToolRow(table.BROKERBENCH, 4, error="brokerbench run exited with code 1: boom"),
         ToolRow("PerfTest", 4, error="PerfTest printed no summary (sending rate avg)"),
     ]
     text = table.render("RabbitMQ", ["settings"], rows)
     lines = text.splitlines()
     first = next(line for line in lines if line.startswith("brokerbench") and " 1 " in line)
-    assert first.split()[-1] == "0.250"
+    # send rate 1000 ÷ 4000; client CPU per message 250 µs ÷ 125 µs
+    assert first.split()[-2:] == ["0.250", "2.000"]
+    assert first.split()[-5:-2] == ["62.50", "189.39", "250.00"]
     assert "FAILED: brokerbench run exited with code 1: boom" in text
     assert "FAILED: PerfTest printed no summary" in text
     assert "note: a note" in text
+
+
+def test_a_peer_row_well_below_its_standalone_run_is_left_out_of_the_ratios() -> None:
+    usage = CpuUsage(1.0, 1.0, 1.0)
+    rows = [
+        ToolRow("redis-benchmark", 1, Measurement(10_000.0), usage, reference=True),
+        ToolRow(table.BROKERBENCH, 1, Measurement(2000.0), usage),
+        ToolRow("redis-benchmark", 1, Measurement(7000.0), usage),
+    ]
+    text = table.render("Redis", [], rows)
+    ours = next(line for line in text.splitlines() if line.startswith("brokerbench"))
+    assert ours.endswith("peer disturbed  peer disturbed")
+    assert "redis-benchmark (standalone)" in text and "left out of the ratios" in text
+    rows[2] = ToolRow("redis-benchmark", 1, Measurement(8500.0), usage)
+    ours = next(
+        line
+        for line in table.render("Redis", [], rows).splitlines()
+        if line.startswith("brokerbench")
+    )
+    assert ours.split()[-2] == "0.235"  # 2000 ÷ 8500: compared with the row, not the reference

@@ -61,6 +61,32 @@ class WorkerSettings:
     receive_batch: int = 10
 
 
+#: How often a worker asks whether it should stop: the flag is shared between processes,
+#: and reading it takes a lock (per batch, a measurable share of a worker's CPU).
+STOP_CHECK_INTERVAL = 0.02
+
+
+class _Every:
+    """A flag read at most every ``interval`` seconds; True stays True."""
+
+    __slots__ = ("_flag", "_interval", "_next", "_value")
+
+    def __init__(self, flag: Callable[[], bool], interval: float = STOP_CHECK_INTERVAL) -> None:
+        self._flag = flag
+        self._interval = interval
+        self._next = 0.0
+        self._value = False
+
+    def __call__(self) -> bool:
+        if self._value:
+            return True
+        now = time.monotonic()
+        if now >= self._next:
+            self._value = self._flag()
+            self._next = now + self._interval
+        return self._value
+
+
 class _Failures:
     """Tracks how long a worker has been failing without a single success."""
 
@@ -113,6 +139,7 @@ class SenderLoop:
         self.recorder = recorder
         self.rng = random.Random(settings.seed)
         self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
+        self.stop_requested = _Every(settings.stop_requested)
         self.seq = 0
         #: The open-loop schedule's origin (monotonic) and one slot's length.
         self.start_ns = time.monotonic_ns()
@@ -136,7 +163,7 @@ class SenderLoop:
         return (
             time.monotonic() >= self.deadline
             or (limit is not None and self.seq >= limit)
-            or self.s.stop_requested()
+            or self.stop_requested()
         )
 
     def slot(self, seq: int) -> int:
@@ -210,13 +237,14 @@ class ReceiverLoop:
         self.s = settings
         self.recorder = recorder
         self.reader = message.Reader(settings.tag)
+        self.stop_requested = _Every(settings.stop_requested)
         self.last_message = time.monotonic()
         self.failures = _Failures(
             settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
         )
 
     def finished(self) -> bool:
-        if self.s.stop_requested():
+        if self.stop_requested():
             return True
         idle = time.monotonic() - self.last_message
         if idle < self.s.load.idle_timeout:

@@ -150,6 +150,19 @@ def broker_pids(cluster: LocalCluster) -> list[int]:
     return [n.proc.pid for n in nodes if getattr(n, "proc", None) is not None]
 
 
+def load_settings(args: argparse.Namespace, threads: int, receive_batch: int) -> LoadSettings:
+    """The load of one row: ``--load`` batch and message sizes where given (the peer tool
+    gets the same), else brokerbench's defaults (the system's own receive batch)."""
+    return LoadSettings(
+        threads,
+        args.duration,
+        message_size=int(args.load.get("message_size", 100)),
+        max_send_batch=int(args.load.get("max_send_batch", 10)),
+        receive_batch=int(args.load.get("receive_batch", receive_batch)),
+        max_in_flight=args.max_in_flight,
+    )
+
+
 def _guarded(run: Callable[[], T]) -> T | str:
     """Run one tool; a failure becomes a one-line error, never a number."""
     try:
@@ -160,11 +173,17 @@ def _guarded(run: Callable[[], T]) -> T | str:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _peer_row(peer: PeerTool, threads: int | None, ctx: PeerContext, load: LoadSettings) -> ToolRow:
+def _peer_row(
+    peer: PeerTool,
+    threads: int | None,
+    ctx: PeerContext,
+    load: LoadSettings,
+    reference: bool = False,
+) -> ToolRow:
     outcome = _guarded(lambda: peer.run(ctx, load))
     if isinstance(outcome, str):
-        return ToolRow(peer.title, threads, error=outcome)
-    return ToolRow(peer.title, threads, *outcome)
+        return ToolRow(peer.title, threads, error=outcome, reference=reference)
+    return ToolRow(peer.title, threads, *outcome, reference=reference)
 
 
 def _brokerbench_row(
@@ -208,8 +227,14 @@ def bench_system(name: str, args: argparse.Namespace) -> str:
             ctx = PeerContext(
                 system, params, cluster.endpoints, workdir, lambda: broker_pids(cluster)
             )
+            if not peer_missing:
+                # The peer on its own first, on the idle broker: what it does undisturbed.
+                load = load_settings(args, args.threads[0], system.receive_batch)
+                _say(f"  {peer.title} on its own (the reference) …")
+                peer_threads = args.threads[0] if peer.scales_with_threads else None
+                pending.append(_peer_row(peer, peer_threads, ctx, load, reference=True))
             for index, threads in enumerate(args.threads):
-                load = LoadSettings(threads, args.duration, max_in_flight=args.max_in_flight)
+                load = load_settings(args, threads, system.receive_batch)
                 _say(f"  brokerbench, threads {threads} …")
                 recorded = _guarded(
                     functools.partial(record, ctx, load, args.load, broker_params, results)
@@ -236,20 +261,28 @@ def bench_system(name: str, args: argparse.Namespace) -> str:
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    example = LoadSettings(args.threads[0], args.duration, max_in_flight=args.max_in_flight)
+    example = load_settings(args, args.threads[0], system.receive_batch)
     shown = ", ".join(f"{k}={v}" for k, v in broker_params.items()) or "system defaults"
-    extra = "".join(f", {k} = {v}" for k, v in args.load.items())
+    extra = "".join(
+        f", {k} = {v}"
+        for k, v in args.load.items()
+        if k not in ("max_send_batch", "receive_batch", "message_size")
+    )
     in_flight = f", max_in_flight = {args.max_in_flight}" if args.max_in_flight else ""
     settings = [
-        f"brokerbench: threads per node, 1 sender node, 2 receiver nodes, {example.message_size}-"
-        f"byte messages, send batches uniform in [1, {example.max_send_batch}], receive "
-        f"batch {example.receive_batch}{in_flight}{extra}, warm-up {warmup_for(args.duration):g}"
+        f"brokerbench: threads per node, 1 sender node, 2 receiver nodes, "
+        f"{example.message_size}-byte messages, send batches uniform in [1, "
+        f"{example.max_send_batch}], receive batch {example.receive_batch}{in_flight}{extra}, "
+        f"warm-up {warmup_for(args.duration):g}"
         f" s, idle_timeout {IDLE_TIMEOUT:g} s",
         f"{peer.title} (threads {example.threads}): {peer.settings(example)}",
         "CPU: % of one core over 'CPU s' seconds, the tool's sending period where it is "
         "known (brokerbench: from its per-second records; pulsar-perf: from its log), else "
         "its whole run (start-up included); client = the tool's processes and their "
-        "children, broker = the server processes and their children",
+        "children, broker = the server processes and their children, other = the rest of "
+        "the machine; µs/msg = CPU µs of the sending / receiving / all client processes "
+        "per message (brokerbench's split by node role from its telemetry); the CPU ratio "
+        "compares all client CPU where the peer receives too, else the sending side's",
     ]
     title = (
         f"{system.title} — single node, broker params: {shown}; {args.duration:g} s per tool run"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class Measurement:
     publish_p99_ms: float | None = None
     #: Said under the table (e.g. what the latency is of).
     notes: tuple[str, ...] = ()
+    #: Messages sent in the whole run, where the tool says: CPU per message over a whole
+    #: run divides by it (the rate's own period may be shorter than the run).
+    messages: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,42 @@ class CpuUsage:
     scope: str = "whole run"
     #: Readings taken during the run, to narrow the figures down with :meth:`within`.
     samples: tuple[CpuSample, ...] = ()
+    #: CPU seconds of the whole machine (every process) over the same time; None unknown.
+    machine_seconds: float | None = None
+    #: The client's CPU seconds split by role — sending and receiving processes — where the
+    #: tool runs them apart (None: not known apart).
+    sender_seconds: float | None = None
+    receiver_seconds: float | None = None
+
+    def _pct(self, seconds: float | None) -> float | None:
+        if seconds is None or not self.wall_seconds:
+            return None
+        return 100.0 * seconds / self.wall_seconds
 
     @property
     def client_pct(self) -> float:
-        return 100.0 * self.client_seconds / self.wall_seconds if self.wall_seconds else 0.0
+        return self._pct(self.client_seconds) or 0.0
 
     @property
     def broker_pct(self) -> float:
-        return 100.0 * self.broker_seconds / self.wall_seconds if self.wall_seconds else 0.0
+        return self._pct(self.broker_seconds) or 0.0
+
+    @property
+    def sender_pct(self) -> float | None:
+        return self._pct(self.sender_seconds)
+
+    @property
+    def receiver_pct(self) -> float | None:
+        return self._pct(self.receiver_seconds)
+
+    @property
+    def other_pct(self) -> float | None:
+        """CPU of everything else on the machine (% of one core): a busy machine disturbs
+        the tool's figures."""
+        if self.machine_seconds is None:
+            return None
+        other = self.machine_seconds - self.client_seconds - self.broker_seconds
+        return self._pct(max(0.0, other))
 
     def within(self, start: float, end: float, scope: str) -> CpuUsage:
         """The CPU between two wall-clock times (``time.time()``), or self when the
@@ -82,8 +113,11 @@ class CpuUsage:
         found = usage_between(self.samples, start, end)
         if found is None:
             return self
-        client, broker, wall = found
-        return CpuUsage(client, broker, wall, scope)
+        client, broker, wall, machine = found
+        return CpuUsage(client, broker, wall, scope, machine_seconds=machine)
+
+    def with_roles(self, sender: float | None, receiver: float | None) -> CpuUsage:
+        return replace(self, sender_seconds=sender, receiver_seconds=receiver)
 
 
 @dataclass(frozen=True)
@@ -95,6 +129,45 @@ class ToolRow:
     measurement: Measurement | None = None
     cpu: CpuUsage | None = None
     error: str | None = None
+    #: A run of the peer tool on its own, first thing on the idle broker: what the tool
+    #: does undisturbed, which its rows in the table are checked against.
+    reference: bool = False
+
+    def micros_per_message(self, seconds: float | None, rate: float | None) -> float | None:
+        """Client CPU µs per message: ``seconds`` of CPU over the CPU period, divided by the
+        messages of the whole run where the CPU covers the whole run and the tool counted
+        them, else by ``rate`` × the period."""
+        if seconds is None or not rate or self.cpu is None or not self.cpu.wall_seconds:
+            return None
+        m = self.measurement
+        if self.cpu.scope == "whole run" and m is not None and m.messages:
+            return seconds / m.messages * 1e6
+        return seconds / self.cpu.wall_seconds / rate * 1e6
+
+    @property
+    def send_us(self) -> float | None:
+        """CPU µs of the sending processes per message sent."""
+        m = self.measurement
+        return self.micros_per_message(
+            self.cpu.sender_seconds if self.cpu else None, m.send_per_s if m else None
+        )
+
+    @property
+    def receive_us(self) -> float | None:
+        """CPU µs of the receiving processes per message received."""
+        m = self.measurement
+        return self.micros_per_message(
+            self.cpu.receiver_seconds if self.cpu else None, m.receive_per_s if m else None
+        )
+
+    @property
+    def client_us(self) -> float | None:
+        """CPU µs of all client processes per message sent (and received, where the tool
+        receives)."""
+        m = self.measurement
+        return self.micros_per_message(
+            self.cpu.client_seconds if self.cpu else None, m.send_per_s if m else None
+        )
 
 
 class ToolFailed(Exception):

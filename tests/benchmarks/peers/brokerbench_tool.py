@@ -172,13 +172,49 @@ def sending_period(run_dir: Path) -> tuple[float, float] | None:
     return float(bounds["min"].as_py()), float(bounds["max"].as_py()) + 1.0
 
 
+def role_cpu(run_dir: Path, period: tuple[float, float]) -> dict[str, float]:
+    """CPU (% of one core) of the run's sender and of its receiver nodes over ``period``,
+    from its telemetry: each node's mean over the seconds within the period, summed by
+    role."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    folder = run_dir / "raw" / "telemetry"
+    if not folder.is_dir():
+        return {}
+    table = ds.dataset(folder, format="parquet").to_table(
+        columns=["role", "node", "second", "cpu_pct"]
+    )
+    start, end = period
+    inside = pc.and_(
+        pc.greater_equal(table["second"], int(start)), pc.less(table["second"], int(end))
+    )
+    rows = table.filter(inside).to_pylist()
+    by_node: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        if row["role"] in ("sender", "receiver") and row["cpu_pct"] is not None:
+            by_node.setdefault((row["role"], row["node"]), []).append(row["cpu_pct"])
+    totals: dict[str, float] = {}
+    for (role, _), values in by_node.items():
+        totals[role] = totals.get(role, 0.0) + sum(values) / len(values)
+    return totals
+
+
 def cpu_while_sending(run: RecordedRun) -> CpuUsage:
     """The run's CPU over its sending period (start-up and the receivers' idle wait left
-    out), or over the whole run when that period is not known."""
+    out), or over the whole run when that period is not known; split into senders and
+    receivers from the run's own telemetry."""
     period = sending_period(run.run_dir) if run.run_dir is not None else None
-    if period is None:
+    if period is None or run.run_dir is None:
         return run.cpu
-    return run.cpu.within(*period, scope="sending period")
+    usage = run.cpu.within(*period, scope="sending period")
+    roles = role_cpu(run.run_dir, period)
+    if not roles:
+        return usage
+    wall = usage.wall_seconds
+    return usage.with_roles(
+        roles.get("sender", 0.0) / 100 * wall, roles.get("receiver", 0.0) / 100 * wall
+    )
 
 
 def _number(row: dict[str, str], column: str) -> float | None:

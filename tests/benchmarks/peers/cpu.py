@@ -66,17 +66,31 @@ def tree_cpu_seconds(roots: Iterable[int], proc: Path = PROC) -> float:
     return sum(stats[pid].ticks for pid in seen) / TICKS
 
 
+def machine_busy_seconds(proc: Path = PROC) -> float:
+    """CPU seconds the whole machine was not idle so far, over all cores.
+
+    Counted as elapsed time × cores − idle − iowait: idle time is accounted exactly, while
+    the user/system tick counts miss short bursts."""
+    fields = (proc / "stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(v) for v in fields[:8]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / TICKS
+
+
 @dataclass(frozen=True)
 class CpuSample:
-    """CPU seconds used so far by the client and the broker process trees, at one time."""
+    """CPU seconds used so far by the client and the broker process trees and by the whole
+    machine, at one time."""
 
     at: float  # time.time()
     client: float
     broker: float
+    machine: float = 0.0
 
 
-def _at(samples: Sequence[CpuSample], t: float) -> tuple[float, float]:
-    """Client and broker CPU seconds at ``t``, interpolated between the samples around it."""
+def _at(samples: Sequence[CpuSample], t: float) -> tuple[float, float, float]:
+    """Client, broker and machine CPU seconds at ``t``, interpolated between the samples
+    around it."""
     for before, after in itertools.pairwise(samples):
         if before.at <= t <= after.at:
             span = after.at - before.at
@@ -84,20 +98,21 @@ def _at(samples: Sequence[CpuSample], t: float) -> tuple[float, float]:
             return (
                 before.client + f * (after.client - before.client),
                 before.broker + f * (after.broker - before.broker),
+                before.machine + f * (after.machine - before.machine),
             )
     raise ValueError(f"{t} is outside the samples")
 
 
 def usage_between(
     samples: Sequence[CpuSample], start: float, end: float
-) -> tuple[float, float, float] | None:
-    """Client CPU s, broker CPU s and wall s between ``start`` and ``end`` (clipped to the
-    samples); None when the samples do not cover a useful part of it."""
+) -> tuple[float, float, float, float] | None:
+    """Client CPU s, broker CPU s, wall s and machine CPU s between ``start`` and ``end``
+    (clipped to the samples); None when the samples do not cover a useful part of it."""
     if len(samples) < 2:
         return None
     start, end = max(start, samples[0].at), min(end, samples[-1].at)
     if end - start <= 0:
         return None
-    client0, broker0 = _at(samples, start)
-    client1, broker1 = _at(samples, end)
-    return client1 - client0, broker1 - broker0, end - start
+    client0, broker0, machine0 = _at(samples, start)
+    client1, broker1, machine1 = _at(samples, end)
+    return client1 - client0, broker1 - broker0, end - start, machine1 - machine0

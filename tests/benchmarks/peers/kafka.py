@@ -159,6 +159,7 @@ class KafkaPeer(PeerTool):
         return (
             Measurement(
                 send_per_s=sent["rate"],
+                messages=sent["records"],
                 receive_per_s=received["fetch.nMsg.sec"],
                 publish_p50_ms=sent["p50"],
                 publish_p99_ms=sent["p99"],
@@ -170,5 +171,5 @@ class KafkaPeer(PeerTool):
                     "commits offsets automatically, no per-message acknowledgement",
                 ),
             ),
-            cpu,
+            cpu.with_roles(producer.cpu_seconds, consumer.cpu_seconds),
         )

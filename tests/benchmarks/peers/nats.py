@@ -183,6 +183,7 @@ class NatsPeer(PeerTool):
         return (
             Measurement(
                 send_per_s=sent["rate"],
+                messages=messages,
                 receive_per_s=received["rate"],
                 publish_p50_ms=sent.get("p50"),
                 publish_p99_ms=sent.get("p99"),
@@ -191,5 +192,5 @@ class NatsPeer(PeerTool):
                     "asynchronous publishing (per publish operation)",
                 ),
             ),
-            cpu,
+            cpu.with_roles(pub.cpu_seconds, fetch.cpu_seconds),
         )

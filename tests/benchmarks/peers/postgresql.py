@@ -182,6 +182,7 @@ class PostgresPeer(PeerTool):
         return (
             Measurement(
                 send_per_s=inserted / sent["seconds"] if sent["seconds"] else None,
+                messages=inserted,
                 receive_per_s=(inserted - remaining) / received["seconds"]
                 if received["seconds"]
                 else None,
@@ -193,5 +194,5 @@ class PostgresPeer(PeerTool):
                     "run time; latency is per send transaction (one batch)",
                 ),
             ),
-            cpu,
+            cpu.with_roles(sender.cpu_seconds, receiver.cpu_seconds),
         )

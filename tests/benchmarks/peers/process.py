@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import CpuUsage, ToolFailed
-from .cpu import CpuSample, tree_cpu_seconds
+from .cpu import CpuSample, machine_busy_seconds, tree_cpu_seconds
 
 GRACE = 10.0
 #: Seconds between two readings of the client's and the broker's CPU.
@@ -71,6 +71,7 @@ class ToolRun:
     _running: list[_Running] = field(default_factory=list)
     _started: float = 0.0
     _broker_before: float = 0.0
+    _machine_before: float = 0.0
     _samples: list[CpuSample] = field(default_factory=list)
     _sampling: threading.Event = field(default_factory=threading.Event)
     _sampler: threading.Thread | None = None
@@ -86,6 +87,7 @@ class ToolRun:
         """Start one client process; it is stopped when it runs longer than ``timeout``."""
         if not self._running:
             self._broker_before = tree_cpu_seconds(self.broker_pids())
+            self._machine_before = machine_busy_seconds()
             self._started = time.monotonic()
         log = self.workdir / f"{name.replace(' ', '-')}.log"
         with log.open("wb") as out:
@@ -116,6 +118,7 @@ class ToolRun:
                     time.time(),
                     tree_cpu_seconds(clients) + sum(r.cpu for r in self._running),
                     tree_cpu_seconds(self.broker_pids()),
+                    machine_busy_seconds(),
                 )
             )
             self._sampling.wait(SAMPLE_INTERVAL)
@@ -152,6 +155,7 @@ class ToolRun:
     def _finished(self) -> tuple[list[Finished], CpuUsage]:
         wall = time.monotonic() - self._started
         broker = tree_cpu_seconds(self.broker_pids()) - self._broker_before
+        machine = machine_busy_seconds() - self._machine_before
         finished = [
             Finished(
                 r.name,
@@ -167,6 +171,7 @@ class ToolRun:
             broker_seconds=broker,
             wall_seconds=wall,
             samples=tuple(self._samples),
+            machine_seconds=machine,
         )
         return finished, cpu
 

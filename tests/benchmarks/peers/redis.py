@@ -103,6 +103,7 @@ class RedisPeer(PeerTool):
         return (
             Measurement(
                 send_per_s=result["rps"],
+                messages=requests,
                 receive_per_s=None,
                 publish_p50_ms=result["p50_latency_ms"],
                 publish_p99_ms=result["p99_latency_ms"],
@@ -112,5 +113,5 @@ class RedisPeer(PeerTool):
                     "receive rate",
                 ),
             ),
-            cpu,
+            cpu.with_roles(cpu.client_seconds, None),  # it only sends
         )
