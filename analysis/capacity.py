@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.columns import number, run_column
-from workload.record import RunContext, SearchRecord
+from workload.model.record import RunContext, SearchRecord
+from workload.model.verdict import Verdict
 from workload.search import format_ms, format_rate, verdict
-from workload.verdict import Verdict
 
 #: The summary columns of a probe (empty for the points of a sweep).
 PROBE_COLUMNS = ("target_msgs_per_s", "slo_holds", "slo_reason")
@@ -69,7 +69,7 @@ class Capacity:
     #: The search ended by its own rule (not interrupted or failed).
     complete: bool
     #: Where the clients or the shared machine set the pace of the lowest failing probe:
-    #: the bracket is theirs, not the broker's (:meth:`workload.verdict.Verdict.label`).
+    #: the bracket is theirs, not the broker's (:meth:`workload.model.verdict.Verdict.label`).
     bound: str = ""
 
     @property

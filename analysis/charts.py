@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.columns import QUANTILE_TITLES, RUN_QUANTILES
 from analysis.hdr import Bucket
 from analysis.repeats import spread
-from workload.errors import UserError
+from workload.model.errors import UserError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -22,9 +22,9 @@ from pathlib import Path
 from analysis.capacity import Capacity, capacity
 from analysis.columns import COLUMN, COMPARED, Better, Column, SummaryRow, read_summary_csv
 from analysis.repeats import Spread, spread
-from workload.errors import UserError
-from workload.layout import LAYOUT
-from workload.scenario import SWEEPABLE
+from workload.model.errors import UserError
+from workload.model.layout import LAYOUT
+from workload.model.scenario import SWEEPABLE
 from workload.search import format_ms
 
 #: The load that identifies a sweep point across runs: what a sweep may vary.

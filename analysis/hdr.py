@@ -6,7 +6,7 @@ percentile reached at it, the count so far and ``1/(1-percentile)``, and a foote
 standard deviation, max and total count. Values are milliseconds. brokerbench's histograms
 are log-scale buckets 1 % wide (:mod:`workload.histogram`), so every line is one non-empty
 bucket at its representative value; negative latencies (clocks apart) read as 0. Where a
-point's file goes is :meth:`workload.layout.RunLayout.hdr`.
+point's file goes is :meth:`workload.model.layout.RunLayout.hdr`.
 """
 
 from __future__ import annotations

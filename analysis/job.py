@@ -36,11 +36,11 @@ from analysis import transforms as tf
 from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from workload.errors import one_line
 from workload.faults import read_timelines
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
-from workload.results import (
+from workload.model.errors import one_line
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
+from workload.model.results import (
     DELIVERY_TABLES,
     TABLES,
     TELEMETRY_SCHEMA,

@@ -28,8 +28,8 @@ from analysis.columns import (
 )
 from analysis.report import TABLE, Charts, cell, knee_text, page
 from analysis.report import curve_points as report_curve_points
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
 
 
 @dataclass

@@ -39,11 +39,11 @@ from analysis.columns import (
 )
 from analysis.hdr import Bucket
 from workload.faults import read_timelines
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
-from workload.results import RecordsNotWritten
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
+from workload.model.results import RecordsNotWritten
+from workload.model.verdict import RULES, Verdict
 from workload.telemetry import HOST
-from workload.verdict import RULES, Verdict
 
 NS = 1_000_000_000
 

@@ -1,6 +1,6 @@
 """The analysis as pure DataFrame → DataFrame functions (docs/measurement.md §3, §5).
 
-Inputs are the raw tables every client node writes (``workload.results``): per-second
+Inputs are the raw tables every client node writes (``workload.model.results``): per-second
 counters and histograms, confirmed sequence ranges and received identities. Histograms
 are merged by adding bucket counts — across workers, nodes and seconds — never by
 averaging percentiles. Nothing here collects per-message data to the driver.

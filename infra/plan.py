@@ -18,9 +18,9 @@ from typing import Any
 import toml
 
 from brokers.base import Endpoints
-from workload.layout import LAYOUT
-from workload.scenario import Scenario, parse_scenario
-from workload.sweep import SweepPoint
+from workload.model.layout import LAYOUT
+from workload.model.scenario import Scenario, parse_scenario
+from workload.model.sweep import SweepPoint
 
 #: Host numbers inside the subnet: brokers from 10, clients from 100.
 BROKER_HOST_BASE = 10
@@ -65,7 +65,7 @@ class BucketLayout:
     """Where a run's files live in the results bucket.
 
     ``runs/<run-id>/`` mirrors a local ``RESULTS_DIR/<run-id>/`` (clients write here; its
-    names are :class:`workload.layout.RunLayout`'s); ``artifacts/<run-id>/`` holds what the
+    names are :class:`workload.model.layout.RunLayout`'s); ``artifacts/<run-id>/`` holds what the
     stack uploads (clients only read it).
     """
 

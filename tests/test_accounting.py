@@ -24,17 +24,9 @@ from analysis.job import PointRecords, RunRecords, clock_offsets, local_records,
 from analysis.report import text_table, write_html
 from brokers.base import Received
 from workload import message
-from workload.errors import UserError
-from workload.preflight import (
-    RECEIVED_ROW_BYTES,
-    SECOND_ROW_BYTES,
-    check_memory,
-    check_results_dir,
-    disk_estimate,
-)
-from workload.record import RunContext
-from workload.recording import WorkerRecorder
-from workload.results import (
+from workload.model.errors import UserError
+from workload.model.record import RunContext
+from workload.model.results import (
     NodeStatus,
     PartKey,
     RecordsNotWritten,
@@ -42,8 +34,16 @@ from workload.results import (
     write_problem,
     write_status,
 )
-from workload.scenario import LoadSection
-from workload.sweep import SweepPoint
+from workload.model.scenario import LoadSection
+from workload.model.sweep import SweepPoint
+from workload.preflight import (
+    RECEIVED_ROW_BYTES,
+    SECOND_ROW_BYTES,
+    check_memory,
+    check_results_dir,
+    disk_estimate,
+)
+from workload.recording import WorkerRecorder
 from workload.worker import ReceiverLoop, WorkerSettings
 
 RUN = "acc"

@@ -49,10 +49,10 @@ from workload.aws.agent import (
     participants,
 )
 from workload.context import build_context, write_context
-from workload.layout import LAYOUT
-from workload.results import NodeStatus, write_node, write_status
-from workload.scenario import PASSWORD_ENV, load_scenario
-from workload.sweep import expand
+from workload.model.layout import LAYOUT
+from workload.model.results import NodeStatus, write_node, write_status
+from workload.model.scenario import PASSWORD_ENV, load_scenario
+from workload.model.sweep import expand
 
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from analysis import charts
 from analysis.charts import CurvePoint, Level, Window, knee, levels, no_knee, spectrum
 from analysis.hdr import Bucket
 from analysis.report import SCOPES, curve_points, html_columns, offered_load, where_it_ran
-from workload.record import PointEntry
+from workload.model.record import PointEntry
 
 
 def curve(*steps: tuple[float, float | None]) -> list[Level]:
@@ -346,7 +346,7 @@ def test_without_plotly_the_table_works_and_a_chart_names_the_extra_to_install()
         "from analysis.report import text_table\n"
         "print(text_table('Redis', [{'point': '0', 'threads': '1'}]).splitlines()[0])\n"
         "from analysis import charts\n"
-        "from workload.errors import UserError\n"
+        "from workload.model.errors import UserError\n"
         "try:\n"
         "    charts.bar_chart({'a': 1.0}, 't', 'u')\n"
         "except UserError as exc:\n"

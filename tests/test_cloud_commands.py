@@ -20,9 +20,9 @@ from moto import mock_aws
 from analysis.job import RunRecords, expected_parts, point_records
 from workload import cloud
 from workload.aws.agent import ClientAgent, RunStore, Uploader
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
-from workload.results import PartKey, parse_status
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
+from workload.model.results import PartKey, parse_status
 
 REGION = "eu-west-1"
 BUCKET = "results-bucket"

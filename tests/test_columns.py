@@ -26,7 +26,7 @@ from analysis.columns import (
     window_column,
 )
 from analysis.hdr import Bucket, hgrm
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

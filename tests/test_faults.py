@@ -31,9 +31,9 @@ from workload.faults import (
     read_timelines,
     write_timeline,
 )
+from workload.model.results import write_node
+from workload.model.scenario import FaultSpec
 from workload.recording import WorkerRecorder
-from workload.results import write_node
-from workload.scenario import FaultSpec
 
 NS = 1_000_000_000
 SUPPORT = FaultSupport(nodes=3, leader="the leader", follower="another", fails_over=True)

@@ -1,4 +1,4 @@
-"""The typed run record (``workload.record``): a context written today reads back and writes
+"""The typed run record (``workload.model.record``): a context written today reads back and writes
 again unchanged; one an older version wrote still loads, with the keys it lacks defaulted."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from analysis.job import expected_parts
 from brokers import registry
 from infra.plan import plan_fleet
 from workload.context import build_context, point_entry, recorded_scenario, write_context
+from workload.model.record import CostRecord, ManifestPoint, RunContext, load_context
+from workload.model.results import PartKey
+from workload.model.scenario import load_scenario
+from workload.model.sweep import expand
 from workload.node import processes_for
-from workload.record import CostRecord, ManifestPoint, RunContext, load_context
-from workload.results import PartKey
-from workload.scenario import load_scenario
 from workload.search import CapacitySearch, probe_point, sender_workers
-from workload.sweep import expand
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "workload" / "scenarios"
 

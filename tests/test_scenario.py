@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from brokers.base import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
 from workload import cli
-from workload import scenario as scenario_module
-from workload.errors import ScenarioError
-from workload.scenario import SweepSection, format_duration, load_scenario, parse_duration
-from workload.sweep import expand
+from workload.model import scenario as scenario_module
+from workload.model.errors import ScenarioError
+from workload.model.scenario import SweepSection, format_duration, load_scenario, parse_duration
+from workload.model.sweep import expand
 
 GOOD = """
 name = "t"

@@ -17,10 +17,11 @@ import pytest
 
 from tests.conftest import SCENARIOS
 from workload import cli
-from workload.errors import ScenarioError
 from workload.histogram import bucket_of
-from workload.results import SECONDS_SCHEMA, raw_dir, read_point
-from workload.scenario import SearchSection, load_scenario
+from workload.model.errors import ScenarioError
+from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
+from workload.model.scenario import SearchSection, load_scenario
+from workload.model.sweep import NotASweep, expand
 from workload.search import (
     CapacitySearch,
     ProbeRecord,
@@ -32,7 +33,6 @@ from workload.search import (
     probe_point,
     verdict,
 )
-from workload.sweep import NotASweep, expand
 
 SEARCH = """
 name = "s"

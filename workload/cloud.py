@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workload.errors import UserError
-from workload.layout import LAYOUT
-from workload.record import ManifestPoint
-from workload.scenario import PASSWORD_ENV, parse_duration
+from workload.model.errors import UserError
+from workload.model.layout import LAYOUT
+from workload.model.record import ManifestPoint
+from workload.model.scenario import PASSWORD_ENV, parse_duration
 
 if TYPE_CHECKING:
     from infra.plan import BucketLayout
@@ -364,7 +364,7 @@ def print_summary(run_dir: Path) -> bool:
     say so); False when the run has no analysis yet."""
     from analysis.columns import read_summary_csv
     from analysis.console import run_summary
-    from workload.record import BrokerRecord, RunContext
+    from workload.model.record import BrokerRecord, RunContext
 
     summary = run_dir / LAYOUT.summary
     if not summary.exists():

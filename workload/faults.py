@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict
 
 from brokers import registry
 from brokers.base import Destination, FaultSupport, LocalCluster
-from workload.errors import first_line
-from workload.layout import LAYOUT
-from workload.results import RecordsNotWritten
-from workload.scenario import FaultSpec, Scenario, describe_fault
+from workload.model.errors import first_line
+from workload.model.layout import LAYOUT
+from workload.model.results import RecordsNotWritten
+from workload.model.scenario import FaultSpec, Scenario, describe_fault
 
 #: How long a node brought back between points may take to be ready.
 RESTORE_TIMEOUT = 180.0
@@ -95,7 +95,7 @@ def timeline_path(run_dir: Path, point: int) -> Path:
 
 def write_timeline(run_dir: Path, timeline: PointTimeline) -> None:
     """Write a point's timeline whole (through a renamed temporary file) or raise
-    :class:`~workload.results.RecordsNotWritten`."""
+    :class:`~workload.model.results.RecordsNotWritten`."""
     path = timeline_path(run_dir, timeline.point)
     tmp = path.with_name(f".{path.name}.tmp")
     try:

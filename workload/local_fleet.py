@@ -25,20 +25,20 @@ from typing import Any
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
 from workload.faults import FaultScheduler, start_faults, write_timeline
-from workload.naming import destination_name, point_tag
-from workload.node import NodeSpec, Progress, node_process, split
-from workload.progress import ProgressView
-from workload.results import (
+from workload.model.results import (
     NodeStatus,
     RecordsNotWritten,
     read_statuses,
     write_status,
     write_telemetry,
 )
-from workload.scenario import LoadSection, Scenario
+from workload.model.scenario import LoadSection, Scenario
+from workload.model.verdict import NodeUsage, point_usage, verdict
+from workload.naming import destination_name, point_tag
+from workload.node import NodeSpec, Progress, node_process, split
+from workload.progress import ProgressView
 from workload.signals import signal_name
 from workload.telemetry import Sampler, Target, node_means, process_groups
-from workload.verdict import NodeUsage, point_usage, verdict
 
 Console = Callable[[str], None]
 

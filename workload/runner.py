@@ -39,14 +39,15 @@ from brokers.netns import Namespaces, NodeHosts
 from brokers.watchdog import WATCHDOG
 from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.coordinator import Coordinator, SweepPlace, places
-from workload.errors import one_line
-from workload.layout import LAYOUT
 from workload.local_fleet import LocalFleet, RunOutcome
+from workload.model.errors import one_line
+from workload.model.layout import LAYOUT
+from workload.model.record import ProbeRecord, RunContext
+from workload.model.results import RecordsNotWritten
+from workload.model.scenario import Scenario, load_scenario
+from workload.model.sweep import SweepPoint, describe_points, expand
 from workload.naming import run_tag
 from workload.preflight import preflight
-from workload.record import ProbeRecord, RunContext
-from workload.results import RecordsNotWritten
-from workload.scenario import Scenario, load_scenario
 from workload.search import (
     CapacitySearch,
     describe_search,
@@ -58,7 +59,6 @@ from workload.search import (
     unjudged,
 )
 from workload.search import estimated_seconds as search_seconds
-from workload.sweep import SweepPoint, describe_points, expand
 
 Console = Callable[[str], None]
 

@@ -20,8 +20,8 @@ right after its point ends from the point's raw per-second records (:func:`measu
 with pyarrow — no Spark), measured over the same periods as the analysis
 (``analysis.transforms.measurement_periods``).
 
-The search's record (:class:`~workload.record.SearchRecord`, with its probes'
-:class:`~workload.record.ProbeRecord`) is the run context's ``search``.
+The search's record (:class:`~workload.model.record.SearchRecord`, with its probes'
+:class:`~workload.model.record.ProbeRecord`) is the run context's ``search``.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workload.histogram import percentile_of
-from workload.record import Outcome, ProbeRecord, SearchRecord
-from workload.results import read_point
-from workload.sweep import SweepPoint
-from workload.sweep import estimated_seconds as sweep_seconds
+from workload.model.record import Outcome, ProbeRecord, SearchRecord
+from workload.model.results import read_point
+from workload.model.sweep import SweepPoint
+from workload.model.sweep import estimated_seconds as sweep_seconds
 
 if TYPE_CHECKING:
-    from workload.scenario import Scenario, SearchSection
+    from workload.model.scenario import Scenario, SearchSection
 
 #: Receivers kept up when they acknowledged at least this share of the send rate (the
 #: analysis's ``analysis.transforms.KEEP_UP_RATIO``).
@@ -381,7 +381,7 @@ def describe_search(scenario: Scenario) -> str:
 
 def estimated_seconds(scenario: Scenario, probes: int | None = None) -> float:
     """An upper bound of the run time of ``probes`` probes (default ``max_probes``: the
-    whole search), each estimated as a sweep point is (:func:`workload.sweep.estimated_seconds`)."""
+    whole search), each estimated as a sweep point is (:func:`workload.model.sweep.estimated_seconds`)."""
     assert scenario.search is not None
     count = scenario.search.max_probes if probes is None else probes
     return count * sweep_seconds([probe_point(scenario, 0, scenario.search.low)])

@@ -3,7 +3,7 @@
 A :class:`Sampler` runs beside the workers — a thread of the coordinating process locally,
 never in a worker — and reads, every ``interval`` (1 s by default), cumulative counters of
 each :class:`Target` and of the machine, and keeps their rates as rows of the raw table
-``telemetry`` (:data:`workload.results.TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
+``telemetry`` (:data:`workload.model.results.TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
 records (``second`` is the wall-clock second the middle of a row falls in):
 
 * CPU (user, system) of the node's processes, in % of one core, and of its busiest

@@ -47,12 +47,12 @@ from workload.aws.fault_driver import RunFaults
 from workload.aws.fleet import S3Fleet, participants
 from workload.aws.store import RunStore, StoreDenied, now
 from workload.coordinator import Coordinator, places
-from workload.errors import UserError
-from workload.layout import LAYOUT
+from workload.model.errors import UserError
+from workload.model.layout import LAYOUT
+from workload.model.results import RecordsNotWritten, write_telemetry
+from workload.model.scenario import Scenario, load_scenario
+from workload.model.sweep import SweepPoint, expand
 from workload.preflight import preflight
-from workload.results import RecordsNotWritten, write_telemetry
-from workload.scenario import Scenario, load_scenario
-from workload.sweep import SweepPoint, expand
 from workload.telemetry import Sampler, Target
 
 Log = Callable[[str], None]

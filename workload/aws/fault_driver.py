@@ -6,7 +6,7 @@ The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`
 :class:`PointFaults` when it starts its own sender node for the point: that is the start of
 the faults' clock (``sending_ns``; the other client machines start within the agents' poll
 interval of it). A thread posts, for each fault, the begin marker ``at`` seconds later and
-the end marker ``until`` seconds later (keys: :class:`workload.layout.RunLayout`), to the
+the end marker ``until`` seconds later (keys: :class:`workload.model.layout.RunLayout`), to the
 node the fault's selector names at that moment: a node index always, ``"leader"`` and
 ``"follower"`` as the system's cloud recipe finds the leader
 (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
@@ -27,12 +27,12 @@ from brokers import registry
 from brokers.base import CloudFaults
 from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
-from workload.errors import first_line
 from workload.faults import PointTimeline, planned, schedule
-from workload.layout import LAYOUT
+from workload.model.errors import first_line
+from workload.model.layout import LAYOUT
+from workload.model.scenario import FaultSpec, Scenario
+from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, run_tag
-from workload.scenario import FaultSpec, Scenario
-from workload.sweep import SweepPoint
 
 Log = Callable[[str], None]
 #: Which node leads now, as a fault index (raises when it cannot be told).

@@ -1,6 +1,6 @@
 """The client machines of an AWS run, as the coordinating agent (sender node 0) drives them
 through each sweep point (:class:`workload.coordinator.Fleet`) with markers in the run's S3
-prefix (:class:`workload.layout.RunLayout`).
+prefix (:class:`workload.model.layout.RunLayout`).
 
 * prepare: ``brokerbench prepare`` on this machine (point 0 also writes the run context),
   and its files uploaded;
@@ -30,10 +30,10 @@ from workload.aws.fault_driver import PointFaults, RunFaults
 from workload.aws.store import now
 from workload.coordinator import SweepPlace
 from workload.faults import write_timeline
-from workload.layout import LAYOUT
-from workload.record import load_context
-from workload.results import NodeStatus, write_status
-from workload.sweep import SweepPoint
+from workload.model.layout import LAYOUT
+from workload.model.record import load_context
+from workload.model.results import NodeStatus, write_status
+from workload.model.sweep import SweepPoint
 
 if TYPE_CHECKING:
     from workload.aws.agent import ClientAgent

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 T = TypeVar("T")
 

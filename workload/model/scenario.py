@@ -65,9 +65,9 @@ from pydantic import (
 
 from brokers import registry
 from brokers.base import FAULT_ROLES, BrokerParams, Endpoints, FaultSupport
-from workload.errors import Loc, Problem, ScenarioError, conflict, one_line, problems_of
 from workload.message import HEADER_MAX
-from workload.sweep import point_problems
+from workload.model.errors import Loc, Problem, ScenarioError, conflict, one_line, problems_of
+from workload.model.sweep import point_problems
 
 #: Environment variable that supplies the broker's password with deployment = 'endpoints'.
 PASSWORD_ENV = "BROKERBENCH_BROKER_PASSWORD"

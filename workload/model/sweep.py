@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from workload.errors import Loc, Problem, UserError, key_path, problems_of
+from workload.model.errors import Loc, Problem, UserError, key_path, problems_of
 
 if TYPE_CHECKING:  # the scenario module checks its points with this one
-    from workload.scenario import LoadSection, Scenario
+    from workload.model.scenario import LoadSection, Scenario
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def base_points(scenario: Scenario) -> list[SweepPoint]:
     """The points of the un-repeated sweep, numbered from 0 (one when nothing is swept).
 
     Raises pydantic's ``ValidationError`` for a point that is not valid; a scenario from
-    :func:`workload.scenario.load_scenario` has had every point checked already.
+    :func:`workload.model.scenario.load_scenario` has had every point checked already.
     """
     return [
         SweepPoint(

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 Outcome = Literal[
     "running", "below_low", "at_least_high", "within_precision", "max_probes", "incomplete"

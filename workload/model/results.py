@@ -1,6 +1,6 @@
 """The Parquet tables each client node writes, and the status of each node part.
 
-The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.layout`):
+The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model.layout`):
 
   ``seconds``                 per second, per worker: counters and latency histograms
   ``sent_ranges``             per sender worker: confirmed sequence ranges
@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workload.errors import RunFailed
-from workload.layout import LAYOUT
+from workload.model.errors import RunFailed
+from workload.model.layout import LAYOUT
 from workload.recording import WorkerRecorder
 
 HIST = pa.map_(pa.int32(), pa.int64())
@@ -353,9 +353,9 @@ def telemetry_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Write sampler rows as one Parquet file per point and node (:mod:`workload.layout`);
+    """Write sampler rows as one Parquet file per point and node (:mod:`workload.model.layout`);
     every file is attempted, the first that could not be written is raised
-    (:class:`~workload.results.RecordsNotWritten`)."""
+    (:class:`~workload.model.results.RecordsNotWritten`)."""
     by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for row in rows:
         by_file.setdefault((row["point"], row["node"]), []).append(row)
