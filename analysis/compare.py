@@ -24,7 +24,7 @@ from analysis.columns import COLUMN, COMPARED, Better, Column, SummaryRow, read_
 from analysis.repeats import Spread, spread
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
-from workload.model.scenario import SWEEPABLE
+from workload.model.sweep import SWEEPABLE
 from workload.search import format_ms
 
 #: The load that identifies a sweep point across runs: what a sweep may vary.

@@ -46,9 +46,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workload.faults import FaultRecord, PointTimeline, read_timelines
-from workload.model.results import read_point
-from workload.recording import SLOT_NS, SLOTS
+from workload.model.faults import FaultRecord, PointTimeline, read_timelines
+from workload.model.results import SLOT_NS, SLOTS, read_point
 
 NS = 1_000_000_000
 #: Every slot of a second: what a second with activity but no slots recorded (records

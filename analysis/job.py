@@ -36,8 +36,8 @@ from analysis import transforms as tf
 from analysis.columns import RUN_QUANTILES, SUMMARY_COLUMNS, SummaryRow, run_column
 from analysis.prices import cost_per_million, load_prices
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from workload.faults import read_timelines
-from workload.model.errors import one_line
+from workload.model.errors import RecordsNotWritten, one_line
+from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext
 from workload.model.results import (
@@ -46,7 +46,6 @@ from workload.model.results import (
     TELEMETRY_SCHEMA,
     NodeStatus,
     PartKey,
-    RecordsNotWritten,
     parse_status,
     raw_dir,
     read_statuses,

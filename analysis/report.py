@@ -38,10 +38,10 @@ from analysis.columns import (
     window_column,
 )
 from analysis.hdr import Bucket
-from workload.faults import read_timelines
+from workload.model.errors import RecordsNotWritten
+from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext
-from workload.model.results import RecordsNotWritten
 from workload.model.verdict import RULES, Verdict
 from workload.telemetry import HOST
 

@@ -19,7 +19,8 @@ import toml
 
 from brokers.base import Endpoints
 from workload.model.layout import LAYOUT
-from workload.model.scenario import Scenario, parse_scenario
+from workload.model.scenario import Scenario
+from workload.model.scenario_file import parse_scenario
 from workload.model.sweep import SweepPoint
 
 #: Host numbers inside the subnet: brokers from 10, clients from 100.

@@ -62,8 +62,7 @@ from infra.userdata import (
     client_user_data,
     missing_recipe_message,
 )
-from workload.model.scenario import Scenario
-from workload.model.sweep import expand
+from workload.model.scenario import Scenario, expand
 
 DEBIAN_OWNER = "136693071363"
 DEBIAN_IMAGE = "debian-12-amd64-*"

@@ -24,18 +24,12 @@ from analysis.job import PointRecords, RunRecords, clock_offsets, local_records,
 from analysis.report import text_table, write_html
 from brokers.base import Received
 from workload import message
-from workload.model.errors import UserError
+from workload.model.errors import RecordsNotWritten, UserError, write_problem
 from workload.model.record import RunContext
-from workload.model.results import (
-    NodeStatus,
-    PartKey,
-    RecordsNotWritten,
-    write_node,
-    write_problem,
-    write_status,
-)
-from workload.model.scenario import LoadSection
+from workload.model.results import NodeStatus, PartKey, write_status
+from workload.model.sections import LoadSection
 from workload.model.sweep import SweepPoint
+from workload.node_records import write_node
 from workload.preflight import (
     RECEIVED_ROW_BYTES,
     SECOND_ROW_BYTES,

@@ -50,9 +50,11 @@ from workload.aws.agent import (
 )
 from workload.context import build_context, write_context
 from workload.model.layout import LAYOUT
-from workload.model.results import NodeStatus, write_node, write_status
-from workload.model.scenario import PASSWORD_ENV, load_scenario
-from workload.model.sweep import expand
+from workload.model.results import NodeStatus, write_status
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import PASSWORD_ENV
+from workload.node_records import write_node
 
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 ROOT = Path(__file__).resolve().parent.parent

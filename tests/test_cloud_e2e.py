@@ -18,7 +18,7 @@ from brokers import registry
 from brokers.base import Endpoints
 from workload import cloud
 from workload.aws.agent import CliCommands, ClientAgent, RunStore
-from workload.model.scenario import PASSWORD_ENV
+from workload.model.sections import PASSWORD_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 

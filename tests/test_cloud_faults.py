@@ -43,10 +43,11 @@ from workload.aws.fault_agent import (
     NodeFaults,
 )
 from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
-from workload.faults import PointTimeline, schedule
+from workload.faults import schedule
 from workload.model.errors import ScenarioError
+from workload.model.faults import FaultSpec, PointTimeline
 from workload.model.layout import LAYOUT
-from workload.model.scenario import FaultSpec, parse_scenario
+from workload.model.scenario_file import parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")

@@ -24,15 +24,15 @@ from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from workload.faults import (
+from workload.faults import FaultScheduler
+from workload.model.faults import (
     FaultRecord,
-    FaultScheduler,
+    FaultSpec,
     PointTimeline,
     read_timelines,
     write_timeline,
 )
-from workload.model.results import write_node
-from workload.model.scenario import FaultSpec
+from workload.node_records import write_node
 from workload.recording import WorkerRecorder
 
 NS = 1_000_000_000

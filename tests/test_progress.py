@@ -22,7 +22,7 @@ from brokers.base import Adapter, Received
 from tests.support import memory_system, node_spec
 from workload import message
 from workload.histogram import bucket_of, bucket_value, percentile_of
-from workload.model.scenario import LoadSection
+from workload.model.sections import LoadSection
 from workload.model.sweep import SweepPoint
 from workload.node import Interval, Progress, run_node
 from workload.progress import ProgressView, clock_text, latency_text

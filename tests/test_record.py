@@ -12,8 +12,8 @@ from infra.plan import plan_fleet
 from workload.context import build_context, point_entry, recorded_scenario, write_context
 from workload.model.record import CostRecord, ManifestPoint, RunContext, load_context
 from workload.model.results import PartKey
-from workload.model.scenario import load_scenario
-from workload.model.sweep import expand
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
 from workload.node import processes_for
 from workload.search import CapacitySearch, probe_point, sender_workers
 

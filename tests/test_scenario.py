@@ -13,10 +13,12 @@ from pydantic import ValidationError
 from brokers.base import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
 from workload import cli
-from workload.model import scenario as scenario_module
+from workload.model import scenario_file
+from workload.model.bounds import format_duration, parse_duration
 from workload.model.errors import ScenarioError
-from workload.model.scenario import SweepSection, format_duration, load_scenario, parse_duration
-from workload.model.sweep import expand
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepSection
 
 GOOD = """
 name = "t"
@@ -357,7 +359,7 @@ def test_parser_out_of_memory_is_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     def exhausted(text: str) -> dict[str, object]:
         raise MemoryError
 
-    monkeypatch.setattr(scenario_module.tomllib, "loads", exhausted)
+    monkeypatch.setattr(scenario_file.tomllib, "loads", exhausted)
     (line,) = error_lines(tmp_path, GOOD)
     assert line.startswith(str(tmp_path / "s.toml")) and "too large" in line
 
@@ -555,7 +557,7 @@ def test_a_leader_down_without_fail_over_must_come_back_before_workers_give_up(
 
 
 def test_faults_are_in_the_json_schema() -> None:
-    schema = scenario_module.Scenario.model_json_schema()
+    schema = Scenario.model_json_schema()
     assert "faults" in schema["properties"]
     fault = schema["$defs"]["FaultSpec"]
     assert set(fault["properties"]) == {"at", "action", "node", "until"}

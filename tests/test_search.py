@@ -20,8 +20,10 @@ from workload import cli
 from workload.histogram import bucket_of
 from workload.model.errors import ScenarioError
 from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
-from workload.model.scenario import SearchSection, load_scenario
-from workload.model.sweep import NotASweep, expand
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import SearchSection
+from workload.model.sweep import NotASweep
 from workload.search import (
     CapacitySearch,
     ProbeRecord,

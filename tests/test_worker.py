@@ -26,7 +26,7 @@ from workload import message
 from workload.clock import ClockState
 from workload.histogram import ALPHA, NEGATIVE, Histogram
 from workload.model.results import read_statuses
-from workload.model.scenario import LoadSection
+from workload.model.sections import LoadSection
 from workload.node import run_node_processes, split
 from workload.recording import WorkerRecorder
 from workload.worker import (

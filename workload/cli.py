@@ -112,8 +112,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from workload.model.scenario import load_scenario
-    from workload.model.sweep import batching_floor, expand
+    from workload.model.scenario import expand
+    from workload.model.scenario_file import load_scenario
+    from workload.model.sweep import batching_floor
 
     failed = False
     for path in args.scenarios:
@@ -133,8 +134,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _plan(scenario: Scenario) -> str:
     """What a run of a valid scenario runs, and about how long it takes."""
-    from workload.model.scenario import format_duration
-    from workload.model.sweep import describe_points, estimated_seconds, expand
+    from workload.model.bounds import format_duration
+    from workload.model.scenario import expand
+    from workload.model.sweep import describe_points, estimated_seconds
     from workload.search import describe_search
     from workload.search import estimated_seconds as search_seconds
 

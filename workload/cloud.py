@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workload.model.bounds import parse_duration
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
 from workload.model.record import ManifestPoint
-from workload.model.scenario import PASSWORD_ENV, parse_duration
+from workload.model.sections import PASSWORD_ENV
 
 if TYPE_CHECKING:
     from infra.plan import BucketLayout

@@ -24,15 +24,12 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
-from workload.faults import FaultScheduler, start_faults, write_timeline
-from workload.model.results import (
-    NodeStatus,
-    RecordsNotWritten,
-    read_statuses,
-    write_status,
-    write_telemetry,
-)
-from workload.model.scenario import LoadSection, Scenario
+from workload.faults import FaultScheduler, start_faults
+from workload.model.errors import RecordsNotWritten
+from workload.model.faults import write_timeline
+from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
+from workload.model.scenario import Scenario
+from workload.model.sections import LoadSection
 from workload.model.verdict import NodeUsage, point_usage, verdict
 from workload.naming import destination_name, point_tag
 from workload.node import NodeSpec, Progress, node_process, split

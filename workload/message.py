@@ -16,9 +16,9 @@ import random
 import string
 from dataclasses import dataclass
 
+from workload.model.bounds import HEADER_MAX
+
 MAGIC = b"bb1"
-#: The longest header; scenarios may not ask for smaller messages.
-HEADER_MAX = 72
 _ALPHABET = (string.ascii_letters + string.digits).encode()
 
 

@@ -28,15 +28,10 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
 from workload.clock import SINGLE_HOST, ClockState, read_clock
-from workload.model.errors import first_line
-from workload.model.results import (
-    NodeStatus,
-    RecordsNotWritten,
-    read_statuses,
-    write_node,
-    write_status,
-)
-from workload.model.scenario import LoadSection
+from workload.model.errors import RecordsNotWritten, first_line
+from workload.model.results import NodeStatus, read_statuses, write_status
+from workload.model.sections import LoadSection
+from workload.node_records import write_node
 from workload.recording import WorkerRecorder
 from workload.signals import leave_stopping_to_the_coordinator
 from workload.worker import (

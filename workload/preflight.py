@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workload.model.errors import UserError
-from workload.model.results import write_problem
+from workload.model.errors import UserError, write_problem
 from workload.model.sweep import SweepPoint
 from workload.node import processes_for
 

@@ -11,10 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from workload.histogram import Histogram
-
-#: A second is split into this many slots for :attr:`SecondStats.active`.
-SLOTS = 10
-SLOT_NS = 1_000_000_000 // SLOTS
+from workload.model.results import SLOT_NS, SLOTS
 
 
 @dataclass(slots=True)

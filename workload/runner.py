@@ -40,12 +40,12 @@ from brokers.watchdog import WATCHDOG
 from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.coordinator import Coordinator, SweepPlace, places
 from workload.local_fleet import LocalFleet, RunOutcome
-from workload.model.errors import one_line
+from workload.model.errors import RecordsNotWritten, one_line
 from workload.model.layout import LAYOUT
 from workload.model.record import ProbeRecord, RunContext
-from workload.model.results import RecordsNotWritten
-from workload.model.scenario import Scenario, load_scenario
-from workload.model.sweep import SweepPoint, describe_points, expand
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint, describe_points
 from workload.naming import run_tag
 from workload.preflight import preflight
 from workload.search import (

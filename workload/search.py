@@ -41,7 +41,8 @@ from workload.model.sweep import SweepPoint
 from workload.model.sweep import estimated_seconds as sweep_seconds
 
 if TYPE_CHECKING:
-    from workload.model.scenario import Scenario, SearchSection
+    from workload.model.scenario import Scenario
+    from workload.model.sections import SearchSection
 
 #: Receivers kept up when they acknowledged at least this share of the send rate (the
 #: analysis's ``analysis.transforms.KEEP_UP_RATIO``).

@@ -34,7 +34,7 @@ from brokers.base import (
     Sender,
 )
 from workload import message
-from workload.model.scenario import LoadSection
+from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
 
 #: The longest a receiver idles waiting for senders that have not said they finished.

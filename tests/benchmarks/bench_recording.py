@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from brokers.base import Adapter, Received
 from workload import message
 from workload.histogram import Histogram
-from workload.model.scenario import LoadSection
+from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
 from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 

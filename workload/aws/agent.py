@@ -47,11 +47,12 @@ from workload.aws.fault_driver import RunFaults
 from workload.aws.fleet import S3Fleet, participants
 from workload.aws.store import RunStore, StoreDenied, now
 from workload.coordinator import Coordinator, places
-from workload.model.errors import UserError
+from workload.model.errors import RecordsNotWritten, UserError
 from workload.model.layout import LAYOUT
-from workload.model.results import RecordsNotWritten, write_telemetry
-from workload.model.scenario import Scenario, load_scenario
-from workload.model.sweep import SweepPoint, expand
+from workload.model.results import write_telemetry
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint
 from workload.preflight import preflight
 from workload.telemetry import Sampler, Target
 

@@ -12,7 +12,7 @@ node the fault's selector names at that moment: a node index always, ``"leader"`
 (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
 :meth:`PointFaults.finish` brings a node still down back when another point follows (an end
 marker of its own) and writes the point's timeline — the same
-:class:`~workload.faults.PointTimeline` as a local run, ``faults/p<point>.json`` in the run —
+:class:`~workload.model.faults.PointTimeline` as a local run, ``faults/p<point>.json`` in the run —
 with the times the broker machines acted at.
 """
 
@@ -27,10 +27,11 @@ from brokers import registry
 from brokers.base import CloudFaults
 from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
-from workload.faults import PointTimeline, planned, schedule
+from workload.faults import planned, schedule
 from workload.model.errors import first_line
+from workload.model.faults import FaultSpec, PointTimeline
 from workload.model.layout import LAYOUT
-from workload.model.scenario import FaultSpec, Scenario
+from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, run_tag
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from workload.aws.fault_driver import PointFaults, RunFaults
 from workload.aws.store import now
 from workload.coordinator import SweepPlace
-from workload.faults import write_timeline
+from workload.model.faults import write_timeline
 from workload.model.layout import LAYOUT
 from workload.model.record import load_context
 from workload.model.results import NodeStatus, write_status

@@ -1,31 +1,123 @@
-"""Expanding a scenario's ``[sweep]`` into sweep points (docs/measurement.md §4), and checking every point.
+"""A scenario's ``[sweep]`` (docs/measurement.md §4) and the sweep points it gives.
 
 Value lists give their cartesian product (in the order the keys are declared);
-``[[sweep.points]]`` gives an explicit list. Each point's load is validated again as a
-whole load section — a swept value obeys the same limits as one written in ``[load]`` —
-and its broker parameters against the system's model; receiver nodes default to twice the
-sender nodes at every point.
-
-With ``repeat = N`` every point runs N times, interleaved — all points once, then all
-points again, … — so that a drift over time (a broker's caches, compaction, the machine)
-does not bias one point. Each run is a sweep point of its own (its own index and
-destination); ``base`` names the point of the un-repeated sweep it repeats, ``repeat``
-which run it is. A capacity search (``[search]``) has no fixed list of points: its probes
-are chosen as results come in (:mod:`workload.search`), so :func:`expand` refuses it.
+``[[sweep.points]]`` gives an explicit list (:class:`SweepSection`). Each point's load is
+validated again as a whole load section — a swept value obeys the same limits as one
+written in ``[load]`` — and its broker parameters against the system's model
+(:func:`workload.model.checks.point_problems`); receiver nodes default to twice the sender
+nodes at every point. :func:`workload.model.scenario.expand` numbers the points, repeats
+included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import Field, model_validator
 
-from workload.model.errors import Loc, Problem, UserError, key_path, problems_of
+from workload.model.bounds import (
+    MAX_SWEEP_POINTS,
+    MessageSize,
+    ReceiverNodes,
+    SenderNodes,
+    Strict,
+    Threads,
+)
+from workload.model.errors import Loc, UserError
+from workload.model.sections import LoadSection
 
-if TYPE_CHECKING:  # the scenario module checks its points with this one
-    from workload.model.scenario import LoadSection, Scenario
+SWEEPABLE = ("threads", "sender_nodes", "receiver_nodes", "message_size")
+
+
+class Combination(NamedTuple):
+    """One sweep point's values, and where each is written (for messages)."""
+
+    load: dict[str, Any]
+    params: dict[str, Any]
+    load_at: dict[str, Loc]
+    params_at: dict[str, Loc]
+    #: The point as a whole: ``sweep.points[i]`` or ``sweep``.
+    at: Loc
+
+
+class SweepPointSpec(Strict):
+    """One explicit point of ``[[sweep.points]]``."""
+
+    threads: Threads | None = None
+    sender_nodes: SenderNodes | None = None
+    receiver_nodes: ReceiverNodes | None = None
+    message_size: MessageSize | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SweepSection(Strict):
+    """Values to sweep: their cartesian product, or an explicit list of points."""
+
+    threads: list[Threads] | None = None
+    sender_nodes: list[SenderNodes] | None = None
+    receiver_nodes: list[ReceiverNodes] | None = None
+    message_size: list[MessageSize] | None = None
+    params: dict[str, list[Any]] = Field(default_factory=dict)
+    points: list[SweepPointSpec] = Field(default_factory=list)
+
+    def _axes(self) -> list[tuple[bool, str, list[Any]]]:
+        """(is a broker parameter, key, values) of every value list, in declared order."""
+        axes: list[tuple[bool, str, list[Any]]] = [
+            (False, k, getattr(self, k)) for k in SWEEPABLE if getattr(self, k) is not None
+        ]
+        return axes + [(True, k, v) for k, v in self.params.items()]
+
+    def varies(self) -> bool:
+        """Whether anything is swept (value lists or explicit points)."""
+        return bool(self.points or self._axes())
+
+    def size(self) -> int:
+        """How many points the sweep has, without expanding it."""
+        if self.points:
+            return len(self.points)
+        return math.prod(len(values) for _, _, values in self._axes())
+
+    def combinations(self) -> Iterator[Combination]:
+        """Every point's values (one empty point when nothing is swept)."""
+        if self.points:
+            for i, p in enumerate(self.points):
+                load = {k: getattr(p, k) for k in SWEEPABLE if getattr(p, k) is not None}
+                yield Combination(
+                    load,
+                    dict(p.params),
+                    {k: ("sweep", "points", i, k) for k in load},
+                    {k: ("sweep", "points", i, "params", k) for k in p.params},
+                    ("sweep", "points", i),
+                )
+            return
+        axes = self._axes()
+        for picks in itertools.product(*(range(len(values)) for _, _, values in axes)):
+            combo = Combination({}, {}, {}, {}, ("sweep",))
+            for (is_param, key, values), i in zip(axes, picks, strict=True):
+                (combo.params if is_param else combo.load)[key] = values[i]
+                where = combo.params_at if is_param else combo.load_at
+                where[key] = ("sweep", "params", key, i) if is_param else ("sweep", key, i)
+            yield combo
+
+    @model_validator(mode="after")
+    def _one_style(self) -> SweepSection:
+        lists = [key for _, key, _ in self._axes()]
+        if self.points and lists:
+            raise ValueError("use either value lists or [[sweep.points]], not both")
+        for _, key, values in self._axes():
+            if not values:
+                raise ValueError(f"{key}: the list of values is empty")
+        size = self.size()
+        if size > MAX_SWEEP_POINTS:
+            raise ValueError(
+                f"{size:,} sweep points (the product of the list lengths); the limit is "
+                f"{MAX_SWEEP_POINTS:,}"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -57,45 +149,6 @@ class SweepPoint:
 
 class NotASweep(UserError):
     """A capacity search asked for its sweep points: they are not known before it runs."""
-
-
-def base_points(scenario: Scenario) -> list[SweepPoint]:
-    """The points of the un-repeated sweep, numbered from 0 (one when nothing is swept).
-
-    Raises pydantic's ``ValidationError`` for a point that is not valid; a scenario from
-    :func:`workload.model.scenario.load_scenario` has had every point checked already.
-    """
-    return [
-        SweepPoint(
-            index=index,
-            load=scenario.point_load(combo.load),
-            params=scenario.broker_params(combo.params).model_dump(),
-            varied={**combo.load, **combo.params},
-        )
-        for index, combo in enumerate(scenario.sweep.combinations())
-    ]
-
-
-def expand(scenario: Scenario) -> list[SweepPoint]:
-    """Every sweep point a run of the scenario runs, in order, numbered from 0: the points
-    of the sweep ``repeat`` times, interleaved (run ``r`` of point ``b`` is index
-    ``r × points + b``).
-
-    Raises :class:`NotASweep` for a capacity search, whose points are chosen as it runs
-    (``brokerbench run`` runs it; the client machines on AWS need a fixed list).
-    """
-    if scenario.search is not None:
-        raise NotASweep(
-            f"{scenario.name}: a capacity search ([search]) chooses its rates as results come "
-            "in, so it has no fixed list of sweep points: run it here with `brokerbench run` "
-            "(the client machines on AWS run a fixed list of points)"
-        )
-    base = base_points(scenario)
-    return [
-        replace(point, index=run * len(base) + point.index, repeat=run)
-        for run in range(scenario.repeat)
-        for point in base
-    ]
 
 
 def describe_points(points: Sequence[SweepPoint], repeat: int) -> str:
@@ -138,44 +191,3 @@ def estimated_seconds(points: Sequence[SweepPoint]) -> float:
     finish sooner.
     """
     return sum(p.load.duration + p.load.idle_timeout for p in points)
-
-
-def point_problems(scenario: Scenario) -> list[Problem]:
-    """Every sweep point's load and broker parameters, each validated whole.
-
-    A problem is named after the swept value that causes it (``sweep.message_size[0]``) or,
-    when no single value does, after the point and the values it combines.
-    """
-    found: dict[Problem, None] = {}
-    for combo in scenario.sweep.combinations():
-        checks: list[tuple[Callable[[Mapping[str, Any]], object], dict[str, Any], Loc]] = [
-            (scenario.point_load, combo.load, ("load",)),
-            (scenario.broker_params, combo.params, ("broker", "params")),
-        ]
-        for build, values, section in checks:
-            try:
-                build(values)
-            except ValidationError as exc:
-                where = combo.load_at if section == ("load",) else combo.params_at
-                for problem in problems_of(exc):
-                    found[_at_point(problem, values, where, section, combo.at)] = None
-    return list(found)
-
-
-def _at_point(
-    problem: Problem, values: dict[str, Any], where: dict[str, Loc], section: Loc, at: Loc
-) -> Problem:
-    """Name a sweep point's problem after the swept value that causes it, else the point.
-
-    The section was valid without the point's values, so when the point varies one value
-    of it, that value is the cause.
-    """
-    for key in problem.keys:
-        if key and isinstance(key[0], str) and key[0] in where:
-            return Problem(where[key[0]] + key[1:], problem.message)
-    inner = f"{key_path((*section, *problem.loc))}: {problem.message}"
-    if len(where) == 1:
-        (origin,) = where.values()
-        return Problem(origin, inner)
-    combined = " ".join(f"{k}={v!r}" for k, v in values.items())
-    return Problem(at, f"{combined}: {inner}" if combined else inner)
