@@ -24,8 +24,8 @@ from analysis.columns import COLUMN, COMPARED, Better, Column, SummaryRow, read_
 from analysis.repeats import Spread, spread
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
+from workload.model.slo import format_ms
 from workload.model.sweep import SWEEPABLE
-from workload.search import format_ms
 
 #: The load that identifies a sweep point across runs: what a sweep may vary.
 POINT_KEY = SWEEPABLE

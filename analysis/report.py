@@ -42,8 +42,8 @@ from workload.model.errors import RecordsNotWritten
 from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext
+from workload.model.telemetry import HOST
 from workload.model.verdict import RULES, Verdict
-from workload.telemetry import HOST
 
 NS = 1_000_000_000
 

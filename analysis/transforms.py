@@ -14,8 +14,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.columns import METRICS, window_column
-from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
-from workload.telemetry import USAGE_MEANS
+from workload.model.buckets import CLIPPED, GAMMA, MAX_US, NEGATIVE
+from workload.model.telemetry import USAGE_MEANS
 
 KEY = ["run_id", "point"]
 COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")

@@ -35,18 +35,12 @@ from tests.test_agent_iam import Account, answer, answers
 from tests.test_cloud_commands import BUCKET, REGION, RUN
 from workload.aws import fault_agent
 from workload.aws.agent import ClientAgent, RunStore
-from workload.aws.fault_agent import (
-    BEGIN,
-    END,
-    FaultAgent,
-    FaultFailed,
-    NodeFaults,
-)
+from workload.aws.fault_agent import FaultAgent, FaultFailed, NodeFaults
 from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
 from workload.faults import schedule
 from workload.model.errors import ScenarioError
 from workload.model.faults import FaultSpec, PointTimeline
-from workload.model.layout import LAYOUT
+from workload.model.layout import BEGIN, END, LAYOUT
 from workload.model.scenario_file import parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workload import message
-from workload.histogram import NEGATIVE
+from workload.model.buckets import NEGATIVE
 from workload.recording import WorkerRecorder
 
 

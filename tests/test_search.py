@@ -23,17 +23,16 @@ from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import SearchSection
+from workload.model.slo import Verdict, verdict
 from workload.model.sweep import NotASweep
 from workload.search import (
     CapacitySearch,
     ProbeRecord,
     SearchRecord,
-    Verdict,
     between,
     measure_point,
     probe_line,
     probe_point,
-    verdict,
 )
 
 SEARCH = """

@@ -48,10 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workload.aws.store import RunStore, agent_arguments, agent_store
-from workload.model.layout import LAYOUT
+from workload.model.layout import BEGIN, END, LAYOUT
 
-#: Marker kinds: a fault begins, a fault ends.
-BEGIN, END = "begin", "end"
 #: The iptables chain of an isolated node.
 CHAIN = "brokerbench-isolate"
 #: Ports an isolation must never cut: SSH and HTTPS (S3, the parameter store).

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 
 from brokers import registry
 from brokers.base import CloudFaults
-from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
 from workload.faults import planned, schedule
 from workload.model.errors import first_line
 from workload.model.faults import FaultSpec, PointTimeline
-from workload.model.layout import LAYOUT
+from workload.model.layout import BEGIN, END, LAYOUT
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, run_tag

@@ -38,6 +38,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: Kinds of fault marker: a fault begins, a fault ends.
+BEGIN, END = "begin", "end"
+
 _NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
 _FAULT_MARKER = re.compile(r"p(\d+)-f(\d+)\.(begin|end)$")
 
