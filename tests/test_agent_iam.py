@@ -40,7 +40,6 @@ from infra.access import analysis_s3_policy, client_s3_policy
 from infra.plan import BucketLayout, plan_fleet
 from tests import test_cloud_commands as fleet_tests
 from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
-from workload import cloud
 from workload.aws.agent import (
     CliCommands,
     ClientAgent,
@@ -55,6 +54,7 @@ from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import PASSWORD_ENV
 from workload.node_records import write_node
+from workload.shell import cloud, cloud_fetch, cloud_run
 
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 ROOT = Path(__file__).resolve().parent.parent
@@ -531,13 +531,13 @@ def test_a_run_with_a_node_that_never_starts(
 
     from analysis.job import analyse
 
-    run_dir = cloud.fetch_run(
-        admin, cloud.CloudRun(BUCKET, RUN, REGION), tmp_path / "fetched", raw=True
+    run_dir = cloud_fetch.fetch_run(
+        admin, cloud_run.CloudRun(BUCKET, RUN, REGION), tmp_path / "fetched", raw=True
     )
     rows = analyse(spark, run_dir)
     assert all(row["sent"] > 0 and row["received"] > 0 for row in rows), rows  # a real broker
     capsys.readouterr()
-    assert cloud.print_summary(run_dir)
+    assert cloud_fetch.print_summary(run_dir)
     table = capsys.readouterr().out
     flagged = [line for line in table.splitlines() if "←" in line]
     assert len(flagged) == 3, table

@@ -11,14 +11,14 @@ import pytest
 
 from brokers import registry
 from tests.conftest import SCENARIOS
-from workload import cli
 from workload.context import build_context
 from workload.model.errors import ScenarioError, UserError
 from workload.model.results import read_point
 from workload.model.scenario import expand
 from workload.model.sweep import estimated_seconds
 from workload.naming import destination_name, run_tag
-from workload.remote import _point
+from workload.shell import cli
+from workload.shell.remote import _point
 
 SWEPT = """
 name = "r"

@@ -12,13 +12,13 @@ from pydantic import ValidationError
 
 from brokers.base import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
-from workload import cli
 from workload.model import scenario_file
 from workload.model.bounds import format_duration, parse_duration
 from workload.model.errors import ScenarioError
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepSection
+from workload.shell import cli
 
 GOOD = """
 name = "t"
@@ -590,7 +590,7 @@ def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
     import importlib.metadata
 
     from brokers import registry
-    from workload.cli import main
+    from workload.shell.cli import main
 
     real = importlib.metadata.version
 
@@ -613,7 +613,7 @@ def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
 def test_validate_names_the_open_loop_batching_floor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from workload.cli import main
+    from workload.shell.cli import main
 
     paced = write(tmp_path, GOOD.replace("threads = 3", "threads = 3\nrate = 500"))
     assert main(["validate", str(paced)]) == 0

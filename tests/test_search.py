@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import SCENARIOS
-from workload import cli
 from workload.histogram import bucket_of
 from workload.model.errors import ScenarioError
 from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
@@ -34,6 +33,7 @@ from workload.search import (
     probe_line,
     probe_point,
 )
+from workload.shell import cli
 
 SEARCH = """
 name = "s"

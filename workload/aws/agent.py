@@ -115,7 +115,7 @@ class CliCommands:
         ]
         self.log("$ brokerbench " + " ".join(args))
         done = subprocess.run(
-            [sys.executable, "-m", "workload.cli", *args],
+            [sys.executable, "-m", "workload.shell.cli", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

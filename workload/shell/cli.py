@@ -235,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Command groups owned by their own modules.
     from analysis.compare_cli import register as register_compare
-    from workload.cloud import register as register_cloud
-    from workload.remote import register as register_remote
+    from workload.shell.cloud import register as register_cloud
+    from workload.shell.remote import register as register_remote
 
     register_compare(sub)
     register_cloud(sub)
