@@ -1,5 +1,6 @@
 """The layers of the code, checked on its imports (every import statement, also those inside
-functions and under ``TYPE_CHECKING``): nothing imports a layer above its own.
+functions and under ``TYPE_CHECKING``): nothing imports a layer above its own, and no two
+files import each other, directly or round a circle.
 
 A module's layer is the folder it lives in — the deepest folder :data:`LAYERS` names — and
 nothing else. From the top:
@@ -85,6 +86,38 @@ def imports(path: Path) -> set[str]:
 IMPORTS = {module: imports(path) - {module} for module, path in MODULES.items()}
 
 
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
 def test_every_module_has_a_layer_and_every_layer_a_module() -> None:
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert {layer(m) for m in MODULES} == set(ALLOWED)
@@ -97,6 +130,30 @@ def test_no_import_runs_up_a_layer(module: str) -> None:
         name for name in IMPORTS[module] if layer(name) != mine and layer(name) not in ALLOWED[mine]
     )
     assert not upward, f"{module} ({mine}) imports {upward}"
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        *(p for p in PACKAGES if p != "brokers"),
+        pytest.param(
+            "brokers",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a system's parameter model lives in its package's __init__, which "
+                "imports the adapter and recipes that name the model",
+            ),
+        ),
+    ],
+)
+def test_no_two_files_import_each_other(package: str) -> None:
+    found = [c for c in circles(IMPORTS) if c[0].split(".")[0] == package]
+    assert not found, f"import circles: {found}"
 
 
 @pytest.mark.parametrize(
