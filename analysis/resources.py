@@ -99,7 +99,7 @@ def resource_table(
         usage = point_usage(
             usages.get(entry.point, []),
             rate=load.rate,
-            workers=load.threads * load.sender_nodes,
+            workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=send,
         )

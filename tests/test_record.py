@@ -15,7 +15,7 @@ from workload.model.results import PartKey
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario
 from workload.node import processes_for
-from workload.search import CapacitySearch, probe_point, sender_workers
+from workload.search import CapacitySearch, probe_point
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "workload" / "scenarios"
 
@@ -79,7 +79,7 @@ def test_a_search_context_round_trips_unchanged(tmp_path: Path) -> None:
     scenario = load_scenario(SCENARIOS / "redis-capacity.toml")
     assert scenario.search is not None
     system = registry.get("redis")
-    search = CapacitySearch(scenario.search, sender_workers(scenario))
+    search = CapacitySearch(scenario.search, scenario.load.sender_workers)
     context = build_context("run-1", scenario, "c.toml", system, [], BROKER)
     context.search = search.record
     write_context(tmp_path, context)

@@ -313,7 +313,7 @@ class LocalFleet:
         usage = point_usage(
             (NodeUsage.of_row(r) for r in node_means(rows, start, end)),
             rate=load.rate,
-            workers=load.threads * load.sender_nodes,
+            workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=running.view.send_rate(),
         )

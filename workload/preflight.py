@@ -62,14 +62,14 @@ def disk_estimate(points: Sequence[SweepPoint], cpus: int | None = None) -> Disk
     messages = worker_seconds = 0
     for point in points:
         load = point.load
-        senders = load.threads * load.sender_nodes
+        senders = load.sender_workers
         per_worker = load.rate or CLOSED_LOOP_MSGS_PER_S
         rate = min(senders * per_worker, cpus * MAX_MSGS_PER_S_PER_CPU)
         sent = rate * load.duration
         if load.messages is not None:
             sent = min(sent, load.messages * senders)
         messages += int(sent)
-        workers = load.threads * (load.sender_nodes + point.receiver_nodes)
+        workers = senders + load.threads * point.receiver_nodes
         worker_seconds += int(workers * (load.duration + load.idle_timeout))
     return DiskEstimate(messages, worker_seconds)
 

@@ -55,7 +55,6 @@ from workload.search import (
     measure_point,
     probe_line,
     probe_point,
-    sender_workers,
     unjudged,
 )
 from workload.search import estimated_seconds as search_seconds
@@ -115,7 +114,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     scenario = load_scenario(scenario_path)
     system = registry.get(scenario.broker.system)
     search = (
-        CapacitySearch(scenario.search, sender_workers(scenario))
+        CapacitySearch(scenario.search, scenario.load.sender_workers)
         if scenario.search is not None
         else None
     )

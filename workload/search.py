@@ -227,8 +227,7 @@ def between(low: float, high: float) -> float:
 def probe_point(scenario: Scenario, index: int, rate: float) -> SweepPoint:
     """The sweep point of a probe at ``rate`` msgs/s in total: the scenario's load with
     each sender worker's ``rate`` its share; labelled by the total (``rate=25000``)."""
-    load = scenario.point_load()
-    workers = load.threads * load.sender_nodes
+    workers = scenario.load.sender_workers
     shown: float | int = int(rate) if float(rate).is_integer() else rate
     return SweepPoint(
         index=index,
@@ -236,10 +235,6 @@ def probe_point(scenario: Scenario, index: int, rate: float) -> SweepPoint:
         params=scenario.broker_params().model_dump(),
         varied={"rate": shown},
     )
-
-
-def sender_workers(scenario: Scenario) -> int:
-    return scenario.load.threads * scenario.load.sender_nodes
 
 
 def judge(point: SweepPoint, measures: Measures, slo_p99_s: float) -> ProbeRecord:
@@ -293,7 +288,7 @@ def describe_search(scenario: Scenario) -> str:
     """The search plan in words, for ``brokerbench validate``."""
     spec = scenario.search
     assert spec is not None
-    workers = sender_workers(scenario)
+    workers = scenario.load.sender_workers
     return (
         f"capacity search: {format_rate(spec.low)} to {format_rate(spec.high)} msgs/s in total "
         f"over {workers} sender worker(s), SLO processing p99 ≤ "

@@ -101,7 +101,7 @@ def search_problems(scenario: Scenario) -> list[Problem]:
                 "repeat, or repeat the whole search)",
             )
         )
-    workers = scenario.load.threads * scenario.load.sender_nodes
+    workers = scenario.load.sender_workers
     for key in ("low", "high"):
         total = getattr(search, key)
         per_worker = total / workers

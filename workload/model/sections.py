@@ -169,6 +169,16 @@ class LoadSection(Strict):
         20.0, description="A worker gives up after failing continuously for this long."
     )
 
+    @property
+    def sender_workers(self) -> int:
+        """Sender workers over every sender node (``threads × sender_nodes``)."""
+        return self.threads * self.sender_nodes
+
+    @property
+    def receivers(self) -> int:
+        """Receiver nodes: as given, else twice the sender nodes."""
+        return self.receiver_nodes or 2 * self.sender_nodes
+
     @model_validator(mode="after")
     def _pool_fits(self) -> LoadSection:
         size = self.pool_size * self.message_size

@@ -140,7 +140,7 @@ class SweepPoint:
 
     @property
     def receiver_nodes(self) -> int:
-        return self.load.receiver_nodes or 2 * self.load.sender_nodes
+        return self.load.receivers
 
     @property
     def label(self) -> str:
