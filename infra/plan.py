@@ -19,6 +19,7 @@ import toml
 
 from brokers.base import Endpoints
 from workload.model.layout import LAYOUT
+from workload.model.manifest import ManifestPoint
 from workload.model.scenario import Scenario
 from workload.model.scenario_file import parse_scenario
 from workload.model.sweep import SweepPoint
@@ -49,16 +50,6 @@ class ClientNode:
     @property
     def name(self) -> str:
         return f"{self.role}-{self.index}"
-
-
-@dataclass(frozen=True)
-class PointPlan:
-    """How many client machines of each role take part in one sweep point."""
-
-    index: int
-    senders: int
-    receivers: int
-    label: str
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,7 @@ class FleetPlan:
     brokers: tuple[BrokerNode, ...]
     senders: tuple[ClientNode, ...]
     receivers: tuple[ClientNode, ...]
-    points: tuple[PointPlan, ...]
+    points: tuple[ManifestPoint, ...]
 
     @property
     def cluster(self) -> dict[str, list[str]]:
@@ -140,9 +131,7 @@ class PlanError(ValueError):
 def plan_fleet(roles: dict[str, int], points: list[SweepPoint], subnet_cidr: str) -> FleetPlan:
     """Broker nodes for ``roles`` and clients for the largest sweep point, with addresses."""
     subnet = ipaddress.ip_network(subnet_cidr)
-    point_plans = tuple(
-        PointPlan(p.index, p.load.sender_nodes, p.receiver_nodes, p.label) for p in points
-    )
+    point_plans = tuple(ManifestPoint.of(p) for p in points)
     senders = max((p.senders for p in point_plans), default=0)
     receivers = max((p.receivers for p in point_plans), default=0)
     broker_count = sum(roles.values())

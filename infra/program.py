@@ -10,7 +10,6 @@ the clients use (:mod:`infra.queue`).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -61,6 +60,12 @@ from infra.userdata import (
     broker_user_data,
     client_user_data,
     missing_recipe_message,
+)
+from workload.model.manifest import (
+    ManifestEndpoints,
+    ManifestNode,
+    ManifestVolume,
+    RunManifest,
 )
 from workload.model.scenario import Scenario, expand
 
@@ -335,32 +340,28 @@ def _manifest(
     region: str,
 ) -> str:
     """What the cloud commands (and the run context) need to know about this deployment."""
-    return json.dumps(
-        {
-            "run_id": layout.run_id,
-            "stack": stack,
-            "system": system.name,
-            "title": system.title,
-            "scenario": scenario.name,
-            "scenario_file": str(settings.scenario),
-            "region": region,
-            "bucket": bucket,
-            "run_prefix": layout.run_prefix,
-            "topology": plan.roles,
-            "replication": system.reference_topology.replication,
-            "caveats": list(system.caveats),
-            "broker_instance_type": settings.broker_instance_type,
-            "client_instance_type": settings.client_instance_type,
-            "data_volume": {"gib": settings.data_volume_gib, "type": settings.data_volume_type},
-            "brokers": [vars(n) for n in plan.brokers],
-            "clients": [vars(n) for n in plan.clients],
-            "points": [vars(p) for p in plan.points],
-            "endpoints": {"hosts": list(endpoints.hosts), "extra": dict(endpoints.extra)},
-            "emr_python": settings.emr_python,
-        },
-        indent=1,
-        sort_keys=True,
-    )
+    return RunManifest(
+        run_id=layout.run_id,
+        stack=stack,
+        system=system.name,
+        title=system.title,
+        scenario=scenario.name,
+        scenario_file=str(settings.scenario),
+        region=region,
+        bucket=bucket,
+        run_prefix=layout.run_prefix,
+        topology=plan.roles,
+        replication=system.reference_topology.replication,
+        caveats=list(system.caveats),
+        broker_instance_type=settings.broker_instance_type,
+        client_instance_type=settings.client_instance_type,
+        data_volume=ManifestVolume(gib=settings.data_volume_gib, type=settings.data_volume_type),
+        brokers=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.brokers],
+        clients=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.clients],
+        points=list(plan.points),
+        endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
+        emr_python=settings.emr_python,
+    ).to_json()
 
 
 def _debian_ami() -> str:

@@ -480,7 +480,7 @@ def test_a_run_with_a_node_that_never_starts(
     )
     admin = account.client("s3", account.admin)
     plan = plan_fleet({"broker": 1}, expand(load_scenario(scenario)), "10.42.1.0/24")
-    manifest = {"run_id": RUN, "points": [vars(p) for p in plan.points]}
+    manifest = {"run_id": RUN, "points": [p.model_dump() for p in plan.points]}
     admin.put_object(
         Bucket=BUCKET, Key=BUCKET_LAYOUT.manifest_key, Body=json.dumps(manifest).encode()
     )

@@ -1,6 +1,5 @@
 """The run record's shapes (docs/measurement.md §3): the run context written as ``context.json``, each of
-its sweep points (and the same point as an AWS run's manifest has it), and a capacity
-search's record — typed, for every writer and reader.
+its sweep points and a capacity search's record — typed, for every writer and reader.
 
 :mod:`workload.context` builds a :class:`RunContext`; the runner (locally) and ``brokerbench
 prepare`` (on AWS) fill it in and write it; the analysis, the terminal summary, the report
@@ -48,17 +47,6 @@ class PointLoad(LoadSection):
     model_config = ConfigDict(extra="allow", frozen=False, strict=False)
 
 
-class ManifestPoint(Record):
-    """One sweep point as an AWS run's manifest records it (``points``; the stack writes
-    ``infra.plan.PointPlan``): how many client machines of each role take part. It is the
-    context's :class:`PointEntry` seen from the fleet (:meth:`PointEntry.manifest_point`)."""
-
-    index: int
-    senders: int
-    receivers: int
-    label: str = ""
-
-
 class PointEntry(Record):
     """One sweep point as it runs (an entry of the context's ``points``): its index, label,
     swept values, resolved load and parameters, and — with ``repeat`` — which run of which
@@ -89,15 +77,6 @@ class PointEntry(Record):
     def processes(self) -> int:
         """Processes per client node (one where the record does not say)."""
         return self.processes_per_node or 1
-
-    def manifest_point(self) -> ManifestPoint:
-        """This point as the AWS run manifest records it."""
-        return ManifestPoint(
-            index=self.point,
-            senders=self.load.sender_nodes,
-            receivers=self.load.receivers,
-            label=self.label,
-        )
 
 
 class BrokerRecord(Record):

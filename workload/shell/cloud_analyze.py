@@ -108,7 +108,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     emr = aws_client("emr-serverless", run.region)
     image = analysis_image(emr, run)  # refuse before submitting a job that cannot run
     manifest = read_manifest(aws_client("s3", run.region), run)
-    job_run_id = submit_analysis(emr, run, str(manifest.get("emr_python", "")))
+    job_run_id = submit_analysis(emr, run, manifest.emr_python)
     print(
         f"submitted the analysis of {run.run_id} to EMR Serverless (image {image}): "
         f"job run {job_run_id}"

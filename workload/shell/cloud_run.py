@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workload.model.errors import UserError
+from pydantic import ValidationError
+
+from workload.model.errors import UserError, one_line
 from workload.model.layout import LAYOUT
+from workload.model.manifest import RunManifest
 
 if TYPE_CHECKING:
     from infra.plan import BucketLayout
@@ -94,7 +97,7 @@ def aws_client(service: str, region: str | None) -> Any:
     return boto3.client(service, region_name=region)
 
 
-def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
+def read_manifest(s3: Any, run: CloudRun) -> RunManifest:
     """The run manifest the stack uploaded (nodes, sweep points, instance types …)."""
     try:
         body = s3.get_object(Bucket=run.bucket, Key=run.manifest_key)["Body"].read()
@@ -102,5 +105,9 @@ def read_manifest(s3: Any, run: CloudRun) -> dict[str, Any]:
         raise UserError(
             f"s3://{run.bucket}/{run.manifest_key}: cannot read the manifest ({exc})"
         ) from None
-    manifest: dict[str, Any] = json.loads(body)
-    return manifest
+    try:
+        return RunManifest.model_validate_json(body)
+    except ValidationError as exc:
+        raise UserError(
+            f"s3://{run.bucket}/{run.manifest_key}: not a run manifest ({one_line(str(exc))})"
+        ) from None

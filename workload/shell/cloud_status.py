@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workload.model.layout import LAYOUT
-from workload.model.record import ManifestPoint
 from workload.shell.cloud_run import CloudRun, aws_client, read_manifest, resolve_run
 
 
@@ -39,7 +38,7 @@ def run_progress(s3: Any, run: CloudRun) -> Progress:
     present = store.keys(LAYOUT.markers)
     failed, missing, done = [], [], 0
     awaited: set[tuple[str, int]] = set()
-    for point in (ManifestPoint.model_validate(p) for p in manifest["points"]):
+    for point in manifest.points:
         for role, count in (("sender", point.senders), ("receiver", point.receivers)):
             for node in range(count):
                 key = LAYOUT.done(point.index, role, node)
