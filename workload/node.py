@@ -227,38 +227,44 @@ def run_node(
     except Exception as exc:
         errors.append(first_line(exc))
     finally:
-        # A results file that cannot be written (a full disk, a read-only directory) is one
-        # line here, in this process, and the first thing the part's status says.
-        unwritten: list[str] = []
-        try:
-            write_node(
-                spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
-            )
-        except RecordsNotWritten as exc:
-            unwritten.append(str(exc))
-        status = NodeStatus(
-            point=spec.point,
-            role=spec.role,
-            node=spec.node,
-            part=spec.part,
-            ok=not errors and not unwritten,
-            error="; ".join([*unwritten[:1], *errors[:1]]),
-            sent=sum(r.total_sent for r in recorders),
-            received=sum(r.total_received for r in recorders),
-            errors=sum(r.total_errors for r in recorders),
-            clock_offset_s=spec.clock.offset_s,
-            clock_source=spec.clock.source,
-        )
-        try:
-            write_status(spec.run_dir, status)
-        except RecordsNotWritten as exc:
-            unwritten.append(str(exc))
-        if unwritten:
-            with contextlib.suppress(OSError, ValueError):  # a closed terminal
-                lead = "\r\033[K" if sys.stderr.isatty() else ""  # over the progress line
-                line = f"{lead}brokerbench: {status.key.who}: {unwritten[0]}"
-                print(line, file=sys.stderr, flush=True)
+        status = _keep_results(spec, recorders, errors)
         report(done=True)
+    return status
+
+
+def _keep_results(spec: NodeSpec, recorders: list[WorkerRecorder], errors: list[str]) -> NodeStatus:
+    """Write the part's records and its status; the status. A results file that cannot be
+    written (a full disk, a read-only directory) is one line here, in this process, and the
+    first thing the part's status says."""
+    unwritten: list[str] = []
+    try:
+        write_node(
+            spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
+        )
+    except RecordsNotWritten as exc:
+        unwritten.append(str(exc))
+    status = NodeStatus(
+        point=spec.point,
+        role=spec.role,
+        node=spec.node,
+        part=spec.part,
+        ok=not errors and not unwritten,
+        error="; ".join([*unwritten[:1], *errors[:1]]),
+        sent=sum(r.total_sent for r in recorders),
+        received=sum(r.total_received for r in recorders),
+        errors=sum(r.total_errors for r in recorders),
+        clock_offset_s=spec.clock.offset_s,
+        clock_source=spec.clock.source,
+    )
+    try:
+        write_status(spec.run_dir, status)
+    except RecordsNotWritten as exc:
+        unwritten.append(str(exc))
+    if unwritten:
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal
+            lead = "\r\033[K" if sys.stderr.isatty() else ""  # over the progress line
+            line = f"{lead}brokerbench: {status.key.who}: {unwritten[0]}"
+            print(line, file=sys.stderr, flush=True)
     return status
 
 
