@@ -2,7 +2,7 @@
 
 During the run each probe is judged from its raw records so the search can choose the next
 rate (:mod:`workload.search`). Here every probe is judged again, by the same rule
-(:func:`workload.search.verdict`), from the analysis's own figures of the point — the
+(:func:`workload.model.slo.verdict`), from the analysis's own figures of the point — the
 summary row's rates, errors and whole-run processing p99 — and the capacity at the SLO is
 the bracket those verdicts give: at least the highest rate that held, below the lowest
 that failed.
@@ -16,9 +16,9 @@ from typing import Any
 
 from analysis.column_model import run_column
 from analysis.columns import number
-from workload.record import RunContext, SearchRecord
-from workload.search import format_ms, format_rate, verdict
-from workload.verdict import Verdict
+from workload.model.record import RunContext, SearchRecord
+from workload.model.slo import format_ms, format_rate, verdict
+from workload.model.verdict import Verdict
 
 #: The summary columns of a probe (empty for the points of a sweep).
 PROBE_COLUMNS = ("target_msgs_per_s", "slo_holds", "slo_reason")
@@ -70,7 +70,7 @@ class Capacity:
     #: The search ended by its own rule (not interrupted or failed).
     complete: bool
     #: Where the clients or the shared machine set the pace of the lowest failing probe:
-    #: the bracket is theirs, not the broker's (:meth:`workload.verdict.Verdict.label`).
+    #: the bracket is theirs, not the broker's (:meth:`workload.model.verdict.Verdict.label`).
     bound: str = ""
 
     @property

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 from analysis.column_model import METRIC_TITLES, RUN_QUANTILES
 from analysis.hdr import Bucket
 from analysis.point_charts import ResourceSeries, Window
-from workload.layout import LAYOUT
-from workload.telemetry import HOST
+from workload.model.layout import LAYOUT
+from workload.model.telemetry import HOST
 
 #: The resource charts of a point: (title, unit, telemetry column, roles drawn).
 RESOURCE_CHARTS = (

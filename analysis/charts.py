@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.column_model import QUANTILE_TITLES
 from analysis.curve import CurvePoint, Level, knee, levels
 from analysis.hdr import Bucket
-from workload.errors import UserError
+from workload.model.errors import UserError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

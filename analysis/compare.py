@@ -23,10 +23,10 @@ from analysis.capacity import Capacity, capacity
 from analysis.column_model import Better, Column
 from analysis.columns import COLUMN, COMPARED, SummaryRow, read_summary_csv
 from analysis.repeats import Spread, spread
-from workload.errors import UserError
-from workload.layout import LAYOUT
-from workload.scenario import SWEEPABLE
-from workload.search import format_ms
+from workload.model.errors import UserError
+from workload.model.layout import LAYOUT
+from workload.model.slo import format_ms
+from workload.model.sweep import SWEEPABLE
 
 #: The load that identifies a sweep point across runs: what a sweep may vary.
 POINT_KEY = SWEEPABLE

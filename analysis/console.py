@@ -11,7 +11,7 @@ from analysis import repeats
 from analysis.capacity import capacity
 from analysis.columns import SummaryRow
 from analysis.summary_table import fault_lines, text_table
-from workload.record import RunContext
+from workload.model.record import RunContext
 
 
 def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryRow]) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 
 from analysis.columns import SummaryRow, number
 from analysis.summary_table import formatted
-from workload.layout import LAYOUT
-from workload.record import RunContext
+from workload.model.layout import LAYOUT
+from workload.model.record import RunContext
 
 
 def where_it_ran(context: RunContext | Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ from analysis.column_model import RUN_QUANTILES, run_column
 from analysis.columns import SummaryRow, number
 from analysis.repeats import spread
 from analysis.summary_table import bound_label
-from workload.record import PointEntry
+from workload.model.record import PointEntry
 
 # The knee rule (see :func:`knee`).
 #: A step to more load must raise receive throughput by at least this factor …
@@ -61,7 +61,7 @@ class CurvePoint:
     latency_ms: Mapping[str, float | None]
     series: str = ""
     #: What set the point's pace, where the clients or the shared machine did: the label
-    #: its knee gets (:meth:`workload.verdict.Verdict.label`); "" otherwise.
+    #: its knee gets (:meth:`workload.model.verdict.Verdict.label`); "" otherwise.
     bound: str = ""
 
 

@@ -3,7 +3,7 @@ gaps, the errors, duplicates and redeliveries through each fault, and confirmed 
 not received split into lost and unavailable.
 
 Inputs are a run directory's fault timelines (``faults/p<point>.json``, written by
-:mod:`workload.faults`) and its raw tables (:mod:`workload.results`), read with pyarrow —
+:mod:`workload.faults`) and its raw tables (:mod:`workload.model.results`), read with pyarrow —
 no Spark session is needed. The raw records count per second and mark the tenths of each
 second in which a worker confirmed a send or received a message (``active_tenths``), so
 gaps are measured to 0.1 s:
@@ -46,9 +46,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workload.faults import FaultRecord, PointTimeline, read_timelines
-from workload.recording import SLOT_NS, SLOTS
-from workload.results import read_point
+from workload.model.faults import FaultRecord, PointTimeline, read_timelines
+from workload.model.results import SLOT_NS, SLOTS, read_point
 
 NS = 1_000_000_000
 #: Every slot of a second: what a second with activity but no slots recorded (records

@@ -4,9 +4,9 @@ The ``.hgrm`` text is what HdrHistogram's ``outputPercentileDistribution`` print
 its plotter (and the tools built on it) read: a header, then one line per value with the
 percentile reached at it, the count so far and ``1/(1-percentile)``, and a footer with mean,
 standard deviation, max and total count. Values are milliseconds. brokerbench's histograms
-are log-scale buckets 1 % wide (:mod:`workload.histogram`), so every line is one non-empty
+are log-scale buckets 1 % wide (:mod:`workload.model.buckets`), so every line is one non-empty
 bucket at its representative value; negative latencies (clocks apart) read as 0. Where a
-point's file goes is :meth:`workload.layout.RunLayout.hdr`.
+point's file goes is :meth:`workload.model.layout.RunLayout.hdr`.
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ from analysis.prices import cost_per_million, load_prices
 from analysis.raw_tables import arrow_schema, read_table, read_telemetry
 from analysis.records import clock_offsets, delivery_label, point_records, run_records
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from workload.faults import read_timelines
-from workload.layout import LAYOUT
-from workload.record import RunContext
-from workload.results import RecordsNotWritten
+from workload.model.errors import RecordsNotWritten
+from workload.model.faults import read_timelines
+from workload.model.layout import LAYOUT
+from workload.model.record import RunContext
 
 
 def _seconds(value: int | float | str | None) -> float:

@@ -24,8 +24,8 @@ from analysis.curve import KNEE_RULE, CurvePoint, knee_text
 from analysis.curve import curve_points as report_curve_points
 from analysis.report import Charts, page
 from analysis.summary_table import TABLE, cell
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
 
 
 @dataclass

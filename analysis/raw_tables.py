@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from analysis.storage import RunLocation
-from workload.layout import LAYOUT
-from workload.results import TABLES, TELEMETRY_SCHEMA
+from workload.model.layout import LAYOUT
+from workload.model.results import TABLES, TELEMETRY_SCHEMA
 
 _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
     pa.string(): T.StringType(),

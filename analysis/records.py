@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 from analysis import transforms as tf
 from analysis.raw_tables import read_table
 from analysis.storage import RunLocation
-from workload.errors import one_line
-from workload.record import PointEntry, RunContext
-from workload.results import (
+from workload.model.errors import one_line
+from workload.model.record import PointEntry, RunContext
+from workload.model.results import (
     DELIVERY_TABLES,
     TABLES,
     NodeStatus,

@@ -39,11 +39,11 @@ from analysis.summary_table import (
     kept_up,
     notes,
 )
-from workload.faults import read_timelines
-from workload.layout import LAYOUT
-from workload.record import Measurement, RunContext
-from workload.results import RecordsNotWritten
-from workload.verdict import RULES
+from workload.model.errors import RecordsNotWritten
+from workload.model.faults import read_timelines
+from workload.model.layout import LAYOUT
+from workload.model.record import Measurement, RunContext
+from workload.model.verdict import RULES
 
 NS = 1_000_000_000
 

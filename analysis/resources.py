@@ -17,7 +17,7 @@ The Spark job averages every node's telemetry over the point's measurement perio
 * what a message costs the broker: CPU microseconds and bytes written to disk per
   confirmed message (all broker nodes together, over the send rate) — figures that compare
   across systems and runs;
-* ``limited_by`` / ``limited_reason``: :func:`workload.verdict.verdict`.
+* ``limited_by`` / ``limited_reason``: :func:`workload.model.verdict.verdict`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from workload.record import RunContext
-from workload.verdict import NodeUsage, Usage, Verdict, point_usage, verdict
+from workload.model.record import RunContext
+from workload.model.verdict import NodeUsage, Usage, Verdict, point_usage, verdict
 
 MB = 1_000_000.0
 
@@ -99,7 +99,7 @@ def resource_table(
         usage = point_usage(
             usages.get(entry.point, []),
             rate=load.rate,
-            workers=load.threads * load.sender_nodes,
+            workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=send,
         )

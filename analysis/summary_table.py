@@ -15,7 +15,7 @@ from typing import Any
 
 from analysis.column_model import run_column, window_column
 from analysis.columns import COLUMN, SummaryRow
-from workload.verdict import Verdict
+from workload.model.verdict import Verdict
 
 #: The terminal table's columns, (column, title, format) as each column declares them.
 TABLE = [

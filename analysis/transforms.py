@@ -1,6 +1,6 @@
 """The analysis as pure DataFrame → DataFrame functions (docs/measurement.md §3, §5).
 
-Inputs are the raw tables every client node writes (``workload.results``): per-second
+Inputs are the raw tables every client node writes (``workload.model.results``): per-second
 counters and histograms, confirmed sequence ranges and received identities. Histograms
 are merged by adding bucket counts — across workers, nodes and seconds — never by
 averaging percentiles. Nothing here collects per-message data to the driver.
@@ -14,8 +14,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.column_model import METRICS, window_column
-from workload.histogram import CLIPPED, GAMMA, MAX_US, NEGATIVE
-from workload.telemetry import USAGE_MEANS
+from workload.model.buckets import CLIPPED, GAMMA, MAX_US, NEGATIVE
+from workload.model.telemetry import USAGE_MEANS
 
 KEY = ["run_id", "point"]
 COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")

@@ -26,8 +26,7 @@ import pulumi_aws as aws
 
 from brokers.cloud import BROKER_PASSWORD
 from infra.plan import BucketLayout
-from workload.aws.fault_agent import BEGIN, END
-from workload.layout import LAYOUT
+from workload.model.layout import BEGIN, END, LAYOUT
 
 BEGIN_SUFFIX, END_SUFFIX = f".{BEGIN}", f".{END}"
 

@@ -18,9 +18,11 @@ from typing import Any
 import toml
 
 from brokers.base import Endpoints
-from workload.layout import LAYOUT
-from workload.scenario import Scenario, parse_scenario
-from workload.sweep import SweepPoint
+from workload.model.layout import LAYOUT
+from workload.model.manifest import ManifestPoint
+from workload.model.scenario import Scenario
+from workload.model.scenario_file import parse_scenario
+from workload.model.sweep import SweepPoint
 
 #: Host numbers inside the subnet: brokers from 10, clients from 100.
 BROKER_HOST_BASE = 10
@@ -51,21 +53,11 @@ class ClientNode:
 
 
 @dataclass(frozen=True)
-class PointPlan:
-    """How many client machines of each role take part in one sweep point."""
-
-    index: int
-    senders: int
-    receivers: int
-    label: str
-
-
-@dataclass(frozen=True)
 class BucketLayout:
     """Where a run's files live in the results bucket.
 
     ``runs/<run-id>/`` mirrors a local ``RESULTS_DIR/<run-id>/`` (clients write here; its
-    names are :class:`workload.layout.RunLayout`'s); ``artifacts/<run-id>/`` holds what the
+    names are :class:`workload.model.layout.RunLayout`'s); ``artifacts/<run-id>/`` holds what the
     stack uploads (clients only read it).
     """
 
@@ -117,7 +109,7 @@ class FleetPlan:
     brokers: tuple[BrokerNode, ...]
     senders: tuple[ClientNode, ...]
     receivers: tuple[ClientNode, ...]
-    points: tuple[PointPlan, ...]
+    points: tuple[ManifestPoint, ...]
 
     @property
     def cluster(self) -> dict[str, list[str]]:
@@ -139,9 +131,7 @@ class PlanError(ValueError):
 def plan_fleet(roles: dict[str, int], points: list[SweepPoint], subnet_cidr: str) -> FleetPlan:
     """Broker nodes for ``roles`` and clients for the largest sweep point, with addresses."""
     subnet = ipaddress.ip_network(subnet_cidr)
-    point_plans = tuple(
-        PointPlan(p.index, p.load.sender_nodes, p.receiver_nodes, p.label) for p in points
-    )
+    point_plans = tuple(ManifestPoint.of(p) for p in points)
     senders = max((p.senders for p in point_plans), default=0)
     receivers = max((p.receivers for p in point_plans), default=0)
     broker_count = sum(roles.values())

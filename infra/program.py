@@ -10,7 +10,6 @@ the clients use (:mod:`infra.queue`).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import pulumi_aws as aws
 
 from brokers import registry
 from brokers.base import BrokerSystem, Endpoints
-from brokers.cloud import CloudRecipe
+from brokers.cloud import CloudRecipe, ManagedService
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
 from infra.constraints import client_constraints
@@ -63,8 +62,13 @@ from infra.userdata import (
     client_user_data,
     missing_recipe_message,
 )
-from workload.scenario import Scenario
-from workload.sweep import expand
+from workload.model.manifest import (
+    ManifestEndpoints,
+    ManifestNode,
+    ManifestVolume,
+    RunManifest,
+)
+from workload.model.scenario import Scenario, expand
 
 DEBIAN_OWNER = "136693071363"
 DEBIAN_IMAGE = "debian-12-amd64-*"
@@ -115,10 +119,33 @@ def main() -> None:
         pulumi.export(key, value)
 
 
-def build(
-    settings: StackSettings, stack: str, region: str, wheel: Path | None = None
-) -> Deployment:
-    """Declare every resource of one stack."""
+@dataclass(frozen=True)
+class StackPlan:
+    """What one stack deploys, decided before any resource is declared: the system, the
+    scenario as its client machines get it, the fleet, the run's id and bucket layout."""
+
+    system: BrokerSystem[Any]
+    scenario: Scenario
+    plan: FleetPlan
+    run_id: str
+    layout: BucketLayout
+    wheel: Path
+    tags: dict[str, str]
+    #: The system has no cloud recipe: the broker machines are placeholders.
+    placeholder: bool
+
+    @property
+    def recipe(self) -> CloudRecipe | None:
+        return self.system.cloud
+
+    @property
+    def managed(self) -> ManagedService | None:
+        return self.recipe.managed if self.recipe is not None else None
+
+
+def plan_stack(settings: StackSettings, stack: str, wheel: Path | None = None) -> StackPlan:
+    """The stack's plan (warnings logged); a :class:`StackConfigError` for a scenario of
+    another system or a topology without broker nodes and no managed service."""
     system = registry.get(settings.system)
     roles = settings.roles if settings.roles is not None else system.reference_topology.roles
     scenario = stack_scenario(settings.scenario_path(), roles)
@@ -129,7 +156,6 @@ def build(
     plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
     run_id = settings.resolved_run_id(stack, scenario.name)
     wheel = wheel or settings.wheel or build_wheel()
-    layout = BucketLayout(run_id, wheel.name)
     tags = {
         "brokerbench:run": run_id,
         "brokerbench:system": system.name,
@@ -149,7 +175,17 @@ def build(
                 "recipe declares no managed service"
             ]
         )
+    layout = BucketLayout(run_id, wheel.name)
+    return StackPlan(system, scenario, plan, run_id, layout, wheel, tags, placeholder)
 
+
+def build(
+    settings: StackSettings, stack: str, region: str, wheel: Path | None = None
+) -> Deployment:
+    """Declare every resource of one stack."""
+    target = plan_stack(settings, stack, wheel)
+    scenario, plan, layout, tags = target.scenario, target.plan, target.layout, target.tags
+    managed = target.managed
     zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
     network = Network(
         "net",
@@ -163,7 +199,9 @@ def build(
         if managed is not None
         else None
     )
-    secrets = StackSecrets("secrets", StackSecretsArgs(run_id, tags)) if plan.brokers else None
+    secrets = (
+        StackSecrets("secrets", StackSecretsArgs(target.run_id, tags)) if plan.brokers else None
+    )
     access = RunAccess(
         "access",
         RunAccessArgs(
@@ -182,31 +220,13 @@ def build(
             settings.emr_release, settings.emr_max_vcpu, tags, image_uri=settings.emr_image
         ),
     )
-
     endpoints: pulumi.Output[Endpoints] = (
         queue.endpoints
         if queue is not None
-        else pulumi.Output.from_input(_broker_endpoints(recipe, plan))
+        else pulumi.Output.from_input(_broker_endpoints(target.recipe, plan))
     )
-    scenario_toml = endpoints.apply(
-        lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
-    )
-    context = RunContext(
-        system=system.name,
-        title=system.title,
-        run_id=run_id,
-        scenario_name=scenario.name,
-        region=region,
-        wheel_key=layout.wheel_key,
-        broker_wait_minutes=settings.broker_wait_minutes,
-        client_instance_type=settings.client_instance_type,
-        broker_instance_type=settings.broker_instance_type,
-        placeholder=missing_recipe_message(system.name) if placeholder else "",
-        fleet=fleet_composition(plan, settings.broker_instance_type, settings.client_instance_type),
-        secret_parameters=secrets.names if secrets is not None else {},
-        faults=bool(scenario.faults),
-    )
-    defaults = MachineDefaults(
+    context = _run_context(settings, target, region, secrets)
+    machines = MachineDefaults(
         ami=settings.ami or _debian_ami(),
         subnet_id=network.subnet_id,
         security_group_id=network.security_group_id,
@@ -215,11 +235,68 @@ def build(
         key_name=settings.key_name,
         public_ip=network.public_nodes,
     )
+    _machines(settings, target, context, machines, access, bucket, endpoints, stack, region)
+    return Deployment(
+        run_id=target.run_id,
+        bucket=bucket.name,
+        region=region,
+        broker_endpoints=endpoints.apply(lambda e: list(e.hosts)),
+        broker_nodes={n.name: n.address for n in plan.brokers},
+        client_nodes={n.name: n.address for n in plan.clients},
+        emr_application_id=analysis.application_id,
+        emr_execution_role_arn=access.analysis_role_arn,
+        layout=layout,
+        plan=plan,
+        placeholder=target.placeholder,
+    )
+
+
+def _run_context(
+    settings: StackSettings, target: StackPlan, region: str, secrets: StackSecrets | None
+) -> RunContext:
+    """What every machine's user-data is rendered from (the bucket and scenario added per
+    machine)."""
+    system = target.system
+    return RunContext(
+        system=system.name,
+        title=system.title,
+        run_id=target.run_id,
+        scenario_name=target.scenario.name,
+        region=region,
+        wheel_key=target.layout.wheel_key,
+        broker_wait_minutes=settings.broker_wait_minutes,
+        client_instance_type=settings.client_instance_type,
+        broker_instance_type=settings.broker_instance_type,
+        placeholder=missing_recipe_message(system.name) if target.placeholder else "",
+        fleet=fleet_composition(
+            target.plan, settings.broker_instance_type, settings.client_instance_type
+        ),
+        secret_parameters=secrets.names if secrets is not None else {},
+        faults=bool(target.scenario.faults),
+    )
+
+
+def _machines(
+    settings: StackSettings,
+    target: StackPlan,
+    context: RunContext,
+    defaults: MachineDefaults,
+    access: RunAccess,
+    bucket: ResultsBucket,
+    endpoints: pulumi.Output[Endpoints],
+    stack: str,
+    region: str,
+) -> None:
+    """The broker cluster, the run's artifacts (wheel, client scenario, manifest …) and the
+    client fleet, which starts once both are there."""
+    system, plan, layout = target.system, target.plan, target.layout
     brokers = BrokerCluster(
         "brokers",
         BrokerClusterArgs(
             nodes=plan.brokers,
-            user_data=_broker_user_data(context, system, recipe, plan, scenario, bucket.name),
+            user_data=_broker_user_data(
+                context, system, target.recipe, plan, target.scenario, bucket.name
+            ),
             instance_type=settings.broker_instance_type,
             data_volume=DataVolume(
                 settings.data_volume_gib,
@@ -231,18 +308,23 @@ def build(
             profile=access.broker_profile,
         ),
     )
+    scenario_toml = endpoints.apply(
+        lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
+    )
     manifest = pulumi.Output.all(bucket.name, endpoints).apply(
-        lambda v: _manifest(v[0], v[1], settings, system, scenario, plan, layout, stack, region)
+        lambda v: _manifest(
+            v[0], v[1], settings, system, target.scenario, plan, layout, stack, region
+        )
     )
     artifacts = RunArtifacts(
         "artifacts",
         RunArtifactsArgs(
             bucket.name,
             layout,
-            wheel,
+            target.wheel,
             scenario_toml,
             manifest,
-            analysis_entry(run_id, settings.analysis_module),
+            analysis_entry(target.run_id, settings.analysis_module),
             client_constraints(),
         ),
     )
@@ -259,19 +341,6 @@ def build(
             defaults=defaults,
             after=(artifacts, brokers),
         ),
-    )
-    return Deployment(
-        run_id=run_id,
-        bucket=bucket.name,
-        region=region,
-        broker_endpoints=endpoints.apply(lambda e: list(e.hosts)),
-        broker_nodes={n.name: n.address for n in plan.brokers},
-        client_nodes={n.name: n.address for n in plan.clients},
-        emr_application_id=analysis.application_id,
-        emr_execution_role_arn=access.analysis_role_arn,
-        layout=layout,
-        plan=plan,
-        placeholder=placeholder,
     )
 
 
@@ -337,32 +406,28 @@ def _manifest(
     region: str,
 ) -> str:
     """What the cloud commands (and the run context) need to know about this deployment."""
-    return json.dumps(
-        {
-            "run_id": layout.run_id,
-            "stack": stack,
-            "system": system.name,
-            "title": system.title,
-            "scenario": scenario.name,
-            "scenario_file": str(settings.scenario),
-            "region": region,
-            "bucket": bucket,
-            "run_prefix": layout.run_prefix,
-            "topology": plan.roles,
-            "replication": system.reference_topology.replication,
-            "caveats": list(system.caveats),
-            "broker_instance_type": settings.broker_instance_type,
-            "client_instance_type": settings.client_instance_type,
-            "data_volume": {"gib": settings.data_volume_gib, "type": settings.data_volume_type},
-            "brokers": [vars(n) for n in plan.brokers],
-            "clients": [vars(n) for n in plan.clients],
-            "points": [vars(p) for p in plan.points],
-            "endpoints": {"hosts": list(endpoints.hosts), "extra": dict(endpoints.extra)},
-            "emr_python": settings.emr_python,
-        },
-        indent=1,
-        sort_keys=True,
-    )
+    return RunManifest(
+        run_id=layout.run_id,
+        stack=stack,
+        system=system.name,
+        title=system.title,
+        scenario=scenario.name,
+        scenario_file=str(settings.scenario),
+        region=region,
+        bucket=bucket,
+        run_prefix=layout.run_prefix,
+        topology=plan.roles,
+        replication=system.reference_topology.replication,
+        caveats=list(system.caveats),
+        broker_instance_type=settings.broker_instance_type,
+        client_instance_type=settings.client_instance_type,
+        data_volume=ManifestVolume(gib=settings.data_volume_gib, type=settings.data_volume_type),
+        brokers=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.brokers],
+        clients=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.clients],
+        points=list(plan.points),
+        endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
+        emr_python=settings.emr_python,
+    ).to_json()
 
 
 def _debian_ami() -> str:

@@ -122,7 +122,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def brokerbench(*args: str, timeout: float = 600, env: dict[str, str] | None = None):
     """Run the ``brokerbench`` CLI in a subprocess; returns the CompletedProcess."""
     return subprocess.run(
-        [sys.executable, "-m", "workload.cli", *args],
+        [sys.executable, "-m", "workload.shell.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

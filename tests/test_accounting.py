@@ -25,7 +25,12 @@ from analysis.report import write_html
 from analysis.summary_table import text_table
 from brokers.base import ReceivedBatch
 from workload import message
-from workload.errors import UserError
+from workload.model.errors import RecordsNotWritten, UserError, write_problem
+from workload.model.record import RunContext
+from workload.model.results import NodeStatus, PartKey, write_status
+from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
+from workload.node_records import write_node
 from workload.preflight import (
     RECEIVED_ROW_BYTES,
     SECOND_ROW_BYTES,
@@ -33,18 +38,7 @@ from workload.preflight import (
     check_results_dir,
     disk_estimate,
 )
-from workload.record import RunContext
 from workload.recording import WorkerRecorder
-from workload.results import (
-    NodeStatus,
-    PartKey,
-    RecordsNotWritten,
-    write_node,
-    write_problem,
-    write_status,
-)
-from workload.scenario import LoadSection
-from workload.sweep import SweepPoint
 from workload.worker import ReceiverLoop, WorkerSettings
 
 RUN = "acc"

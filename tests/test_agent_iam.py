@@ -40,7 +40,6 @@ from infra.access import analysis_s3_policy, client_s3_policy
 from infra.plan import BucketLayout, plan_fleet
 from tests import test_cloud_commands as fleet_tests
 from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
-from workload import cloud
 from workload.aws.agent import (
     CliCommands,
     ClientAgent,
@@ -49,10 +48,13 @@ from workload.aws.agent import (
     participants,
 )
 from workload.context import build_context, write_context
-from workload.layout import LAYOUT
-from workload.results import NodeStatus, write_node, write_status
-from workload.scenario import PASSWORD_ENV, load_scenario
-from workload.sweep import expand
+from workload.model.layout import LAYOUT
+from workload.model.results import NodeStatus, write_status
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import PASSWORD_ENV
+from workload.node_records import write_node
+from workload.shell import cloud, cloud_fetch, cloud_run
 
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
 ROOT = Path(__file__).resolve().parent.parent
@@ -478,7 +480,7 @@ def test_a_run_with_a_node_that_never_starts(
     )
     admin = account.client("s3", account.admin)
     plan = plan_fleet({"broker": 1}, expand(load_scenario(scenario)), "10.42.1.0/24")
-    manifest = {"run_id": RUN, "points": [vars(p) for p in plan.points]}
+    manifest = {"run_id": RUN, "points": [p.model_dump() for p in plan.points]}
     admin.put_object(
         Bucket=BUCKET, Key=BUCKET_LAYOUT.manifest_key, Body=json.dumps(manifest).encode()
     )
@@ -529,13 +531,13 @@ def test_a_run_with_a_node_that_never_starts(
 
     from analysis.job import analyse
 
-    run_dir = cloud.fetch_run(
-        admin, cloud.CloudRun(BUCKET, RUN, REGION), tmp_path / "fetched", raw=True
+    run_dir = cloud_fetch.fetch_run(
+        admin, cloud_run.CloudRun(BUCKET, RUN, REGION), tmp_path / "fetched", raw=True
     )
     rows = analyse(spark, run_dir)
     assert all(row["sent"] > 0 and row["received"] > 0 for row in rows), rows  # a real broker
     capsys.readouterr()
-    assert cloud.print_summary(run_dir)
+    assert cloud_fetch.print_summary(run_dir)
     table = capsys.readouterr().out
     flagged = [line for line in table.splitlines() if "←" in line]
     assert len(flagged) == 3, table

@@ -32,7 +32,7 @@ def test_unknown_instance_or_version_is_named() -> None:
 
 def test_summary_prices_a_point_by_its_receive_rate() -> None:
     from analysis.job import _summary_rows
-    from workload.record import RunContext
+    from workload.model.record import RunContext
 
     load = {"threads": 1, "sender_nodes": 1, "receiver_nodes": 2, "message_size": 100}
     context = {

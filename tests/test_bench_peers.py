@@ -30,7 +30,7 @@ from tests.benchmarks.peers.base import (
     ToolFailed,
     ToolRow,
 )
-from workload.scenario import parse_scenario
+from workload.model.scenario_file import parse_scenario
 
 PRODUCER_PERFORMANCE = """\
 log4j:WARN No appenders could be found for logger (org.apache.kafka.clients.producer.ProducerConfig).

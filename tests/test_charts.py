@@ -15,7 +15,7 @@ from analysis.curve import CurvePoint, Level, curve_points, knee, levels, no_kne
 from analysis.hdr import Bucket
 from analysis.point_charts import Window
 from analysis.summary_table import SCOPES, html_columns
-from workload.record import PointEntry
+from workload.model.record import PointEntry
 
 
 def curve(*steps: tuple[float, float | None]) -> list[Level]:
@@ -349,7 +349,7 @@ def test_without_plotly_the_table_works_and_a_chart_names_the_extra_to_install()
         "from analysis.summary_table import text_table\n"
         "print(text_table('Redis', [{'point': '0', 'threads': '1'}]).splitlines()[0])\n"
         "from analysis import charts\n"
-        "from workload.errors import UserError\n"
+        "from workload.model.errors import UserError\n"
         "try:\n"
         "    charts.bar_chart({'a': 1.0}, 't', 'u')\n"
         "except UserError as exc:\n"

@@ -86,7 +86,7 @@ for package in (workload, brokers):
             importlib.import_module(info.name)
 importlib.import_module("workload.aws.agent")
 
-from workload.cli import main
+from workload.shell.cli import main
 for command in (["cloud", "client"], ["prepare"], ["node"]):
     try:
         main([*command, "--help"])

@@ -18,11 +18,12 @@ import pytest
 from moto import mock_aws
 
 from analysis.records import RunRecords, expected_parts, point_records
-from workload import cloud
-from workload.aws.agent import ClientAgent, RunStore, Uploader
-from workload.layout import LAYOUT
-from workload.record import PointEntry, RunContext
-from workload.results import PartKey, parse_status
+from workload.aws.agent import ClientAgent
+from workload.aws.store import RunStore, Uploader
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, RunContext
+from workload.model.results import PartKey, parse_status
+from workload.shell import cloud, cloud_analyze, cloud_run, cloud_status
 
 REGION = "eu-west-1"
 BUCKET = "results-bucket"
@@ -233,7 +234,7 @@ def test_a_node_that_never_starts_is_waited_for_once_and_named(
             assert status is not None and status.error == marker["error"]
             statuses[status.key] = status
     manifest(s3)
-    progress = cloud.run_progress(s3, cloud.CloudRun(BUCKET, RUN))
+    progress = cloud_status.run_progress(s3, cloud_run.CloudRun(BUCKET, RUN))
     assert progress.complete and progress.done == 9 and len(progress.failed) == 2
     assert "point 1 receiver 1: never started" in progress.failed[1]
 
@@ -350,10 +351,10 @@ def test_analyze_submits_the_job_with_the_run_and_the_wheel(
 ) -> None:
     emr = boto3.client("emr-serverless", region_name=REGION)
     app = emr.create_application(name="analysis", releaseLabel="emr-7.5.0", type="SPARK")
-    run = cloud.CloudRun(
+    run = cloud_run.CloudRun(
         BUCKET, RUN, REGION, app["applicationId"], "arn:aws:iam::123456789012:role/job"
     )
-    job = cloud.submit_analysis(emr, run, python="/usr/bin/python3.11")
+    job = cloud_analyze.submit_analysis(emr, run, python="/usr/bin/python3.11")
     driver = emr.get_job_run(applicationId=run.emr_application_id, jobRunId=job)["jobRun"][
         "jobDriver"
     ]

@@ -16,9 +16,9 @@ from moto import mock_aws
 
 from brokers import registry
 from brokers.base import Endpoints
-from workload import cloud
 from workload.aws.agent import CliCommands, ClientAgent, RunStore
-from workload.scenario import PASSWORD_ENV
+from workload.model.sections import PASSWORD_ENV
+from workload.shell import cloud_fetch, cloud_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -29,7 +29,7 @@ RUN = "redis-e2e-1"
 
 def cli_has(command: str) -> bool:
     done = subprocess.run(
-        [sys.executable, "-m", "workload.cli", command, "--help"],
+        [sys.executable, "-m", "workload.shell.cli", command, "--help"],
         capture_output=True,
         text=True,
         check=False,
@@ -98,8 +98,8 @@ def test_client_agents_run_a_sweep_into_s3_and_it_analyses(
         for t in threads:
             t.join(300)
         assert codes == [0, 0, 0], "\n".join(logs)
-        run = cloud.CloudRun(BUCKET, RUN, REGION)
-        run_dir = cloud.fetch_run(s3, run, tmp_path / "fetched", raw=True)
+        run = cloud_run.CloudRun(BUCKET, RUN, REGION)
+        run_dir = cloud_fetch.fetch_run(s3, run, tmp_path / "fetched", raw=True)
 
     from analysis.job import analyse
 

@@ -35,18 +35,13 @@ from tests.test_agent_iam import Account, answer, answers
 from tests.test_cloud_commands import BUCKET, REGION, RUN
 from workload.aws import fault_agent
 from workload.aws.agent import ClientAgent, RunStore
-from workload.aws.fault_agent import (
-    BEGIN,
-    END,
-    FaultAgent,
-    FaultFailed,
-    NodeFaults,
-)
+from workload.aws.fault_agent import FaultAgent, FaultFailed, NodeFaults
 from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
-from workload.errors import ScenarioError
-from workload.faults import PointTimeline, schedule
-from workload.layout import LAYOUT
-from workload.scenario import FaultSpec, parse_scenario
+from workload.faults import schedule
+from workload.model.errors import ScenarioError
+from workload.model.faults import FaultSpec, PointTimeline
+from workload.model.layout import BEGIN, END, LAYOUT
+from workload.model.scenario_file import parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")
@@ -188,7 +183,8 @@ def test_the_fault_agent_runs_from_a_zip_without_site_packages(tmp_path: Path) -
     with zipfile.ZipFile(wheel, "w") as archive:
         for name in (
             "__init__.py",
-            "layout.py",
+            "model/__init__.py",
+            "model/layout.py",
             "aws/__init__.py",
             "aws/store.py",
             "aws/fault_agent.py",

@@ -30,7 +30,7 @@ from tests.test_cloud_faults import BUCKET_LAYOUT, CLUSTER, CONTEXT
 from workload.aws import telemetry_agent
 from workload.aws.store import RunStore
 from workload.aws.telemetry_agent import TelemetryAgent, unit_processes
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 server, account, s3 = iam_tests.server, iam_tests.account, fault_tests.s3
 

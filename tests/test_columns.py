@@ -22,7 +22,7 @@ from analysis.columns import (
     upgrade,
 )
 from analysis.hdr import Bucket, hgrm
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -20,7 +20,7 @@ from analysis.compare import (
     write_csv,
 )
 from analysis.compare_cli import register
-from workload.errors import UserError
+from workload.model.errors import UserError
 
 #: The metrics every run has (the faults' only where a point declared some).
 EVERY_RUN = [m for m in METRICS if not m.faults]

@@ -34,7 +34,7 @@ from infra.plan import BucketLayout
 from infra.userdata import analysis_entry
 from tests import test_analysis_s3
 from tests.test_analysis_s3 import CREDENTIALS, synthetic
-from workload import cloud
+from workload.shell import cloud, cloud_analyze, cloud_run
 
 BUCKET = "results"
 RUN = "bench-analysis"  # the run id of the synthetic run's context
@@ -182,8 +182,8 @@ def test_emr_job_runs_from_the_uploaded_wheel_and_entry_script(
     (run_dir / "context.json").write_text(json.dumps(context))
     put_run(s3, run_dir, layout)
 
-    run = cloud.CloudRun(BUCKET, RUN, REGION, "application", "role")
-    driver = cloud.analysis_job_driver(run, python=str(job_python))
+    run = cloud_run.CloudRun(BUCKET, RUN, REGION, "application", "role")
+    driver = cloud_analyze.analysis_job_driver(run, python=str(job_python))
     spark_home = Path(pyspark.__file__).parent
     command = [
         str(spark_home / "bin" / "spark-submit"),
@@ -253,8 +253,8 @@ def deploy(monkeypatch: pytest.MonkeyPatch, image: str | None) -> tuple[EmrClien
     emr = EmrClient(boto3.client("emr-serverless", region_name=REGION), image)
     app = emr.create_application(name="analysis", releaseLabel="emr-7.5.0", type="SPARK")
     monkeypatch.setattr(
-        cloud,
-        "_client",
+        cloud_analyze,
+        "aws_client",
         lambda service, region: emr if service == "emr-serverless" else s3,
     )
     target = ["--bucket", BUCKET, "--run-id", RUN, "--region", REGION]
@@ -282,8 +282,8 @@ def test_analyze_submits_the_job_driver_on_a_custom_image(
     out = capsys.readouterr().out
     assert f"(image {IMAGE})" in out and "SUCCESS" in out
     (started,) = emr.started
-    run = cloud.CloudRun(BUCKET, RUN, REGION, started["applicationId"], ROLE)
-    expected = cloud.analysis_job_driver(run, "/usr/bin/python3.11")
+    run = cloud_run.CloudRun(BUCKET, RUN, REGION, started["applicationId"], ROLE)
+    expected = cloud_analyze.analysis_job_driver(run, "/usr/bin/python3.11")
     assert started["jobDriver"] == {"sparkSubmit": expected}
     assert expected["entryPoint"] == f"s3://{BUCKET}/artifacts/{RUN}/analysis_entry.py"
     parameters = expected["sparkSubmitParameters"]

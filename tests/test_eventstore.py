@@ -33,7 +33,7 @@ from brokers.eventstore.adapter import (
 from brokers.eventstore.cloud import EventStoreCloud, render_node_config
 from brokers.local import free_ports
 from tests.conftest import SCENARIOS, brokerbench
-from workload.scenario import load_scenario
+from workload.model.scenario_file import load_scenario
 
 pytestmark = pytest.mark.eventstore
 

@@ -40,7 +40,15 @@ def start_run(
     scenario.write_text(text)
     results = results or tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workload.cli", "run", str(scenario), "--results", str(results)],
+        [
+            sys.executable,
+            "-m",
+            "workload.shell.cli",
+            "run",
+            str(scenario),
+            "--results",
+            str(results),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -24,16 +24,16 @@ from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from workload.faults import (
+from workload.faults import FaultScheduler
+from workload.model.faults import (
     FaultRecord,
-    FaultScheduler,
+    FaultSpec,
     PointTimeline,
     read_timelines,
     write_timeline,
 )
+from workload.node_records import write_node
 from workload.recording import WorkerRecorder
-from workload.results import write_node
-from workload.scenario import FaultSpec
 
 NS = 1_000_000_000
 SUPPORT = FaultSupport(nodes=3, leader="the leader", follower="another", fails_over=True)

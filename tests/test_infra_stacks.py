@@ -34,8 +34,8 @@ from infra.settings import (
     nat_subnet_cidr,
     settings_from_config,
 )
-from workload.scenario import load_scenario, parse_scenario
-from workload.sweep import expand
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario, parse_scenario
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*has been deprecated in favor of:DeprecationWarning"  # pulumi_aws's own aliases

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from workload import message
-from workload.histogram import CLIPPED, MAX_US, NEGATIVE, Histogram
+from workload.histogram import Histogram
+from workload.model.buckets import CLIPPED, MAX_US, NEGATIVE
 from workload.recording import WorkerRecorder
 
 

@@ -22,11 +22,11 @@ from brokers.base import Adapter, Received
 from tests.support import memory_system, node_spec
 from workload import message
 from workload.histogram import bucket_of, bucket_value, percentile_of
+from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
 from workload.node import Interval, Progress, run_node
 from workload.progress import ProgressView, clock_text, latency_text
 from workload.recording import WorkerRecorder
-from workload.scenario import LoadSection
-from workload.sweep import SweepPoint
 
 S = 1_000_000_000
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -1,4 +1,4 @@
-"""The typed run record (``workload.record``): a context written today reads back and writes
+"""The typed run record (``workload.model.record``): a context written today reads back and writes
 again unchanged; one an older version wrote still loads, with the keys it lacks defaulted."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from analysis.records import expected_parts
 from brokers import registry
 from infra.plan import plan_fleet
 from workload.context import build_context, point_entry, recorded_scenario, write_context
+from workload.model.manifest import RunManifest
+from workload.model.record import CostRecord, RunContext, load_context
+from workload.model.results import PartKey
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
 from workload.node import processes_for
-from workload.record import CostRecord, ManifestPoint, RunContext, load_context
-from workload.results import PartKey
-from workload.scenario import load_scenario
-from workload.search import CapacitySearch, probe_point, sender_workers
-from workload.sweep import expand
+from workload.search import CapacitySearch, probe_point
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "workload" / "scenarios"
 
@@ -79,7 +80,7 @@ def test_a_search_context_round_trips_unchanged(tmp_path: Path) -> None:
     scenario = load_scenario(SCENARIOS / "redis-capacity.toml")
     assert scenario.search is not None
     system = registry.get("redis")
-    search = CapacitySearch(scenario.search, sender_workers(scenario))
+    search = CapacitySearch(scenario.search, scenario.load.sender_workers)
     context = build_context("run-1", scenario, "c.toml", system, [], BROKER)
     context.search = search.record
     write_context(tmp_path, context)
@@ -145,13 +146,11 @@ def test_an_older_context_still_loads(tmp_path: Path) -> None:
     assert dumped["points"][1]["base"] == 1 and "cost" not in dumped
 
 
-def test_the_manifest_point_is_the_context_point_seen_from_the_fleet() -> None:
-    """The stack writes each point of the manifest from ``infra.plan``; the context's entry
-    of the same point gives the same one."""
-    scenario = load_scenario(SCENARIOS / "redis-repeat.toml")
-    system = registry.get("redis")
-    points = expand(scenario)
+def test_the_manifest_names_each_point_s_client_machines() -> None:
+    """The stack writes each point of the manifest from its sweep point: the client
+    machines of each role it takes part with."""
+    points = expand(load_scenario(SCENARIOS / "redis-repeat.toml"))
     fleet = plan_fleet({"master": 1}, points, "10.0.0.0/24")
-    written = [ManifestPoint.model_validate(vars(p)) for p in fleet.points]
-    assert written == [point_entry(system, p).manifest_point() for p in points]
-    assert [(p.index, p.senders, p.receivers) for p in written][:2] == [(0, 1, 2), (1, 1, 2)]
+    assert [(p.index, p.senders, p.receivers) for p in fleet.points][:2] == [(0, 1, 2), (1, 1, 2)]
+    manifest = RunManifest(run_id="r", points=list(fleet.points))
+    assert RunManifest.model_validate_json(manifest.to_json()) == manifest

@@ -11,13 +11,14 @@ import pytest
 
 from brokers import registry
 from tests.conftest import SCENARIOS
-from workload import cli
 from workload.context import build_context
-from workload.errors import ScenarioError, UserError
+from workload.model.errors import ScenarioError, UserError
+from workload.model.results import read_point
+from workload.model.scenario import expand
+from workload.model.sweep import estimated_seconds
 from workload.naming import destination_name, run_tag
-from workload.remote import _point
-from workload.results import read_point
-from workload.sweep import estimated_seconds, expand
+from workload.shell import cli
+from workload.shell.remote import _point
 
 SWEPT = """
 name = "r"
@@ -39,7 +40,7 @@ def scenario_file(tmp_path: Path, text: str) -> Path:
 
 
 def load(tmp_path: Path, repeat: object = 2, text: str = SWEPT):
-    from workload.scenario import load_scenario
+    from workload.model.scenario_file import load_scenario
 
     return load_scenario(scenario_file(tmp_path, text.format(repeat=repeat)))
 

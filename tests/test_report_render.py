@@ -21,7 +21,7 @@ from analysis import charts
 from analysis.columns import SUMMARY_COLUMNS
 from analysis.overview import _series, load_runs, max_throughput, render, write_overview
 from analysis.report import write_html
-from workload.faults import FaultRecord, PointTimeline, write_timeline
+from workload.model.faults import FaultRecord, PointTimeline, write_timeline
 
 NS = 1_000_000_000
 

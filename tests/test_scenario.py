@@ -12,11 +12,13 @@ from pydantic import ValidationError
 
 from brokers.base import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
-from workload import cli
-from workload import scenario as scenario_module
-from workload.errors import ScenarioError
-from workload.scenario import SweepSection, format_duration, load_scenario, parse_duration
-from workload.sweep import expand
+from workload.model import scenario_file
+from workload.model.bounds import format_duration, parse_duration
+from workload.model.errors import ScenarioError
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepSection
+from workload.shell import cli
 
 GOOD = """
 name = "t"
@@ -358,7 +360,7 @@ def test_parser_out_of_memory_is_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     def exhausted(text: str) -> dict[str, object]:
         raise MemoryError
 
-    monkeypatch.setattr(scenario_module.tomllib, "loads", exhausted)
+    monkeypatch.setattr(scenario_file.tomllib, "loads", exhausted)
     (line,) = error_lines(tmp_path, GOOD)
     assert line.startswith(str(tmp_path / "s.toml")) and "too large" in line
 
@@ -556,7 +558,7 @@ def test_a_leader_down_without_fail_over_must_come_back_before_workers_give_up(
 
 
 def test_faults_are_in_the_json_schema() -> None:
-    schema = scenario_module.Scenario.model_json_schema()
+    schema = Scenario.model_json_schema()
     assert "faults" in schema["properties"]
     fault = schema["$defs"]["FaultSpec"]
     assert set(fault["properties"]) == {"at", "action", "node", "until"}
@@ -589,7 +591,7 @@ def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
     import importlib.metadata
 
     from brokers import registry
-    from workload.cli import main
+    from workload.shell.cli import main
 
     real = importlib.metadata.version
 
@@ -612,7 +614,7 @@ def test_brokers_says_a_system_whose_client_is_missing_does_not_run_here(
 def test_validate_names_the_open_loop_batching_floor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from workload.cli import main
+    from workload.shell.cli import main
 
     paced = write(tmp_path, GOOD.replace("threads = 3", "threads = 3\nrate = 500"))
     assert main(["validate", str(paced)]) == 0

@@ -22,10 +22,12 @@ from hypothesis import strategies as st
 
 from brokers.base import split_host_port
 from tests.conftest import SCENARIOS
-from workload.errors import ScenarioError
-from workload.scenario import LoadSection, Scenario, load_scenario
+from workload.model.errors import ScenarioError
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
 from workload.search import probe_point
-from workload.sweep import SweepPoint, expand
 
 WEEK = 7 * 24 * 3600.0
 MIB = 2**20

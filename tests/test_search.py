@@ -16,23 +16,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import SCENARIOS
-from workload import cli
-from workload.errors import ScenarioError
 from workload.histogram import bucket_of
-from workload.results import SECONDS_SCHEMA, raw_dir, read_point
-from workload.scenario import SearchSection, load_scenario
+from workload.model.errors import ScenarioError
+from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import SearchSection
+from workload.model.slo import Verdict, verdict
+from workload.model.sweep import NotASweep
 from workload.search import (
     CapacitySearch,
     ProbeRecord,
     SearchRecord,
-    Verdict,
     between,
     measure_point,
     probe_line,
     probe_point,
-    verdict,
 )
-from workload.sweep import NotASweep, expand
+from workload.shell import cli
 
 SEARCH = """
 name = "s"

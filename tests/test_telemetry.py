@@ -16,16 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from workload import jvmstat
-from workload.layout import LAYOUT
-from workload.results import write_telemetry
-from workload.telemetry import (
-    Sampler,
-    Target,
-    block_device,
-    node_means,
-    process_groups,
-)
-from workload.verdict import (
+from workload.model.layout import LAYOUT
+from workload.model.results import write_telemetry
+from workload.model.verdict import (
     BROKER_CPU,
     BROKER_DISK,
     CLIENT_CPU,
@@ -36,6 +29,13 @@ from workload.verdict import (
     Usage,
     point_usage,
     verdict,
+)
+from workload.telemetry import (
+    Sampler,
+    Target,
+    block_device,
+    node_means,
+    process_groups,
 )
 
 SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"

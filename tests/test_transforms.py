@@ -8,8 +8,9 @@ import pytest
 
 from analysis import transforms as tf
 from analysis.raw_tables import spark_schema
-from workload.histogram import CLIPPED, MAX_US, NEGATIVE, bucket_of, bucket_value
-from workload.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
+from workload.histogram import bucket_of, bucket_value
+from workload.model.buckets import CLIPPED, MAX_US, NEGATIVE
+from workload.model.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -311,7 +312,7 @@ def test_whole_run_percentiles_leave_the_warmup_out(seconds):
 def test_telemetry_belongs_to_the_point_whose_period_holds_its_second(spark) -> None:
     """A broker machine's sampler on AWS names no point (-1): its rows go to the point whose
     measurement period holds their second; the mean skips seconds a counter was not read."""
-    from workload.results import TELEMETRY_SCHEMA
+    from workload.model.results import TELEMETRY_SCHEMA
 
     def row(point, node, second, cpu, gc=None):
         values = dict.fromkeys(TELEMETRY_SCHEMA.names)

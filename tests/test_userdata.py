@@ -219,7 +219,7 @@ def test_client_command_line_matches_the_cloud_client_command() -> None:
     import argparse
 
     from infra.userdata import agent_command
-    from workload import cloud
+    from workload.shell import cloud
 
     parser = argparse.ArgumentParser()
     cloud.register(parser.add_subparsers(dest="command"))

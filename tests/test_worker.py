@@ -24,11 +24,12 @@ from brokers.base import (
 from tests.support import memory_system, node_spec
 from workload import message
 from workload.clock import ClockState
-from workload.histogram import ALPHA, NEGATIVE, Histogram
+from workload.histogram import Histogram
+from workload.model.buckets import ALPHA, NEGATIVE
+from workload.model.results import read_statuses
+from workload.model.sections import LoadSection
 from workload.node import run_node_processes, split
 from workload.recording import WorkerRecorder
-from workload.results import read_statuses
-from workload.scenario import LoadSection
 from workload.worker import (
     CannotPipeline,
     SenderLoop,

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from workload.errors import one_line
+from workload.model.errors import one_line
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ which point of the un-repeated sweep it is (``repeat``, ``base``). A capacity se
 points are its probes, added as they start (:mod:`workload.search`; its record is
 ``search``).
 
-The builders return the typed record (:mod:`workload.record`), which the writers fill in
+The builders return the typed record (:mod:`workload.model.record`), which the writers fill in
 and :func:`write_context` writes.
 """
 
@@ -26,17 +26,11 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Endpoints
 from workload.clock import SINGLE_HOST, ClockState
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
+from workload.model.record import PointEntry, PointLoad, RunContext, read_raw_context, write_context
+from workload.model.scenario import Scenario
+from workload.model.sweep import SweepPoint
 from workload.node import processes_for
-from workload.record import (
-    PointEntry,
-    PointLoad,
-    RunContext,
-    read_raw_context,
-    write_context,
-)
-from workload.scenario import Scenario
-from workload.sweep import SweepPoint
 
 __all__ = [
     "broker_entry",

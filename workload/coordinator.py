@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from workload.sweep import SweepPoint, estimated_seconds
+from workload.model.sweep import SweepPoint, estimated_seconds
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class SweepPlace:
     point: SweepPoint
     #: The points of the sweep (for a capacity search: the probes it may run at most).
     total: int
-    #: The estimated seconds of the points after this one (:mod:`workload.sweep`).
+    #: The estimated seconds of the points after this one (:mod:`workload.model.sweep`).
     remaining_s: float = 0.0
 
     @property

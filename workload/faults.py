@@ -13,7 +13,7 @@ point ends is brought back before the next point (not after the last one: the cl
 stops then anyway).
 
 The timeline of a point — the wall-clock time (``time.time_ns()``) of each action — is
-``faults/p<point>.json`` in the run directory (:class:`PointTimeline`).
+``faults/p<point>.json`` in the run directory (:class:`~workload.model.faults.PointTimeline`).
 """
 
 from __future__ import annotations
@@ -21,99 +21,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict
 
 from brokers import registry
 from brokers.base import Destination, FaultSupport, LocalCluster
-from workload.errors import first_line
-from workload.layout import LAYOUT
-from workload.results import RecordsNotWritten
-from workload.scenario import FaultSpec, Scenario, describe_fault
+from workload.model.errors import first_line
+from workload.model.faults import FaultRecord, FaultSpec, PointTimeline
+from workload.model.scenario import Scenario
 
 #: How long a node brought back between points may take to be ready.
 RESTORE_TIMEOUT = 180.0
 
 Console = Callable[[str], None]
-
-
-class FaultRecord(BaseModel):
-    """One declared fault at one sweep point: what was planned and what happened when."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: Its position in the scenario's ``[[faults]]``.
-    index: int
-    action: str
-    #: ``"leader"``, ``"follower"`` or the node index, as the scenario says.
-    selector: str
-    at_s: float
-    until_s: float | None = None
-    #: The node process it acted on, and whether that node led when the fault began.
-    node: str = ""
-    leader: bool = False
-    #: The system elects a new leader by itself (:class:`~brokers.base.FaultSupport`).
-    fails_over: bool = True
-    #: When the action was issued, when the node was brought back at ``until``, and when it
-    #: was brought back after the point (a fault without ``until``); wall-clock ns.
-    began_ns: int | None = None
-    ended_ns: int | None = None
-    restored_ns: int | None = None
-    #: Why the fault was not performed or the node could not be brought back.
-    error: str = ""
-
-    @property
-    def down_at_end(self) -> bool:
-        """The node was still down (killed, stopped or paused) when the point ended."""
-        return self.began_ns is not None and self.ended_ns is None
-
-    @property
-    def leaves_data_unavailable(self) -> bool:
-        """It left a leader down that nothing replaced: what only it could serve was
-        unavailable to the receivers until the point ended."""
-        return self.down_at_end and self.leader and not self.fails_over
-
-    def describe(self) -> str:
-        return describe_fault(self.action, self.selector, self.at_s, self.until_s)
-
-
-class PointTimeline(BaseModel):
-    """The faults of one sweep point."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    point: int
-    #: When the coordinator first heard of a confirmed message: the faults' clock starts.
-    sending_ns: int | None = None
-    faults: list[FaultRecord]
-
-
-def timeline_path(run_dir: Path, point: int) -> Path:
-    return run_dir / LAYOUT.timeline(point)
-
-
-def write_timeline(run_dir: Path, timeline: PointTimeline) -> None:
-    """Write a point's timeline whole (through a renamed temporary file) or raise
-    :class:`~workload.results.RecordsNotWritten`."""
-    path = timeline_path(run_dir, timeline.point)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(timeline.model_dump_json(indent=1))
-        tmp.rename(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RecordsNotWritten(path, exc) from exc
-
-
-def read_timelines(run_dir: Path) -> dict[int, PointTimeline]:
-    """Every point's timeline in a run directory (none for a run without faults)."""
-    timelines = [
-        PointTimeline.model_validate_json(path.read_text())
-        for path in sorted((run_dir / LAYOUT.faults).glob(LAYOUT.timelines))
-    ]
-    return {t.point: t for t in timelines}
 
 
 def planned(faults: list[FaultSpec], fails_over: bool) -> list[FaultRecord]:

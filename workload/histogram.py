@@ -22,15 +22,9 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-ALPHA = 0.01
-GAMMA = (1 + ALPHA) / (1 - ALPHA)
+from workload.model.buckets import CLIPPED, GAMMA, MAX_BUCKET, MAX_US, NEGATIVE
+
 _INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
-MAX_US = 600e6  # 10 minutes
-MAX_BUCKET = math.ceil(math.log(MAX_US) * _INV_LOG_GAMMA)
-#: The bucket of negative latencies.
-NEGATIVE = -1
-#: The bucket of latencies beyond the range (above :data:`MAX_BUCKET`'s upper bound).
-CLIPPED = MAX_BUCKET + 1
 
 
 def bucket_of(us: float) -> int:

@@ -24,21 +24,18 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
-from workload.faults import FaultScheduler, start_faults, write_timeline
+from workload.faults import FaultScheduler, start_faults
+from workload.model.errors import RecordsNotWritten
+from workload.model.faults import write_timeline
+from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
+from workload.model.scenario import Scenario
+from workload.model.sections import LoadSection
+from workload.model.verdict import NodeUsage, point_usage, verdict
 from workload.naming import destination_name, point_tag
 from workload.node import NodeSpec, Progress, node_process, split
 from workload.progress import ProgressView
-from workload.results import (
-    NodeStatus,
-    RecordsNotWritten,
-    read_statuses,
-    write_status,
-    write_telemetry,
-)
-from workload.scenario import LoadSection, Scenario
 from workload.signals import signal_name
 from workload.telemetry import Sampler, Target, node_means, process_groups
-from workload.verdict import NodeUsage, point_usage, verdict
 
 Console = Callable[[str], None]
 
@@ -316,7 +313,7 @@ class LocalFleet:
         usage = point_usage(
             (NodeUsage.of_row(r) for r in node_means(rows, start, end)),
             rate=load.rate,
-            workers=load.threads * load.sender_nodes,
+            workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=running.view.send_rate(),
         )

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from workload.model.bounds import HEADER_MAX
+
 MAGIC = b"bb1"
-#: The longest header; scenarios may not ask for smaller messages.
-HEADER_MAX = 72
 #: Hex digits of the header's numbers after the prefix: sender node (a scenario has at most
 #: 1,000 sender nodes), worker (10,000 per node), sequence number (10**12 per worker), send
 #: and intended time (ns since the epoch).

@@ -28,16 +28,11 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
 from workload import message
 from workload.clock import SINGLE_HOST, ClockState, read_clock
-from workload.errors import first_line
+from workload.model.errors import RecordsNotWritten, first_line
+from workload.model.results import NodeStatus, read_statuses, write_status
+from workload.model.sections import LoadSection
+from workload.node_records import write_node
 from workload.recording import WorkerRecorder
-from workload.results import (
-    NodeStatus,
-    RecordsNotWritten,
-    read_statuses,
-    write_node,
-    write_status,
-)
-from workload.scenario import LoadSection
 from workload.signals import leave_stopping_to_the_coordinator
 from workload.worker import (
     ReceiverLoop,
@@ -233,38 +228,44 @@ def run_node(
     except Exception as exc:
         errors.append(first_line(exc))
     finally:
-        # A results file that cannot be written (a full disk, a read-only directory) is one
-        # line here, in this process, and the first thing the part's status says.
-        unwritten: list[str] = []
-        try:
-            write_node(
-                spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
-            )
-        except RecordsNotWritten as exc:
-            unwritten.append(str(exc))
-        status = NodeStatus(
-            point=spec.point,
-            role=spec.role,
-            node=spec.node,
-            part=spec.part,
-            ok=not errors and not unwritten,
-            error="; ".join([*unwritten[:1], *errors[:1]]),
-            sent=sum(r.total_sent for r in recorders),
-            received=sum(r.total_received for r in recorders),
-            errors=sum(r.total_errors for r in recorders),
-            clock_offset_s=spec.clock.offset_s,
-            clock_source=spec.clock.source,
-        )
-        try:
-            write_status(spec.run_dir, status)
-        except RecordsNotWritten as exc:
-            unwritten.append(str(exc))
-        if unwritten:
-            with contextlib.suppress(OSError, ValueError):  # a closed terminal
-                lead = "\r\033[K" if sys.stderr.isatty() else ""  # over the progress line
-                line = f"{lead}brokerbench: {status.key.who}: {unwritten[0]}"
-                print(line, file=sys.stderr, flush=True)
+        status = _keep_results(spec, recorders, errors)
         report(done=True)
+    return status
+
+
+def _keep_results(spec: NodeSpec, recorders: list[WorkerRecorder], errors: list[str]) -> NodeStatus:
+    """Write the part's records and its status; the status. A results file that cannot be
+    written (a full disk, a read-only directory) is one line here, in this process, and the
+    first thing the part's status says."""
+    unwritten: list[str] = []
+    try:
+        write_node(
+            spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
+        )
+    except RecordsNotWritten as exc:
+        unwritten.append(str(exc))
+    status = NodeStatus(
+        point=spec.point,
+        role=spec.role,
+        node=spec.node,
+        part=spec.part,
+        ok=not errors and not unwritten,
+        error="; ".join([*unwritten[:1], *errors[:1]]),
+        sent=sum(r.total_sent for r in recorders),
+        received=sum(r.total_received for r in recorders),
+        errors=sum(r.total_errors for r in recorders),
+        clock_offset_s=spec.clock.offset_s,
+        clock_source=spec.clock.source,
+    )
+    try:
+        write_status(spec.run_dir, status)
+    except RecordsNotWritten as exc:
+        unwritten.append(str(exc))
+    if unwritten:
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal
+            lead = "\r\033[K" if sys.stderr.isatty() else ""  # over the progress line
+            line = f"{lead}brokerbench: {status.key.who}: {unwritten[0]}"
+            print(line, file=sys.stderr, flush=True)
     return status
 
 

@@ -3,7 +3,7 @@
 The results directory must be creatable and writable (a test file is written and
 removed), its file system must have room for the raw records the run may write, and the
 payload pools of the run's client processes must fit in the memory available. A failing
-check raises :class:`~workload.errors.UserError`: one line naming the directory or the
+check raises :class:`~workload.model.errors.UserError`: one line naming the directory or the
 figure, the estimate it was held against, and what to do (exit code 2).
 
 The disk estimate is deliberately generous (it should fail only where a run would really
@@ -21,10 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workload.errors import UserError
+from workload.model.errors import UserError, write_problem
+from workload.model.sweep import SweepPoint
 from workload.node import processes_for
-from workload.results import write_problem
-from workload.sweep import SweepPoint
 
 #: Messages per second a closed-loop sender worker is assumed to reach, at most …
 CLOSED_LOOP_MSGS_PER_S = 20_000
@@ -63,14 +62,14 @@ def disk_estimate(points: Sequence[SweepPoint], cpus: int | None = None) -> Disk
     messages = worker_seconds = 0
     for point in points:
         load = point.load
-        senders = load.threads * load.sender_nodes
+        senders = load.sender_workers
         per_worker = load.rate or CLOSED_LOOP_MSGS_PER_S
         rate = min(senders * per_worker, cpus * MAX_MSGS_PER_S_PER_CPU)
         sent = rate * load.duration
         if load.messages is not None:
             sent = min(sent, load.messages * senders)
         messages += int(sent)
-        workers = load.threads * (load.sender_nodes + point.receiver_nodes)
+        workers = senders + load.threads * point.receiver_nodes
         worker_seconds += int(workers * (load.duration + load.idle_timeout))
     return DiskEstimate(messages, worker_seconds)
 

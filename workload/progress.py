@@ -29,8 +29,8 @@ from rich.table import Table
 from rich.text import Text
 
 from workload.histogram import percentile_of
+from workload.model.sweep import SweepPoint, estimated_seconds
 from workload.node import Progress
-from workload.sweep import SweepPoint, estimated_seconds
 
 #: With no report from any node for this long, an interval's figures are shown as zero.
 STALE_AFTER = 3.0

@@ -2,7 +2,7 @@
 identities that loss and duplicate accounting needs (docs/measurement.md §3, §5).
 
 A recorder belongs to one worker (one thread or task), so it needs no locks; the node
-reads its running totals for progress and writes it out at the end (``workload.results``).
+reads its running totals for progress and writes it out at the end (``workload.node_records``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import numpy as np
 
 from workload.histogram import Histogram
 from workload.message import Column
-
-#: A second is split into this many slots for :attr:`SecondStats.active`.
-SLOTS = 10
-SLOT_NS = 1_000_000_000 // SLOTS
+from workload.model.results import SLOT_NS, SLOTS
 
 
 @dataclass(slots=True)

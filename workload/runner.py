@@ -39,14 +39,15 @@ from brokers.netns import Namespaces, NodeHosts
 from brokers.watchdog import WATCHDOG
 from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.coordinator import Coordinator, SweepPlace, places
-from workload.errors import one_line
-from workload.layout import LAYOUT
 from workload.local_fleet import LocalFleet, RunOutcome
+from workload.model.errors import RecordsNotWritten, one_line
+from workload.model.layout import LAYOUT
+from workload.model.record import ProbeRecord, RunContext
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint, describe_points
 from workload.naming import run_tag
 from workload.preflight import preflight
-from workload.record import ProbeRecord, RunContext
-from workload.results import RecordsNotWritten
-from workload.scenario import Scenario, load_scenario
 from workload.search import (
     CapacitySearch,
     describe_search,
@@ -54,11 +55,9 @@ from workload.search import (
     measure_point,
     probe_line,
     probe_point,
-    sender_workers,
     unjudged,
 )
 from workload.search import estimated_seconds as search_seconds
-from workload.sweep import SweepPoint, describe_points, expand
 
 Console = Callable[[str], None]
 
@@ -115,7 +114,7 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     scenario = load_scenario(scenario_path)
     system = registry.get(scenario.broker.system)
     search = (
-        CapacitySearch(scenario.search, sender_workers(scenario))
+        CapacitySearch(scenario.search, scenario.load.sender_workers)
         if scenario.search is not None
         else None
     )

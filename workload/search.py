@@ -13,15 +13,15 @@ probe gains the same relative precision wherever the capacity lies — an arithm
 1,000 and 100,000 would probe 50,500 first and take several probes to come down to a
 capacity near 10,000.
 
-Whether a probe holds is one rule, :func:`verdict`, which the analysis applies to its
+Whether a probe holds is one rule, :func:`workload.model.slo.verdict`, which the analysis applies to its
 summary rows too: receivers kept up, the senders reached the target rate, no call failed,
 and the whole-run processing-latency p99 is within the SLO. The runner evaluates each probe
 right after its point ends from the point's raw per-second records (:func:`measure_point`,
 with pyarrow — no Spark), measured over the same periods as the analysis
 (``analysis.transforms.measurement_periods``).
 
-The search's record (:class:`~workload.record.SearchRecord`, with its probes'
-:class:`~workload.record.ProbeRecord`) is the run context's ``search``.
+The search's record (:class:`~workload.model.record.SearchRecord`, with its probes'
+:class:`~workload.model.record.ProbeRecord`) is the run context's ``search``.
 """
 
 from __future__ import annotations
@@ -29,98 +29,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from workload.histogram import percentile_of
-from workload.record import Outcome, ProbeRecord, SearchRecord
-from workload.results import read_point
-from workload.sweep import SweepPoint
-from workload.sweep import estimated_seconds as sweep_seconds
+from workload.model.record import Outcome, ProbeRecord, SearchRecord
+from workload.model.results import read_point
+from workload.model.slo import SLO_QUANTILE, format_ms, format_rate, format_share, verdict
+from workload.model.sweep import SweepPoint
+from workload.model.sweep import estimated_seconds as sweep_seconds
 
 if TYPE_CHECKING:
-    from workload.scenario import Scenario, SearchSection
-
-#: Receivers kept up when they acknowledged at least this share of the send rate (the
-#: analysis's ``analysis.transforms.KEEP_UP_RATIO``).
-KEEP_UP_RATIO = 0.95
-#: The senders produced the rate when they sent at least this share of the target rate.
-TARGET_RATIO = 0.95
-#: The quantile the SLO bounds.
-SLO_QUANTILE = 0.99
-
-
-class Verdict(NamedTuple):
-    """Whether a probe held its rate and the SLO, and why (a short line)."""
-
-    holds: bool
-    reason: str
-
-
-def verdict(
-    *,
-    target_msgs_per_s: float,
-    send_msgs_per_s: float | None,
-    receive_msgs_per_s: float | None,
-    errors: int | None,
-    processing_latency_p99_ms: float | None,
-    slo_p99_ms: float,
-) -> Verdict:
-    """Whether a point at ``target_msgs_per_s`` (in total) holds: receivers kept up
-    (acknowledged ≥ 95 % of the send rate over the measurement period), the senders sent ≥
-    95 % of the target rate (else the clients, or a broker too slow to confirm, set the
-    pace: the target was not offered), no call failed, and the whole-run processing-latency
-    p99 after the warm-up is at most the SLO.
-
-    The arguments are named as the analysis's summary columns. The reason lists every
-    condition that failed ("p99 73.1 ms > SLO 50 ms; receivers did not keep up (…)"), or
-    says by how much the p99 was within the SLO.
-    """
-    failed: list[str] = []
-    if not send_msgs_per_s:
-        failed.append("no message was confirmed sent")
-    else:
-        reached = send_msgs_per_s / target_msgs_per_s
-        if reached < TARGET_RATIO:
-            failed.append(f"senders reached only {_percent(reached)} % of the target rate")
-        if receive_msgs_per_s is None or receive_msgs_per_s < send_msgs_per_s * KEEP_UP_RATIO:
-            share = (receive_msgs_per_s or 0.0) / send_msgs_per_s
-            failed.append(
-                f"receivers did not keep up ({_percent(share)} % of the send rate acknowledged)"
-            )
-    if errors:
-        failed.append(f"{errors:,} failed call(s)")
-    slo = f"SLO {format_ms(slo_p99_ms)} ms"
-    if processing_latency_p99_ms is None:
-        failed.append("no processing latency was recorded")
-    elif processing_latency_p99_ms > slo_p99_ms:
-        failed.append(f"p99 {format_ms(processing_latency_p99_ms)} ms > {slo}")
-    if failed:
-        return Verdict(False, "; ".join(failed))
-    assert processing_latency_p99_ms is not None
-    return Verdict(True, f"p99 {format_ms(processing_latency_p99_ms)} ms ≤ {slo}")
-
-
-def _percent(share: float) -> int:
-    """A share as whole percent, rounded down (94.9 % is not read as 95 %)."""
-    return math.floor(share * 100 + 1e-9)
-
-
-def format_ms(ms: float) -> str:
-    """``73.1``, ``12.3``, ``0.847``, ``1,234``: three significant digits below a second."""
-    return f"{ms:,.0f}" if ms >= 1000 else f"{ms:.3g}"
-
-
-def format_share(share: float) -> str:
-    """``0.05`` → ``5 %``, ``0.125`` → ``12.5 %``."""
-    return f"{share * 100:.3g} %"
-
-
-def format_rate(rate: float) -> str:
-    """``25,000``, ``31,623``; a rate below 100 msgs/s with its fraction (``0.5``)."""
-    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+    from workload.model.scenario import Scenario
+    from workload.model.sections import SearchSection
 
 
 @dataclass(frozen=True)
@@ -304,8 +227,7 @@ def between(low: float, high: float) -> float:
 def probe_point(scenario: Scenario, index: int, rate: float) -> SweepPoint:
     """The sweep point of a probe at ``rate`` msgs/s in total: the scenario's load with
     each sender worker's ``rate`` its share; labelled by the total (``rate=25000``)."""
-    load = scenario.point_load()
-    workers = load.threads * load.sender_nodes
+    workers = scenario.load.sender_workers
     shown: float | int = int(rate) if float(rate).is_integer() else rate
     return SweepPoint(
         index=index,
@@ -313,10 +235,6 @@ def probe_point(scenario: Scenario, index: int, rate: float) -> SweepPoint:
         params=scenario.broker_params().model_dump(),
         varied={"rate": shown},
     )
-
-
-def sender_workers(scenario: Scenario) -> int:
-    return scenario.load.threads * scenario.load.sender_nodes
 
 
 def judge(point: SweepPoint, measures: Measures, slo_p99_s: float) -> ProbeRecord:
@@ -370,7 +288,7 @@ def describe_search(scenario: Scenario) -> str:
     """The search plan in words, for ``brokerbench validate``."""
     spec = scenario.search
     assert spec is not None
-    workers = sender_workers(scenario)
+    workers = scenario.load.sender_workers
     return (
         f"capacity search: {format_rate(spec.low)} to {format_rate(spec.high)} msgs/s in total "
         f"over {workers} sender worker(s), SLO processing p99 ≤ "
@@ -381,7 +299,7 @@ def describe_search(scenario: Scenario) -> str:
 
 def estimated_seconds(scenario: Scenario, probes: int | None = None) -> float:
     """An upper bound of the run time of ``probes`` probes (default ``max_probes``: the
-    whole search), each estimated as a sweep point is (:func:`workload.sweep.estimated_seconds`)."""
+    whole search), each estimated as a sweep point is (:func:`workload.model.sweep.estimated_seconds`)."""
     assert scenario.search is not None
     count = scenario.search.max_probes if probes is None else probes
     return count * sweep_seconds([probe_point(scenario, 0, scenario.search.low)])

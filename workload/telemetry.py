@@ -3,7 +3,7 @@
 A :class:`Sampler` runs beside the workers — a thread of the coordinating process locally,
 never in a worker — and reads, every ``interval`` (1 s by default), cumulative counters of
 each :class:`Target` and of the machine, and keeps their rates as rows of the raw table
-``telemetry`` (:data:`workload.results.TELEMETRY_SCHEMA`), in the same time base as the workers' per-second
+``telemetry`` (:data:`workload.model.results.TELEMETRY_SCHEMA`; its names :mod:`workload.model.telemetry`), in the same time base as the workers' per-second
 records (``second`` is the wall-clock second the middle of a row falls in):
 
 * CPU (user, system) of the node's processes, in % of one core, and of its busiest
@@ -39,25 +39,7 @@ from typing import Any
 import psutil
 
 from workload import jvmstat
-
-HOST = "host"
-
-#: Telemetry columns averaged per node over a measurement period (:func:`node_means`, and
-#: the Spark job's ``analysis.transforms.node_usage``).
-USAGE_MEANS = (
-    "cores",
-    "processes",
-    "cpu_pct",
-    "cpu_process_max_pct",
-    "rss_bytes",
-    "device_write_bytes_s",
-    "device_write_ops_s",
-    "device_busy_pct",
-    "device_flushes_s",
-    "net_in_bytes_s",
-    "net_out_bytes_s",
-    "gc_pause_ms_s",
-)
+from workload.model.telemetry import HOST, USAGE_MEANS
 
 
 @dataclass(frozen=True)

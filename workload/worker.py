@@ -34,8 +34,8 @@ from brokers.base import (
     Sender,
 )
 from workload import message
+from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
-from workload.scenario import LoadSection
 
 #: The longest a receiver idles waiting for senders that have not said they finished.
 SENDERS_WAIT_LIMIT = 180.0

@@ -1,6 +1,6 @@
 """Benchmark (not a test): the analysis job on a synthetic run of many messages.
 
-Generates one run directory in the real raw format (``workload.results``: per-second
+Generates one run directory in the real raw format (``workload.model.results``: per-second
 counters and histograms per worker, confirmed sequence ranges, one identity row per received
 message) with pyarrow, then times ``analysis.job.analyse`` in local mode and prints messages
 analysed per second (overall and per core) and peak memory of the Spark JVM and of Python.
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from workload.histogram import bucket_of
-from workload.results import (
+from workload.model.results import (
     RECEIVED_SCHEMA,
     SECONDS_SCHEMA,
     SENT_RANGES_SCHEMA,

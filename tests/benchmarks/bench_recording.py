@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from brokers.base import Adapter, Received, ReceivedBatch
 from workload import message
 from workload.histogram import Histogram
+from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
-from workload.scenario import LoadSection
 from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 
 

@@ -45,17 +45,17 @@ import psutil
 
 from workload.aws.fault_driver import RunFaults
 from workload.aws.fleet import S3Fleet, participants
-from workload.aws.store import RunStore, StoreDenied, now
+from workload.aws.store import Log, RunStore, StoreDenied, Uploader, now
 from workload.coordinator import Coordinator, places
-from workload.errors import UserError
-from workload.layout import LAYOUT
+from workload.model.errors import RecordsNotWritten, UserError
+from workload.model.layout import LAYOUT
+from workload.model.results import write_telemetry
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint
 from workload.preflight import preflight
-from workload.results import RecordsNotWritten, write_telemetry
-from workload.scenario import Scenario, load_scenario
-from workload.sweep import SweepPoint, expand
 from workload.telemetry import Sampler, Target
 
-Log = Callable[[str], None]
 #: Names the parameter that holds the stack's broker password (set in the node's env file).
 PASSWORD_PARAMETER_ENV = "BROKERBENCH_PASSWORD_PARAMETER"
 
@@ -114,7 +114,7 @@ class CliCommands:
         ]
         self.log("$ brokerbench " + " ".join(args))
         done = subprocess.run(
-            [sys.executable, "-m", "workload.cli", *args],
+            [sys.executable, "-m", "workload.shell.cli", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -154,57 +154,6 @@ def _reachable(address: str) -> bool:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=3):
             return True
     except OSError:
-        return False
-
-
-@dataclass
-class Uploader:
-    """Uploads new or changed files of the local run directory, with retries."""
-
-    store: RunStore
-    run_dir: Path
-    log: Log
-    attempts: int = 5
-    backoff: float = 2.0
-    sleep: Callable[[float], None] = time.sleep
-    sent: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-    def upload_new(self) -> list[str]:
-        """Upload what changed since the last call; the files that could not be uploaded."""
-        failed: list[str] = []
-        if not self.run_dir.is_dir():
-            return failed
-        for path in sorted(p for p in self.run_dir.rglob("*") if p.is_file()):
-            if path.name.startswith("."):
-                continue
-            key = path.relative_to(self.run_dir).as_posix()
-            stat = path.stat()
-            if self.sent.get(key) == (stat.st_size, stat.st_mtime):
-                continue
-            if self.upload(path, key):
-                self.sent[key] = (stat.st_size, stat.st_mtime)
-            else:
-                failed.append(key)
-        return failed
-
-    def upload(self, path: Path, key: str) -> bool:
-        """Upload one file, retried unless S3 refuses it; whether it was uploaded."""
-        error: Exception | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                self.store.upload(path, key)
-                return True
-            except StoreDenied as exc:  # asking again gets the same answer
-                self.log(f"upload of {key} failed: {exc}; the local copy stays at {path}")
-                return False
-            except Exception as exc:
-                error = exc
-                if attempt < self.attempts:
-                    self.sleep(self.backoff * 2 ** (attempt - 1))
-        self.log(
-            f"upload of {key} to {self.store.uri(key)} failed after {self.attempts} attempts "
-            f"({error}); the local copy stays at {path}"
-        )
         return False
 
 
@@ -302,7 +251,17 @@ class ClientAgent:
         if faults is not None:
             faults.ack_timeout = self.fault_ack_timeout
             faults.poll = self.poll
-        fleet = S3Fleet(self, faults)
+        assert self.uploader is not None  # set when the run starts
+        fleet = S3Fleet(
+            self.store,
+            self.uploader,
+            self,
+            self.log,
+            f"{self.role}-{self.node}",
+            faults,
+            start_grace=self.start_grace,
+            poll=self.poll,
+        )
         Coordinator(fleet).run(places(points))
         if faults is not None and points:
             faults.finish()
@@ -348,6 +307,10 @@ class ClientAgent:
         failed = self.upload_new()
         self._done(point.index, succeeded, "" if succeeded else message, failed)
         return succeeded and not failed
+
+    def prepare(self, point: int) -> tuple[bool, str]:
+        """``brokerbench prepare`` of ``point`` on this machine (the coordinator's part)."""
+        return self.commands.prepare(point)
 
     def sampler(self, point: SweepPoint) -> Sampler:
         """The resource sampler of this machine while it runs ``point``: its node's

@@ -9,7 +9,7 @@ The coordinator (sender 0, :mod:`workload.aws.fault_driver`) posts, under ``runs
   for a fault without ``until``);
 * ``control/faults/<node>/finished`` when the run has no more points: the agent exits.
 
-(The keys are :class:`workload.layout.RunLayout`'s.)
+(The keys are :class:`workload.model.layout.RunLayout`'s.)
 
 The agent of ``<node>`` (``broker-1``, the node's name in the stack's plan) lists its own
 prefix every ``poll`` seconds, acts on each marker it has not answered yet and answers it
@@ -48,10 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workload.aws.store import RunStore, agent_arguments, agent_store
-from workload.layout import LAYOUT
+from workload.model.layout import BEGIN, END, LAYOUT
 
-#: Marker kinds: a fault begins, a fault ends.
-BEGIN, END = "begin", "end"
 #: The iptables chain of an isolated node.
 CHAIN = "brokerbench-isolate"
 #: Ports an isolation must never cut: SSH and HTTPS (S3, the parameter store).

@@ -6,13 +6,13 @@ The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`
 :class:`PointFaults` when it starts its own sender node for the point: that is the start of
 the faults' clock (``sending_ns``; the other client machines start within the agents' poll
 interval of it). A thread posts, for each fault, the begin marker ``at`` seconds later and
-the end marker ``until`` seconds later (keys: :class:`workload.layout.RunLayout`), to the
+the end marker ``until`` seconds later (keys: :class:`workload.model.layout.RunLayout`), to the
 node the fault's selector names at that moment: a node index always, ``"leader"`` and
 ``"follower"`` as the system's cloud recipe finds the leader
 (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
 :meth:`PointFaults.finish` brings a node still down back when another point follows (an end
 marker of its own) and writes the point's timeline — the same
-:class:`~workload.faults.PointTimeline` as a local run, ``faults/p<point>.json`` in the run —
+:class:`~workload.model.faults.PointTimeline` as a local run, ``faults/p<point>.json`` in the run —
 with the times the broker machines acted at.
 """
 
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 
 from brokers import registry
 from brokers.cloud import CloudFaults
-from workload.aws.fault_agent import BEGIN, END
 from workload.aws.store import RunStore, now
-from workload.errors import first_line
-from workload.faults import PointTimeline, planned, schedule
-from workload.layout import LAYOUT
+from workload.faults import planned, schedule
+from workload.model.errors import first_line
+from workload.model.faults import FaultSpec, PointTimeline
+from workload.model.layout import BEGIN, END, LAYOUT
+from workload.model.scenario import Scenario
+from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, run_tag
-from workload.scenario import FaultSpec, Scenario
-from workload.sweep import SweepPoint
 
 Log = Callable[[str], None]
 #: Which node leads now, as a fault index (raises when it cannot be told).

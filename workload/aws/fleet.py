@@ -1,6 +1,6 @@
 """The client machines of an AWS run, as the coordinating agent (sender node 0) drives them
 through each sweep point (:class:`workload.coordinator.Fleet`) with markers in the run's S3
-prefix (:class:`workload.layout.RunLayout`).
+prefix (:class:`workload.model.layout.RunLayout`).
 
 * prepare: ``brokerbench prepare`` on this machine (point 0 also writes the run context),
   and its files uploaded;
@@ -23,20 +23,18 @@ next one follows; :attr:`S3Fleet.ok` says whether everything went well.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from workload.aws.fault_driver import PointFaults, RunFaults
-from workload.aws.store import now
+from workload.aws.store import Log, RunStore, Uploader, now
 from workload.coordinator import SweepPlace
-from workload.faults import write_timeline
-from workload.layout import LAYOUT
-from workload.record import load_context
-from workload.results import NodeStatus, write_status
-from workload.sweep import SweepPoint
-
-if TYPE_CHECKING:
-    from workload.aws.agent import ClientAgent
+from workload.model.faults import write_timeline
+from workload.model.layout import LAYOUT
+from workload.model.record import load_context
+from workload.model.results import NodeStatus, write_status
+from workload.model.sweep import SweepPoint
 
 
 def participants(point: SweepPoint) -> list[tuple[str, int]]:
@@ -46,12 +44,41 @@ def participants(point: SweepPoint) -> list[tuple[str, int]]:
     ]
 
 
+class OwnNode(Protocol):
+    """The coordinating machine's own part of the run (the agent's,
+    :class:`~workload.aws.agent.ClientAgent`)."""
+
+    def prepare(self, point: int) -> tuple[bool, str]: ...
+
+    def take_part(
+        self,
+        point: SweepPoint,
+        ready: dict[str, Any] | None,
+        starting: Callable[[], None] | None = None,
+    ) -> bool: ...
+
+    def budget(self, point: SweepPoint) -> float: ...
+
+    @property
+    def elapsed(self) -> float: ...
+
+
 @dataclass
 class S3Fleet:
-    """The client machines of an AWS run, coordinated by ``agent`` (see the module)."""
+    """The client machines of an AWS run, coordinated through ``store`` (see the module);
+    what the coordinating machine recorded goes up through ``uploader``."""
 
-    agent: ClientAgent
+    store: RunStore
+    uploader: Uploader
+    own: OwnNode
+    log: Log
+    #: The coordinating node's name (``sender-0``), on markers it posts for others.
+    name: str
     faults: RunFaults | None = None
+    #: How long into the run a node may take to post its started marker.
+    start_grace: float = 900.0
+    #: Seconds between looks at the markers.
+    poll: float = 2.0
     #: Everything went well so far (the agent's exit code).
     ok: bool = True
     _ready: dict[str, Any] = field(default_factory=dict, init=False)
@@ -65,14 +92,13 @@ class S3Fleet:
         return False
 
     def prepare(self, place: SweepPlace) -> str | None:
-        agent = self.agent
-        prepared, message = agent.commands.prepare(place.point.index)
-        agent.upload_new()
+        prepared, message = self.own.prepare(place.point.index)
+        self.uploader.upload_new()
         return None if prepared else message
 
     def release(self, place: SweepPlace, problem: str | None) -> None:
         self._ready = {"ok": problem is None, "error": problem or "", "at": now()}
-        self.agent.store.put_json(LAYOUT.ready(place.point.index), self._ready)
+        self.store.put_json(LAYOUT.ready(place.point.index), self._ready)
 
     def run(self, place: SweepPlace) -> None:
         """This machine's sender node of the point; the faults' clock starts with it."""
@@ -83,25 +109,25 @@ class S3Fleet:
                 self._point_faults = self.faults.point(point)
                 self._point_faults.start()
 
-        self.ok = self.agent.take_part(point, self._ready, starting) and self.ok
+        self.ok = self.own.take_part(point, self._ready, starting) and self.ok
 
     def await_nodes(self, place: SweepPlace) -> None:
         """Wait until every node of the point has posted its done marker, for at most the
         point's budget — and, ``start_grace`` into the run, not for nodes that have not
         even posted their started marker (:meth:`collect` closes the point for those)."""
-        agent, point = self.agent, place.point
+        point = place.point
         expected = {LAYOUT.done(point.index, r, n): (r, n) for r, n in participants(point)}
-        deadline = time.monotonic() + agent.budget(point)
+        deadline = time.monotonic() + self.own.budget(point)
         while True:
-            present = agent.store.keys(LAYOUT.markers)
+            present = self.store.keys(LAYOUT.markers)
             missing = [who for key, who in expected.items() if key not in present]
             absent = [who for who in missing if LAYOUT.started(*who) not in present]
             clock = time.monotonic()
             if not missing or clock >= deadline:
                 break
-            if len(absent) == len(missing) and agent.elapsed >= agent.start_grace:
+            if len(absent) == len(missing) and self.own.elapsed >= self.start_grace:
                 break
-            time.sleep(agent.poll)
+            time.sleep(self.poll)
         self._absent, self._late = absent, len(missing) - len(absent)
 
     def finish_faults(self, place: SweepPlace, restore: bool) -> None:
@@ -110,15 +136,14 @@ class S3Fleet:
         faults, self._point_faults = self._point_faults, None
         if faults is None:
             return
-        agent = self.agent
         timeline = faults.finish(restore)
-        write_timeline(agent.run_dir, timeline)
-        uploaded = LAYOUT.timeline(timeline.point) not in agent.upload_new()
+        write_timeline(self.uploader.run_dir, timeline)
+        uploaded = LAYOUT.timeline(timeline.point) not in self.uploader.upload_new()
         errors = [
             f"fault {r.index} ({r.describe()}): {r.error}" for r in timeline.faults if r.error
         ]
         for error in errors:
-            agent.log(f"point {timeline.point}: {error}")
+            self.log(f"point {timeline.point}: {error}")
         self.ok = uploaded and not errors and self.ok
 
     def collect(self, place: SweepPlace) -> None:
@@ -126,35 +151,34 @@ class S3Fleet:
         for role, node in self._absent:
             self._close_for(point, role, node)
         if self._late:
-            self.agent.log(f"point {point}: no result from {self._late} node(s) in time; going on")
+            self.log(f"point {point}: no result from {self._late} node(s) in time; going on")
 
     def _close_for(self, point: int, role: str, node: int) -> None:
         """Post, for a node that never started, its statuses of ``point`` and its done
         marker."""
-        agent = self.agent
         error = (
             f"never started: no {LAYOUT.started(role, node)} marker "
-            f"{agent.elapsed:.0f} s into the run"
+            f"{self.own.elapsed:.0f} s into the run"
         )
         for part in range(self._parts(point)):
-            write_status(agent.run_dir, NodeStatus(point, role, node, False, error, part))
-        failed = agent.upload_new()
-        agent.store.put_json(
+            write_status(self.uploader.run_dir, NodeStatus(point, role, node, False, error, part))
+        failed = self.uploader.upload_new()
+        self.store.put_json(
             LAYOUT.done(point, role, node),
             {
                 "ok": False,
                 "error": error,
                 "failed_uploads": failed,
                 "at": now(),
-                "posted_by": f"{agent.role}-{agent.node}",
+                "posted_by": self.name,
             },
         )
-        agent.log(f"point {point}: {role} {node} {error}; closed without it")
+        self.log(f"point {point}: {role} {node} {error}; closed without it")
 
     def _parts(self, point: int) -> int:
         """Processes per node at ``point`` as the context this coordinator prepared says:
         the analysis expects records or a status of each."""
         try:
-            return load_context(self.agent.run_dir).points[point].processes
+            return load_context(self.uploader.run_dir).points[point].processes
         except (OSError, ValueError, LookupError):
             return 1

@@ -1,6 +1,6 @@
 """One run's prefix in the results bucket, as every machine of a stack reads and writes it:
-client machines (:mod:`workload.aws.agent`) and the fault agents of broker machines
-(:mod:`workload.aws.fault_agent`).
+client machines (:mod:`workload.aws.agent`, which upload their run directory with an
+:class:`Uploader`) and the fault agents of broker machines (:mod:`workload.aws.fault_agent`).
 
 Standard library only (the S3 client is passed in): a broker machine runs it with the
 system's Python straight from the uploaded wheel, without installing the project.
@@ -12,13 +12,14 @@ import argparse
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 
 T = TypeVar("T")
+Log = Callable[[str], None]
 
 
 def now() -> str:
@@ -176,3 +177,54 @@ def agent_store(args: argparse.Namespace) -> RunStore:
     import boto3
 
     return RunStore(boto3.client("s3", region_name=args.region), args.bucket, args.run_id)
+
+
+@dataclass
+class Uploader:
+    """Uploads new or changed files of the local run directory, with retries."""
+
+    store: RunStore
+    run_dir: Path
+    log: Log
+    attempts: int = 5
+    backoff: float = 2.0
+    sleep: Callable[[float], None] = time.sleep
+    sent: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def upload_new(self) -> list[str]:
+        """Upload what changed since the last call; the files that could not be uploaded."""
+        failed: list[str] = []
+        if not self.run_dir.is_dir():
+            return failed
+        for path in sorted(p for p in self.run_dir.rglob("*") if p.is_file()):
+            if path.name.startswith("."):
+                continue
+            key = path.relative_to(self.run_dir).as_posix()
+            stat = path.stat()
+            if self.sent.get(key) == (stat.st_size, stat.st_mtime):
+                continue
+            if self.upload(path, key):
+                self.sent[key] = (stat.st_size, stat.st_mtime)
+            else:
+                failed.append(key)
+        return failed
+
+    def upload(self, path: Path, key: str) -> bool:
+        """Upload one file, retried unless S3 refuses it; whether it was uploaded."""
+        error: Exception | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                self.store.upload(path, key)
+                return True
+            except StoreDenied as exc:  # asking again gets the same answer
+                self.log(f"upload of {key} failed: {exc}; the local copy stays at {path}")
+                return False
+            except Exception as exc:
+                error = exc
+                if attempt < self.attempts:
+                    self.sleep(self.backoff * 2 ** (attempt - 1))
+        self.log(
+            f"upload of {key} to {self.store.uri(key)} failed after {self.attempts} attempts "
+            f"({error}); the local copy stays at {path}"
+        )
+        return False

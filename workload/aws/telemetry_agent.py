@@ -9,7 +9,7 @@ processes of the broker's unit (its cgroup, so a restarted broker is found again
 system's recipe names no unit, every process of the machine but the agent) with its
 data directory's device, and the machine; every ``batch`` seconds the new rows go up as one
 JSON-lines object, ``raw/telemetry-stream/<node>/<second>.jsonl``
-(:meth:`workload.layout.RunLayout.telemetry_batch`) — the only keys this machine may write.
+(:meth:`workload.model.layout.RunLayout.telemetry_batch`) — the only keys this machine may write.
 The rows name no sweep point: the analysis places each row in the point whose measurement
 period holds its second.
 
@@ -34,7 +34,7 @@ from typing import Any
 import psutil
 
 from workload.aws.store import RunStore, agent_arguments, agent_store
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
 from workload.telemetry import Sampler, Target
 
 Log = Callable[[str], None]

@@ -2,10 +2,10 @@
 ``RESULTS_DIR/<run-id>/`` and the keys under ``s3://<bucket>/runs/<run-id>/``, which mirror
 them, plus the control markers through which the machines of an AWS run coordinate.
 
-``context.json``                          the run context (:mod:`workload.record`)
+``context.json``                          the run context (:mod:`workload.model.record`)
 ``raw/<table>/p<K>-<role>-<node>.<part>.parquet``
                                           a node part's records of one raw table
-                                          (:mod:`workload.results`)
+                                          (:mod:`workload.model.results`)
 ``raw/telemetry/p<K>-<node>.parquet``    a node's resource telemetry at point K
                                           (:mod:`workload.telemetry`; ``<node>`` a
                                           broker node's name, ``sender-<n>``,
@@ -37,6 +37,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+#: Kinds of fault marker: a fault begins, a fault ends.
+BEGIN, END = "begin", "end"
 
 _NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
 _FAULT_MARKER = re.compile(r"p(\d+)-f(\d+)\.(begin|end)$")

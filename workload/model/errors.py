@@ -3,13 +3,17 @@
 A scenario's problems are reported one per line as ``<file>: <key path>: <what is wrong>
 (line N)``: :func:`problems_of` turns a pydantic ``ValidationError`` into problems and
 :meth:`ScenarioError.of` into those lines, with key paths such as ``sweep.message_size[0]``
-and every line printable.
+and every line printable. A results file that cannot be written is
+:class:`RecordsNotWritten`, one line naming the file and why.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+from pathlib import Path
 from typing import NamedTuple
 
 from pydantic import ValidationError
@@ -172,3 +176,24 @@ def _line_of(text: str, loc: Loc) -> int | None:
         ):
             return number
     return None
+
+
+class RecordsNotWritten(RunFailed):
+    """A results file could not be written: one line naming the file and why."""
+
+    def __init__(self, path: Path | str, exc: OSError) -> None:
+        super().__init__(f"{write_problem(exc)} writing {path}")
+        self.path = Path(path)
+
+
+def write_problem(exc: OSError) -> str:
+    """Why a write failed, in the words a user acts on."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    if exc.errno == errno.EROFS:
+        return "permission denied (read-only file system)"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,6 +1,5 @@
 """The run record's shapes (docs/measurement.md §3): the run context written as ``context.json``, each of
-its sweep points (and the same point as an AWS run's manifest has it), and a capacity
-search's record — typed, for every writer and reader.
+its sweep points and a capacity search's record — typed, for every writer and reader.
 
 :mod:`workload.context` builds a :class:`RunContext`; the runner (locally) and ``brokerbench
 prepare`` (on AWS) fill it in and write it; the analysis, the terminal summary, the report
@@ -24,7 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from workload.layout import LAYOUT
+from workload.model.layout import LAYOUT
+from workload.model.sections import LoadSection
 
 Outcome = Literal[
     "running", "below_low", "at_least_high", "within_precision", "max_probes", "incomplete"
@@ -37,37 +37,14 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class PointLoad(Record):
-    """A sweep point's resolved load (the scenario's ``LoadSection`` as JSON); the fields the
-    analysis and the report read are named, the rest kept as written."""
+class PointLoad(LoadSection):
+    """A sweep point's resolved load: the scenario's :class:`LoadSection` as the record
+    holds it — the same fields and defaults, read leniently like the rest of the record
+    (keys it does not name kept, numbers as JSON gives them). ``receiver_nodes`` was
+    resolved when the point was built (twice the sender nodes unless given); None only in
+    a record that left it out."""
 
-    threads: int = 1
-    sender_nodes: int = 1
-    #: Resolved when the point was built (twice the sender nodes unless given); None only in
-    #: a record that left it out.
-    receiver_nodes: int | None = None
-    message_size: int = 100
-    max_send_batch: int | None = None
-    #: Msgs/s per sender worker in open loop; None: closed loop.
-    rate: float | None = None
-    max_in_flight: int | None = None
-    duration: float | None = None
-
-    @property
-    def receivers(self) -> int:
-        """Receiver nodes: as given, else twice the sender nodes."""
-        return self.receiver_nodes or 2 * self.sender_nodes
-
-
-class ManifestPoint(Record):
-    """One sweep point as an AWS run's manifest records it (``points``; the stack writes
-    ``infra.plan.PointPlan``): how many client machines of each role take part. It is the
-    context's :class:`PointEntry` seen from the fleet (:meth:`PointEntry.manifest_point`)."""
-
-    index: int
-    senders: int
-    receivers: int
-    label: str = ""
+    model_config = ConfigDict(extra="allow", frozen=False, strict=False)
 
 
 class PointEntry(Record):
@@ -83,7 +60,7 @@ class PointEntry(Record):
     #: a run of: the runs of one point share ``base`` (an older record: its own index).
     repeat: int = 0
     base: int = -1
-    load: PointLoad = Field(default_factory=PointLoad)
+    load: PointLoad = Field(default_factory=PointLoad)  # type: ignore[arg-type]
     params: dict[str, Any] = Field(default_factory=dict)
     #: The client library the parameters choose (None: not recorded).
     client: str | None = None
@@ -100,15 +77,6 @@ class PointEntry(Record):
     def processes(self) -> int:
         """Processes per client node (one where the record does not say)."""
         return self.processes_per_node or 1
-
-    def manifest_point(self) -> ManifestPoint:
-        """This point as the AWS run manifest records it."""
-        return ManifestPoint(
-            index=self.point,
-            senders=self.load.sender_nodes,
-            receivers=self.load.receivers,
-            label=self.label,
-        )
 
 
 class BrokerRecord(Record):

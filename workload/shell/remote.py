@@ -18,12 +18,13 @@ from pathlib import Path
 from brokers import registry
 from workload.clock import read_clock
 from workload.context import broker_entry, build_context, clock_entry, now_iso, write_context
-from workload.errors import UserError
+from workload.model.errors import UserError
+from workload.model.record import CostRecord
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node import NodeSpec, run_node_processes
-from workload.record import CostRecord
-from workload.scenario import Scenario, load_scenario
-from workload.sweep import SweepPoint, expand
 
 
 def _point(scenario: Scenario, index: int, source: Path) -> SweepPoint:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from brokers import registry
 from brokers.errors import BrokerError
-from workload.errors import RunFailed, ScenarioError, UserError
-from workload.layout import LAYOUT
+from workload.model.errors import RunFailed, ScenarioError, UserError
+from workload.model.layout import LAYOUT
 
 if TYPE_CHECKING:
-    from workload.scenario import Scenario
+    from workload.model.scenario import Scenario
 
 DEFAULT_RESULTS = Path("results")
 
@@ -112,8 +112,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from workload.scenario import load_scenario
-    from workload.sweep import batching_floor, expand
+    from workload.model.scenario import expand
+    from workload.model.scenario_file import load_scenario
+    from workload.model.sweep import batching_floor
 
     failed = False
     for path in args.scenarios:
@@ -133,10 +134,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _plan(scenario: Scenario) -> str:
     """What a run of a valid scenario runs, and about how long it takes."""
-    from workload.scenario import format_duration
+    from workload.model.bounds import format_duration
+    from workload.model.scenario import expand
+    from workload.model.sweep import describe_points, estimated_seconds
     from workload.search import describe_search
     from workload.search import estimated_seconds as search_seconds
-    from workload.sweep import describe_points, estimated_seconds, expand
 
     if scenario.search is not None:
         estimate = format_duration(search_seconds(scenario))
@@ -172,7 +174,7 @@ def cmd_brokers(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from workload.scenario import Scenario
+    from workload.model.scenario import Scenario
 
     print(json.dumps(Scenario.model_json_schema(), indent=2))
     return 0
@@ -233,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Command groups owned by their own modules.
     from analysis.compare_cli import register as register_compare
-    from workload.cloud import register as register_cloud
-    from workload.remote import register as register_remote
+    from workload.shell.cloud import register as register_cloud
+    from workload.shell.remote import register as register_remote
 
     register_compare(sub)
     register_cloud(sub)

@@ -1,6 +1,6 @@
 """The Parquet tables each client node writes, and the status of each node part.
 
-The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.layout`):
+The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model.layout`):
 
   ``seconds``                 per second, per worker: counters and latency histograms
   ``sent_ranges``             per sender worker: confirmed sequence ranges
@@ -13,17 +13,15 @@ dataset (locally or from S3). Files are named ``p<point>-<role>-<node>.<part>.pa
 node's workers are spread over processes, each writing its own part (:class:`PartKey`).
 
 Every file is written whole or not at all; a write that fails (a full disk, a read-only
-directory) raises :class:`RecordsNotWritten`, one line naming the file and why.
+directory) raises :class:`~workload.model.errors.RecordsNotWritten`, one line naming the
+file and why. A node part's recorders become these tables in :mod:`workload.node_records`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import os
-from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -31,11 +29,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workload.errors import RunFailed
-from workload.layout import LAYOUT
-from workload.recording import WorkerRecorder
+from workload.model.errors import RecordsNotWritten
+from workload.model.layout import LAYOUT
 
 HIST = pa.map_(pa.int32(), pa.int64())
+#: A second is split into this many slots for ``active_tenths`` (the worker's recorder,
+#: :attr:`workload.recording.SecondStats.active`, marks them).
+SLOTS = 10
+SLOT_NS = 1_000_000_000 // SLOTS
 
 SECONDS_SCHEMA = pa.schema(
     [
@@ -179,27 +180,6 @@ class NodeStatus:
         return PartKey(self.point, self.role, self.node, self.part)
 
 
-class RecordsNotWritten(RunFailed):
-    """A results file could not be written: one line naming the file and why."""
-
-    def __init__(self, path: Path | str, exc: OSError) -> None:
-        super().__init__(f"{write_problem(exc)} writing {path}")
-        self.path = Path(path)
-
-
-def write_problem(exc: OSError) -> str:
-    """Why a write failed, in the words a user acts on."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "disk full"
-    if exc.errno == errno.EROFS:
-        return "permission denied (read-only file system)"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    if exc.errno:
-        return os.strerror(exc.errno).lower()
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
 def raw_dir(run_dir: Path, table: str) -> Path:
     return run_dir / LAYOUT.raw_table(table)
 
@@ -217,83 +197,6 @@ def read_point(run_dir: Path, table: str, point: int, columns: list[str] | None 
 
 def node_file(point: int, role: str, node: int, part: int = 0) -> str:
     return LAYOUT.part_name(point, role, node, part)
-
-
-def write_node(
-    run_dir: Path,
-    run_id: str,
-    point: int,
-    role: str,
-    node: int,
-    recorders: Iterable[WorkerRecorder],
-    part: int = 0,
-) -> None:
-    """Write one node part's recorders as one Parquet file per table (atomically renamed).
-
-    Every table is attempted; the first that could not be written is then raised
-    (:class:`RecordsNotWritten`).
-    """
-    recorders = list(recorders)
-    seconds: dict[str, list[object]] = {name: [] for name in SECONDS_SCHEMA.names}
-    ranges: dict[str, list[object]] = {name: [] for name in SENT_RANGES_SCHEMA.names}
-    for rec in recorders:
-        for second, s in sorted(rec.seconds.items()):
-            row = {
-                "run_id": run_id,
-                "point": point,
-                "role": role,
-                "node": node,
-                "worker": rec.worker,
-                "second": second,
-                "sent": s.sent,
-                "received": s.received,
-                "acked": s.acked,
-                "errors": s.errors,
-                "redelivered": s.redelivered,
-                "foreign": s.foreign,
-                "active_tenths": s.active,
-                "send_latency": list(s.send_latency.counts.items()),
-                "processing_latency": list(s.processing_latency.counts.items()),
-                "send_delay": list(s.send_delay.counts.items()),
-            }
-            for key, value in row.items():
-                seconds[key].append(value)
-        for lo, hi in rec.sent_ranges:
-            for key, value in zip(
-                SENT_RANGES_SCHEMA.names, (run_id, point, node, rec.worker, lo, hi), strict=True
-            ):
-                ranges[key].append(value)
-    tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}
-    if role == "sender":
-        tables["sent_ranges"] = pa.table(ranges, schema=SENT_RANGES_SCHEMA)
-    else:
-        n = sum(len(r.rx_seq) for r in recorders)
-        tables["received"] = pa.table(
-            {
-                "run_id": pa.repeat(pa.scalar(run_id, pa.string()), n),
-                "point": pa.repeat(pa.scalar(point, pa.int32()), n),
-                "sender_node": _concat([r.rx_node for r in recorders], pa.int32()),
-                "sender_worker": _concat([r.rx_worker for r in recorders], pa.int32()),
-                "seq": _concat([r.rx_seq for r in recorders], pa.int64()),
-                "receiver_node": pa.repeat(pa.scalar(node, pa.int32()), n),
-                "second": _concat([r.rx_second for r in recorders], pa.int64()),
-            },
-            schema=RECEIVED_SCHEMA,
-        )
-    failed: list[RecordsNotWritten] = []
-    for table, data in tables.items():  # each table on its own: keep whatever can be kept
-        try:
-            write_table_file(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
-        except RecordsNotWritten as exc:
-            failed.append(exc)
-    if failed:
-        raise failed[0]
-
-
-def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
-    """Zero-copy view of ``array.array`` columns as one Arrow array."""
-    chunks = [pa.Array.from_buffers(type_, len(a), [None, pa.py_buffer(a)]) for a in arrays if a]
-    return pa.concat_arrays(chunks) if chunks else pa.array([], type_)
 
 
 def write_table_file(path: Path, table: pa.Table) -> None:
@@ -353,9 +256,9 @@ def telemetry_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Write sampler rows as one Parquet file per point and node (:mod:`workload.layout`);
+    """Write sampler rows as one Parquet file per point and node (:mod:`workload.model.layout`);
     every file is attempted, the first that could not be written is raised
-    (:class:`~workload.results.RecordsNotWritten`)."""
+    (:class:`~workload.model.errors.RecordsNotWritten`)."""
     by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for row in rows:
         by_file.setdefault((row["point"], row["node"]), []).append(row)

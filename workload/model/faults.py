@@ -1,0 +1,160 @@
+"""A scenario's ``[[faults]]`` and what became of them: each declared fault
+(:class:`FaultSpec`) and, per sweep point, its timeline (:class:`PointTimeline`, the
+wall-clock time of each action), which the run writes as ``faults/p<point>.json`` and the
+analysis reads back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+
+from brokers.base import FAULT_ROLES
+from workload.model.bounds import MAX_FAULT_NODE, Duration, PositiveDuration, Strict
+from workload.model.errors import RecordsNotWritten, conflict
+from workload.model.layout import LAYOUT
+
+
+def check_selector(value: Any) -> Any:
+    """A fault's ``node``: ``"leader"``, ``"follower"`` or a node index (one message if not)."""
+    if value in FAULT_ROLES:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FAULT_NODE:
+        return value
+    raise ValueError(
+        f'expected "leader", "follower" or a node index (0 to {MAX_FAULT_NODE}), got {value!r}'
+    )
+
+
+def describe_fault(action: str, node: str | int, at: float, until: float | None) -> str:
+    """A fault in words: ``kill leader at 20 s until 40 s``, ``pause node 2 at 5 s``."""
+    who = f"node {node}" if isinstance(node, int) or node.isdigit() else node
+    return f"{action} {who} at {at:g} s" + (f" until {until:g} s" if until is not None else "")
+
+
+class FaultSpec(Strict):
+    """One fault of ``[[faults]]``: what happens to which broker node, and when."""
+
+    at: Duration = Field(
+        description="When the fault begins: seconds after the start of sending of each sweep "
+        "point; within load.duration."
+    )
+    action: Literal["kill", "stop", "pause", "isolate"] = Field(
+        description="kill (SIGKILL), stop (clean shutdown), pause (SIGSTOP until `until`), "
+        "isolate (cut off from peers and clients until `until`; systems whose nodes run in "
+        "network namespaces of their own)."
+    )
+    node: Annotated[
+        str | int,
+        BeforeValidator(check_selector),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"enum": list(FAULT_ROLES)},
+                    {"type": "integer", "minimum": 0, "maximum": MAX_FAULT_NODE},
+                ]
+            }
+        ),
+    ] = Field(
+        description='"leader", "follower" (what leads is the system\'s to say, see README) '
+        "or a node index from 0."
+    )
+    until: PositiveDuration | None = Field(
+        None,
+        description="When the node returns (restart after kill/stop, resume after pause): "
+        "seconds after the start of sending, after `at`, at most load.duration. Unset: it "
+        "stays down until the point ends (and is brought back before the next point).",
+    )
+
+    @model_validator(mode="after")
+    def _until_after_at(self) -> FaultSpec:
+        if self.until is not None and self.until <= self.at:
+            raise conflict(
+                ("until", "at"),
+                f"until ({self.until:g} s) must come after at ({self.at:g} s)",
+            )
+        return self
+
+    def describe(self) -> str:
+        """``kill leader at 20 s until 40 s``, ``pause node 2 at 5 s``."""
+        return describe_fault(self.action, self.node, self.at, self.until)
+
+
+class FaultRecord(BaseModel):
+    """One declared fault at one sweep point: what was planned and what happened when."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Its position in the scenario's ``[[faults]]``.
+    index: int
+    action: str
+    #: ``"leader"``, ``"follower"`` or the node index, as the scenario says.
+    selector: str
+    at_s: float
+    until_s: float | None = None
+    #: The node process it acted on, and whether that node led when the fault began.
+    node: str = ""
+    leader: bool = False
+    #: The system elects a new leader by itself (:class:`~brokers.base.FaultSupport`).
+    fails_over: bool = True
+    #: When the action was issued, when the node was brought back at ``until``, and when it
+    #: was brought back after the point (a fault without ``until``); wall-clock ns.
+    began_ns: int | None = None
+    ended_ns: int | None = None
+    restored_ns: int | None = None
+    #: Why the fault was not performed or the node could not be brought back.
+    error: str = ""
+
+    @property
+    def down_at_end(self) -> bool:
+        """The node was still down (killed, stopped or paused) when the point ended."""
+        return self.began_ns is not None and self.ended_ns is None
+
+    @property
+    def leaves_data_unavailable(self) -> bool:
+        """It left a leader down that nothing replaced: what only it could serve was
+        unavailable to the receivers until the point ended."""
+        return self.down_at_end and self.leader and not self.fails_over
+
+    def describe(self) -> str:
+        return describe_fault(self.action, self.selector, self.at_s, self.until_s)
+
+
+class PointTimeline(BaseModel):
+    """The faults of one sweep point."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    point: int
+    #: When the coordinator first heard of a confirmed message: the faults' clock starts.
+    sending_ns: int | None = None
+    faults: list[FaultRecord]
+
+
+def timeline_path(run_dir: Path, point: int) -> Path:
+    return run_dir / LAYOUT.timeline(point)
+
+
+def write_timeline(run_dir: Path, timeline: PointTimeline) -> None:
+    """Write a point's timeline whole (through a renamed temporary file) or raise
+    :class:`~workload.model.errors.RecordsNotWritten`."""
+    path = timeline_path(run_dir, timeline.point)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(timeline.model_dump_json(indent=1))
+        tmp.rename(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordsNotWritten(path, exc) from exc
+
+
+def read_timelines(run_dir: Path) -> dict[int, PointTimeline]:
+    """Every point's timeline in a run directory (none for a run without faults)."""
+    timelines = [
+        PointTimeline.model_validate_json(path.read_text())
+        for path in sorted((run_dir / LAYOUT.faults).glob(LAYOUT.timelines))
+    ]
+    return {t.point: t for t in timelines}

@@ -1,0 +1,103 @@
+"""The scenario file format: TOML parsed once into strict pydantic models.
+
+Unknown or misspelt keys are rejected, numbers and booleans are never coerced from other
+types (``threads = true`` or ``message_size = "100"`` are errors; durations take a number of
+seconds or a string such as ``"30s"``), and every number has an upper bound. Each problem
+becomes one line naming the file, the key path and, where it can be found, the line. Broker
+parameters are validated against the chosen system's own model from the registry, and
+every sweep point is validated whole — its load section and its broker parameters — before
+anything runs. Everything past :func:`load_scenario` works on these models, never on raw
+dicts. The limits of every key are :mod:`workload.model.bounds`'.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from workload.model.bounds import MAX_FILE_BYTES
+from workload.model.checks import drain_problems, fault_problems, point_problems, search_problems
+from workload.model.errors import ScenarioError, one_line, problems_of
+from workload.model.scenario import Scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate one scenario file, or raise :class:`ScenarioError`."""
+    path = Path(path)
+    text = _read_text(path)
+    if not text.strip():
+        raise ScenarioError(
+            [f"{path}: the file is empty; a scenario needs at least name and [broker]"]
+        )
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError([f"{path}: not valid TOML: {one_line(str(exc))}"]) from None
+    except RecursionError:
+        raise ScenarioError(
+            [f"{path}: not valid TOML: arrays or tables nested too deeply"]
+        ) from None
+    except MemoryError:
+        raise ScenarioError([f"{path}: not valid TOML: too large to parse"]) from None
+    return parse_scenario(data, str(path), text)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: only a regular file of at most :data:`MAX_FILE_BYTES` is read.
+
+    A pipe, device or directory is refused without reading it (opening does not block).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ScenarioError([f"{path}: no such file"]) from None
+    except OSError as exc:
+        raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+            raise ScenarioError([f"{path}: not a regular file ({kind}); nothing was read"])
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError([f"{path}: larger than the limit of 1 MiB for a scenario file"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError([f"{path}: cannot read: not UTF-8 text ({exc.reason})"]) from None
+
+
+def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str = "") -> Scenario:
+    """Validate already-parsed TOML data (``source`` and ``text`` only improve messages).
+
+    Besides the models, checks ``[broker.params]`` against the system and every sweep point
+    as a whole.
+    """
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError.of(problems_of(exc), source, text) from None
+    try:
+        scenario.broker_params()
+    except ValidationError as exc:
+        raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
+    problems = (
+        point_problems(scenario)
+        + fault_problems(scenario)
+        + drain_problems(scenario)
+        + search_problems(scenario)
+    )
+    if problems:
+        raise ScenarioError.of(problems, source, text)
+    return scenario

@@ -1,0 +1,282 @@
+"""The sections of a scenario file: ``[broker]``, ``[load]``, ``[measurement]`` and
+``[search]``, each a strict model that checks its own keys (the bounds are
+:mod:`workload.model.bounds`'); ``[sweep]`` is :mod:`workload.model.sweep`'s, ``[[faults]]``
+:mod:`workload.model.faults`'."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from brokers import registry
+from brokers.base import Endpoints
+from workload.model.bounds import (
+    GIB,
+    MAX_ENDPOINTS,
+    MAX_FAULT_NODE,
+    MAX_IN_FLIGHT,
+    MAX_MESSAGES,
+    MAX_OPTION_VALUE,
+    MAX_OPTIONS,
+    MAX_POOL_BYTES,
+    MAX_POOL_SIZE,
+    MAX_PROBES,
+    MAX_PROCESSES,
+    MAX_RATE,
+    MIN_PRECISION,
+    MIN_PROBES,
+    MIN_RATE,
+    BatchSize,
+    Duration,
+    Endpoint,
+    MessageSize,
+    PositiveDuration,
+    ReceiverNodes,
+    SenderNodes,
+    Strict,
+    Threads,
+    Word,
+)
+from workload.model.errors import conflict
+
+#: Environment variable that supplies the broker's password with deployment = 'endpoints'.
+PASSWORD_ENV = "BROKERBENCH_BROKER_PASSWORD"
+
+
+class BrokerSection(Strict):
+    """Which system, how it is deployed, and its parameters."""
+
+    system: Word = Field(description="Broker system name, see `brokerbench brokers`.")
+    deployment: Literal["local", "endpoints"] = Field(
+        "local",
+        description="'local': brokerbench starts the broker here; 'endpoints': use a running one.",
+    )
+    topology: Word = Field(
+        "single", description="Local topology, e.g. 'single' or 'cluster' (see the system)."
+    )
+    endpoints: list[Endpoint] = Field(
+        default_factory=list,
+        max_length=MAX_ENDPOINTS,
+        description="host:port of each node, with deployment = 'endpoints'; an IPv6 host in "
+        "brackets ([::1]:9092).",
+    )
+    options: dict[Word, Annotated[str, Field(max_length=MAX_OPTION_VALUE)]] = Field(
+        default_factory=dict,
+        max_length=MAX_OPTIONS,
+        description="Connection extras for deployment = 'endpoints' (e.g. user, dbname).",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="System parameters, checked against the system's model."
+    )
+    aws_topology: dict[Word, Annotated[int, Field(ge=0, le=MAX_FAULT_NODE + 1)]] | None = Field(
+        None,
+        description="Written by brokerbench into the scenario of an AWS stack's client "
+        "machines (with deployment = 'endpoints'): the stack's broker nodes by role, which "
+        "[[faults]] act on through the fault agent of each broker machine.",
+    )
+
+    @field_validator("system")
+    @classmethod
+    def _known_system(cls, value: str) -> str:
+        try:
+            registry.get(value)
+        except registry.UnknownSystem as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _deployment_fits(self) -> BrokerSection:
+        if self.deployment == "endpoints" and not self.endpoints:
+            raise ValueError("deployment = 'endpoints' needs endpoints = [\"host:port\", …]")
+        if self.deployment == "local" and self.endpoints:
+            raise ValueError("endpoints are only used with deployment = 'endpoints'")
+        if self.deployment == "local" and self.aws_topology is not None:
+            raise ValueError("aws_topology is only used with deployment = 'endpoints'")
+        system = registry.get(self.system)
+        if self.deployment == "local":
+            if system.local is None:
+                raise ValueError(
+                    f"{self.system} cannot be started locally; use deployment = 'endpoints'"
+                )
+            if self.topology not in system.local.topologies:
+                raise ValueError(
+                    f"topology {self.topology!r} is not one of {', '.join(system.local.topologies)}"
+                )
+        return self
+
+    def given_endpoints(self) -> Endpoints:
+        """The endpoints and options; ``$BROKERBENCH_BROKER_PASSWORD``, when set, is the password
+        (so that it need not be written into a scenario file)."""
+        options = dict(self.options)
+        password = os.environ.get(PASSWORD_ENV, "")
+        if password:
+            options["password"] = password
+        return Endpoints(hosts=tuple(self.endpoints), extra=tuple(sorted(options.items())))
+
+
+class LoadSection(Strict):
+    """Client-side load (docs/measurement.md §2); the defaults are the reference study's."""
+
+    threads: Threads = Field(1, description="Workers per client node.")
+    sender_nodes: SenderNodes = Field(1, description="Sender node processes (machines on AWS).")
+    receiver_nodes: ReceiverNodes | None = Field(
+        None, description="Receiver node processes; default twice the sender nodes."
+    )
+    message_size: MessageSize = Field(100, description="Bytes.")
+    max_send_batch: BatchSize = Field(10, description="Send batch size is uniform in [1, this].")
+    receive_batch: BatchSize | None = Field(
+        None,
+        description="max_n of each receive call; default the system's own: 500 for Kafka, "
+        "Redpanda and Redis Streams, 10 for the others (SQS's limit, mqperf's setting).",
+    )
+    pool_size: int = Field(
+        10_000,
+        gt=0,
+        le=MAX_POOL_SIZE,
+        description="Random payloads generated at start-up, in every client process; "
+        "pool_size × message_size is at most 1 GiB.",
+    )
+    duration: PositiveDuration = Field(60.0, description="How long senders send.")
+    messages: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_MESSAGES,
+        description="Stop a sender worker after this many messages (before duration ends).",
+    )
+    rate: float | None = Field(
+        None,
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Target msgs/s per sender worker (open loop); unset = closed loop.",
+    )
+    max_in_flight: int = Field(
+        1,
+        ge=1,
+        le=MAX_IN_FLIGHT,
+        description="Batches a sender worker may have awaiting confirmation: 1 waits for each "
+        "batch before the next (docs/measurement.md §2); a message counts as sent only once confirmed.",
+    )
+    processes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PROCESSES,
+        description="Processes a client node spreads its workers over; default one per CPU "
+        "core of the node, at most `threads`.",
+    )
+    idle_timeout: PositiveDuration = Field(
+        60.0, description="A receiver stops when nothing arrived for this long."
+    )
+    failure_timeout: PositiveDuration = Field(
+        20.0, description="A worker gives up after failing continuously for this long."
+    )
+
+    @property
+    def sender_workers(self) -> int:
+        """Sender workers over every sender node (``threads × sender_nodes``)."""
+        return self.threads * self.sender_nodes
+
+    @property
+    def receivers(self) -> int:
+        """Receiver nodes: as given, else twice the sender nodes."""
+        return self.receiver_nodes or 2 * self.sender_nodes
+
+    @model_validator(mode="after")
+    def _pool_fits(self) -> LoadSection:
+        size = self.pool_size * self.message_size
+        if size > MAX_POOL_BYTES:
+            raise conflict(
+                ("pool_size", "message_size"),
+                f"the payload pool (pool_size × message_size = {self.pool_size} × "
+                f"{self.message_size} bytes = {size / GIB:.2f} GiB) exceeds the limit of 1 GiB "
+                "per process; lower pool_size",
+            )
+        return self
+
+
+class MeasurementSection(Strict):
+    """How the per-second records become headline numbers (docs/measurement.md §3)."""
+
+    warmup: Duration | None = Field(
+        None,
+        description="Seconds at the start of each point that are recorded but left out of "
+        "headline figures and whole-run percentiles; default 10 s (a fifth of load.duration "
+        "when that is under 50 s).",
+    )
+    window: PositiveDuration = Field(
+        60.0,
+        description="Latency window length; when given, at most load.duration (a run shorter "
+        "than the default 60 s is measured as one window of its own length).",
+    )
+    step: PositiveDuration = Field(10.0, description="Window slide step; at most the window.")
+    telemetry_interval: PositiveDuration = Field(
+        1.0,
+        le=60.0,
+        description="How often every node's resources (CPU, memory, disk, network, GC) are "
+        "sampled; at most 60 s.",
+    )
+
+    @model_validator(mode="after")
+    def _step_fits(self) -> MeasurementSection:
+        if self.step > self.window:
+            raise conflict(
+                ("step", "window"),
+                f"step ({self.step:g} s) must not exceed window ({self.window:g} s): "
+                "windows would leave gaps",
+            )
+        return self
+
+
+def default_warmup(duration: float) -> float:
+    """10 s, or a fifth of a run shorter than 50 s."""
+    return min(10.0, duration / 5)
+
+
+class SearchSection(Strict):
+    """A capacity search (``[search]``): the highest open-loop rate the broker holds within
+    a processing-latency SLO, by bisection between ``low`` and ``high``
+    (:mod:`workload.search`). Rates are msgs/s in total, over every sender worker."""
+
+    slo_p99: PositiveDuration = Field(
+        description="The SLO: whole-run processing-latency p99 (after the warm-up) a rate "
+        'must hold, e.g. "50ms" or 0.05.'
+    )
+    low: float = Field(
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Total msgs/s over all sender workers known or assumed to hold; probed "
+        "first (if it fails, the capacity is below it).",
+    )
+    high: float = Field(
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        allow_inf_nan=False,
+        description="Total msgs/s, the upper bound; probed second (if it holds, the capacity "
+        "is at least it).",
+    )
+    precision: float = Field(
+        0.05,
+        ge=MIN_PRECISION,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Stop when (lowest failing − highest holding) / highest holding is at "
+        "most this.",
+    )
+    max_probes: int = Field(
+        12,
+        ge=MIN_PROBES,
+        le=MAX_PROBES,
+        description="At most this many probes (sweep points), low and high included.",
+    )
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> SearchSection:
+        if self.low >= self.high:
+            raise conflict(
+                ("low", "high"),
+                f"low ({self.low:g} msgs/s) must be below high ({self.high:g} msgs/s)",
+            )
+        return self
