@@ -131,10 +131,11 @@ def _replicas_failure(confirmed: int, wanted: int) -> BrokerError:
 class Written(Confirmation):
     """Commands written on a :class:`ReplyChannel` whose replies are not all read yet."""
 
-    __slots__ = ("channel", "deadline", "done_ns", "error", "left", "replicas", "reply")
+    __slots__ = ("channel", "commands", "deadline", "done_ns", "error", "left", "replicas", "reply")
 
     def __init__(self, channel: ReplyChannel, commands: int, replicas: int) -> None:
         self.channel = channel
+        self.commands = commands
         self.left = commands
         #: When the last command is a WAIT: the replicas it must report.
         self.replicas = replicas
@@ -145,6 +146,42 @@ class Written(Confirmation):
 
     def wait(self, timeout: float) -> int | None:
         return self.channel.settle(self, timeout)
+
+
+def pack(*args: bytes | int) -> bytes:
+    """One command in RESP: an array of bulk strings."""
+    items = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
+
+
+class XaddPacker:
+    """``XADD <key> * m <body>`` for each body of a batch, in RESP, as one bytes object;
+    the keys take turns message by message (the turn carries over to the next batch)."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        #: Each key's command up to the body's length.
+        self.heads = itertools.cycle(
+            [pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys]
+        )
+
+    def pack(self, bodies: Sequence[bytes]) -> bytes:
+        size = len(bodies[0]) if bodies else 0
+        if all(len(body) == size for body in bodies):  # the usual case: one message size
+            length = b"$%d\r\n" % size
+            return b"".join(
+                [
+                    part
+                    for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
+                    for part in (head, length, body, b"\r\n")
+                ]
+            )
+        return b"".join(
+            [
+                part
+                for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
+                for part in (head, b"$%d\r\n" % len(body), body, b"\r\n")
+            ]
+        )
 
 
 class ReplyChannel:
@@ -161,9 +198,13 @@ class ReplyChannel:
 
     def write(self, commands: Iterable[tuple[Any, ...]], count: int, replicas: int = 0) -> Written:
         """Write ``count`` commands (the last a WAIT for ``replicas`` if that is > 0)."""
+        return self.write_packed(self.connection.pack_commands(commands), count, replicas)
+
+    def write_packed(self, packed: Any, count: int, replicas: int = 0) -> Written:
+        """:meth:`write` of commands already in RESP (bytes, or a list of bytes)."""
         connection = self.connection
         try:
-            connection.send_packed_command(connection.pack_commands(commands))
+            connection.send_packed_command([packed] if isinstance(packed, bytes) else packed)
         except BaseException as exc:
             self._fail_all(exc)
             raise
@@ -191,8 +232,12 @@ class ReplyChannel:
                 raise written.error
             head = waiting[0]
             try:
-                if deadline is not None and not connection.can_read(
-                    max(0.0, deadline - time.monotonic())
+                # Wait (bounded) only for a group's first reply: the rest of the group
+                # follows it, so they are read as they come.
+                if (
+                    deadline is not None
+                    and head.left == head.commands
+                    and not connection.can_read(max(0.0, deadline - time.monotonic()))
                 ):
                     if time.monotonic() > head.deadline:
                         raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
@@ -259,7 +304,7 @@ class RedisAdapter(_StreamsAdapter):
     def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
         super().__init__(endpoints, params, destination)
         self.raw_keys = [key.encode() for key in self.keys]
-        self.next_key = itertools.cycle(self.raw_keys).__next__
+        self.xadds = XaddPacker(self.raw_keys)
         self.wait_command = (b"WAIT", params.wait_replicas, params.wait_timeout_ms)
         self._sending: ReplyChannel | None = None
         self._receiving: ReplyChannel | None = None
@@ -278,11 +323,12 @@ class RedisAdapter(_StreamsAdapter):
     def _write(self, batch: Sequence[bytes]) -> Written:
         if self._sending is None:
             self._sending = ReplyChannel(self.client)
-        key = self.next_key
-        commands: list[tuple[Any, ...]] = [(b"XADD", key(), b"*", FIELD, body) for body in batch]
+        packed = self.xadds.pack(batch)
+        count = len(batch)
         if self.params.wait_replicas:
-            commands.append(self.wait_command)
-        return self._sending.write(commands, len(commands), self.params.wait_replicas)
+            packed += pack(*self.wait_command)
+            count += 1
+        return self._sending.write_packed(packed, count, self.params.wait_replicas)
 
     def _channel(self) -> ReplyChannel:
         if self._receiving is None:
