@@ -263,8 +263,10 @@ def write_html(
 
 
 def _heading(record: RunContext, run_id: str) -> str:
-    """The report's title, where and when the run ran, the broker, and its caveats."""
+    """The report's title, where and when the run ran, the broker, what a confirmed message
+    survives (its durability line), and its caveats."""
     broker, scenario = record.broker, record.scenario
+    durability = broker.durability
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
     stand_in = broker.stand_in
     title = f"{broker.name} — {scenario.name}"
@@ -273,6 +275,7 @@ def _heading(record: RunContext, run_id: str) -> str:
 <p class=where><b>Where it ran:</b> {html.escape(where_it_ran(record))}</p>
 <p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(str(record.status))}</b>.
 {html.escape(broker.title or "?")} {html.escape(version)}, topology {html.escape(str(broker.topology))} ({html.escape(str(broker.deployment))}).</p>
+<p class=durability><b>Durability:</b> {html.escape(durability.line if durability else "not derived for this system: see the settings read back in the run context")}</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}"""
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from brokers.durability import Durability
 from workload.layout import LAYOUT
 
 Outcome = Literal[
@@ -147,6 +148,12 @@ class BrokerRecord(Record):
     def version(self) -> Any:
         """The version its servers reported (None: not reported)."""
         return self.given("version")
+
+    @property
+    def durability(self) -> Durability | None:
+        """What a confirmed message survives, as the run derived it from the settings read
+        back (None: the system derives none, or the run predates it)."""
+        return Durability.of(self.given("durability"))
 
 
 class CostRecord(Record):
