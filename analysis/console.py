@@ -29,7 +29,7 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
         lines += ["", "Faults"]
     for row in faulted:
         first, *rest = fault_lines(row)
-        lines.append(f"  point {int(row['point']) + 1} ({row.get('label') or ''}): {first}")
+        lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
         lines += [f"    {line}" for line in rest]
     if (found := capacity(record, rows)) is not None:
         lines += ["", found.line()]

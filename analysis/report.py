@@ -138,7 +138,7 @@ def _point_section(
     block: str,
     resources: list[tuple[str, str, list[point_charts.ResourceSeries]]] = [],  # noqa: B006
 ) -> str:
-    number = int(row["point"]) + 1
+    number = int(row["point"])
     label = str(row.get("label") or "")
     figures = []
     if windows:
@@ -183,7 +183,7 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
         f"<th>{html.escape(title)}</th>" for _, title, _ in shown
     )
     body = "".join(
-        f'<tr><td style="text-align:left">{int(r["point"]) + 1}: {html.escape(str(r.get("label") or ""))}</td>'
+        f'<tr><td style="text-align:left">{int(r["point"])}: {html.escape(str(r.get("label") or ""))}</td>'
         f'<td{" class=warn" if bound_label(r) else ""} style="text-align:left" '
         f'title="{html.escape(str(r.get("limited_reason") or ""))}">'
         f"{html.escape(str(r.get('limited_by') or '–'))}</td>"
@@ -192,7 +192,7 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
         for r in rows
     )
     reasons = "".join(
-        f"<li>Point {int(r['point']) + 1}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
+        f"<li>Point {int(r['point'])}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
         f"{html.escape(str(r.get('limited_reason') or ''))}</li>"
         for r in rows
         if r.get("limited_by")
@@ -210,7 +210,7 @@ def repeats_table(points: list[repeats.RepeatedPoint]) -> str:
         f"<th>{html.escape(title)}</th>" for _, title, _ in repeats.TABLE
     )
     body = "".join(
-        f'<tr><td style="text-align:left">{html.escape(p.label or str(p.base_point + 1))}</td>'
+        f'<tr><td style="text-align:left">{html.escape(p.label or str(p.base_point))}</td>'
         f"<td>{p.runs}</td>"
         + "".join(
             f"<td>{html.escape(repeats.show(p.spreads.get(m), fmt))}</td>"
@@ -294,9 +294,7 @@ def _summary(rows: Sequence[SummaryRow], measurement: Measurement) -> str:
         for r in rows
     )
     point_notes = "".join(
-        f"<li>Point {int(r['point']) + 1}: {html.escape(note)}</li>"
-        for r in rows
-        for note in notes(r)
+        f"<li>Point {int(r['point'])}: {html.escape(note)}</li>" for r in rows for note in notes(r)
     )
     return f"""<table><tr>{head}</tr>{body}</table>
 {f"<ul class=warn>{point_notes}</ul>" if point_notes else ""}
@@ -343,7 +341,7 @@ def _overlay_section(
 ) -> str:
     """Every point's processing-latency spectrum on one chart ("" for fewer than two)."""
     overlay = {
-        f"{int(r['point']) + 1}: {r.get('label') or ''}": histograms[int(r["point"])][
+        f"{int(r['point'])}: {r.get('label') or ''}": histograms[int(r["point"])][
             "processing_latency"
         ]
         for r in rows

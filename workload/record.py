@@ -189,7 +189,7 @@ class ScenarioRecord(Record):
 class ProbeRecord(BaseModel):
     """One probe: the sweep point it ran as, its total target rate and how it came out."""
 
-    #: The sweep point (its index in the run, from 0; probe ``point + 1`` when printed).
+    #: The sweep point (its index in the run, from 0; printed as ``probe <point>``).
     point: int
     #: Target msgs/s in total over every sender worker, and per worker (``load.rate``).
     rate: float
