@@ -230,8 +230,9 @@ def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> N
     assert dom.count(">99.999%</text>") == 3
     assert dom.count(">knee</text>") == 0  # two load levels: no knee
     assert "no knee — only 2 load levels: a knee needs at least 3" in dom
-    assert ">receive throughput (msgs/s)</text>" in dom  # axis titles with units
-    assert ">processing latency (ms)</text>" in dom
+    # Axis titles with units, each saying whether it starts at 0.
+    assert ">receive throughput (msgs/s), from 0</text>" in dom
+    assert ">processing latency (ms), log scale: not from 0</text>" in dom
 
     dom = render_in_chromium(overview, tmp_path)
     assert NO_CHART_ERRORS in dom
