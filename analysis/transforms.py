@@ -199,6 +199,7 @@ def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> D
         .agg(
             (F.sum("sent") / F.first(whole)).alias("send_msgs_per_s"),
             (F.sum("acked") / F.first(whole)).alias("receive_msgs_per_s"),
+            F.first(whole).cast("int").alias("rate_seconds"),
         )
     )
     lat = percentiles(_in_window(hist, windows.select(*group)), [*group, "metric"])

@@ -218,7 +218,8 @@ def test_counts_percentiles_and_windows_cover_one_span(spark):
     series = tf.window_series(tf.counters_per_second(seconds), hist, windows).collect()
     last = max(series, key=lambda w: w["window_start"])
     assert last["processing_latency_max"] == MAX_US / 1000  # the drained messages
-    assert last["send_msgs_per_s"] == 10.0  # rates: the rate period's whole seconds only
+    # Rates: the rate period's whole seconds only (103..108: one in the last window).
+    assert (last["send_msgs_per_s"], last["rate_seconds"]) == (10.0, 1)
 
 
 def test_lost_duplicated_and_unconfirmed(spark):
