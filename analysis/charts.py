@@ -189,6 +189,10 @@ def decade_ticks(fig: go.Figure) -> go.Figure:
     return fig
 
 
+#: Said in the title of a log axis of the latency–throughput curve: it does not start at 0.
+LOG_NOTE = ", log scale: not from 0"
+
+
 def latency_throughput(
     points: Iterable[CurvePoint],
     title: str = "Processing latency against throughput (whole run)",
@@ -196,19 +200,24 @@ def latency_throughput(
     slo_ms: float | None = None,
 ) -> go.Figure:
     """The latency–throughput curve: per series and quantile a line through its load
-    levels (x: receive msgs/s, y: processing latency, log), hover naming the sweep points,
+    levels (x: receive msgs/s from 0, or log where the rates span more than
+    :data:`LOG_SPAN` to one; y: processing latency, log — each axis title says which),
+    hover naming the sweep points,
     and each series' knee (:func:`~analysis.curve.knee`) as a star on its p99; a capacity search's SLO
     (``slo_ms``) as a dashed line. One series: a colour per
     quantile; several: a colour per series, a dash per quantile."""
     curves = levels(points)
     rates = [level.receive_msgs_per_s for curve in curves.values() for level in curve]
+    x_type = axis_type(rates)
     fig = figure(
         title,
-        "receive throughput (msgs/s)",
-        "processing latency (ms)",
-        x_type=axis_type(rates),
+        "receive throughput (msgs/s)" + (LOG_NOTE if x_type == "log" else ", from 0"),
+        "processing latency (ms)" + LOG_NOTE,
+        x_type=x_type,
         y_type="log",
     )
+    if x_type == "linear":
+        fig.update_xaxes(rangemode="tozero")
     dashes = {"p50": "dot", "p95": "dashdot", "p99": "solid", "p999": "dash", "max": "longdash"}
     knees = 0
     for i, (series, curve) in enumerate(curves.items()):

@@ -82,7 +82,10 @@ class Scope(Enum):
 _SCOPE_MEANINGS = {
     Scope.POINT: "what ran: the sweep point, its load, and its nodes' clocks",
     Scope.TOTAL: "counted over the whole point, warm-up and drain included",
-    Scope.RUN: "the measurement period: the whole seconds after the warm-up",
+    Scope.RUN: (
+        "the measurement period: rates over its whole seconds after the warm-up, latencies "
+        "(and their counts) over every second from the warm-up's end to the last one received"
+    ),
     Scope.WINDOW: "the worst latency window of the measurement period",
     Scope.FAULT: "what the point's declared faults did (empty without faults)",
     Scope.SEARCH: "a capacity search's probe (empty for a sweep)",

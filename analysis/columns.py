@@ -132,10 +132,10 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "negative_latencies",
         "messages received before they were sent, by the receiver's clock",
-        Scope.TOTAL,
+        Scope.RUN,
         unit="msgs",
     ),
-    Column("clipped_latencies", "latencies beyond 10 min (the histograms' range)", Scope.TOTAL),
+    Column("clipped_latencies", "latencies beyond 10 min (the histograms' range)", Scope.RUN),
     Column("receivers_kept_up", "whether receivers acknowledged 95 % of the send rate", Scope.RUN),
     Column("measured_seconds", "the whole seconds the rates divide by", Scope.RUN, unit="s"),
     # Send delay (the last metric) is empty in closed loop.

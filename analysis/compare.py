@@ -25,6 +25,7 @@ from analysis.columns import COLUMN, COMPARED, SummaryRow, read_summary_csv
 from analysis.repeats import Spread, spread
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
+from workload.model.record import RunContext
 from workload.model.slo import format_ms
 from workload.model.sweep import SWEEPABLE
 
@@ -130,6 +131,9 @@ class Comparison:
     #: What makes the two runs different setups (the system, its topology, where it ran):
     #: their figures compare the setups, not a change.
     differences: list[str] = field(default_factory=list)
+    #: What a confirmed message survives in each run (its durability line; "" where the
+    #: run derived none): where they differ, the figures compare different guarantees.
+    durability: tuple[str, str] = ("", "")
 
 
 def summary_path(run_dir: Path) -> Path:
@@ -222,7 +226,17 @@ def compare_runs(baseline: Path, contender: Path) -> Comparison:
     found = capacity(contexts[0], base_rows), capacity(contexts[1], cont_rows)
     if found[0] is not None and found[1] is not None:
         comparison.changes.insert(0, capacity_change(found[0], found[1]))
-    return replace(comparison, differences=setup_differences(*contexts))
+    return replace(
+        comparison,
+        differences=setup_differences(*contexts),
+        durability=(durability_line(contexts[0]), durability_line(contexts[1])),
+    )
+
+
+def durability_line(context: dict[str, object]) -> str:
+    """The run's durability line ("" where its context records none)."""
+    durability = RunContext.of(context).broker.durability
+    return durability.line if durability is not None else ""
 
 
 #: What a run's context says of its setup: (path in the context, what it is called).
@@ -339,6 +353,19 @@ def noise_band(comparison: Comparison) -> str:
     return f"{fixed} (no repeats: set `repeat` in the scenario to measure the noise)"
 
 
+def durability_lines(lines: tuple[str, str]) -> list[str]:
+    """The runs' durability: one line where they agree, a warning and both where they
+    differ; nothing where neither run derived one."""
+    baseline, contender = lines
+    if baseline == contender:
+        return [f"durability: {baseline}"] if baseline else []
+    return [
+        "durability differs — the figures compare different guarantees, not a change of one:",
+        f"  baseline:  {baseline or '(not derived)'}",
+        f"  contender: {contender or '(not derived)'}",
+    ]
+
+
 def text_report(comparison: Comparison) -> str:
     """The comparison as a fixed-width table, one line per sweep point and metric."""
     rows = table_rows(comparison)
@@ -363,6 +390,7 @@ def text_report(comparison: Comparison) -> str:
             if comparison.differences
             else []
         ),
+        *durability_lines(comparison.durability),
         f"noise band: {noise_band(comparison)}",
         "",
         line(COLUMNS),

@@ -1,6 +1,6 @@
-"""What the terminal shows of an analysed run: the docs/measurement.md §3 table, the broker's caveats, what
-each point's declared faults did, a capacity search's result, and for repeated points their
-medians and ranges."""
+"""What the terminal shows of an analysed run: the docs/measurement.md §3 table under the
+broker's durability line, the broker's caveats, what each point's declared faults did, a
+capacity search's result, and for repeated points their medians and ranges."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     ``context`` typed or as read from ``context.json``."""
     record = RunContext.of(context)
     broker = record.broker
-    lines = [text_table(broker.name, list(rows))]
+    durability = broker.durability
+    lines = [text_table(broker.name, list(rows), durability.line if durability else "")]
     lines += [f"  note: {caveat}" for caveat in broker.caveats]
     if broker.stand_in:
         lines.append(f"  note: local stand-in: {broker.stand_in}")
@@ -28,7 +29,7 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
         lines += ["", "Faults"]
     for row in faulted:
         first, *rest = fault_lines(row)
-        lines.append(f"  point {int(row['point']) + 1} ({row.get('label') or ''}): {first}")
+        lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
         lines += [f"    {line}" for line in rest]
     if (found := capacity(record, rows)) is not None:
         lines += ["", found.line()]

@@ -114,7 +114,7 @@ def _points_table(points: list[dict[str, Any]]) -> str:
     shown = [(t, get) for t, get in columns if any(get(p) not in (None, "") for p in points)]
     head = "<th>point</th><th class=l>label</th>" + "".join(f"<th>{t}</th>" for t, _ in shown)
     body = "".join(
-        f"<tr><td>{int(p.get('point', 0)) + 1}</td>"
+        f"<tr><td>{int(p.get('point', 0))}</td>"
         f"<td class=l>{html.escape(str(p.get('label', '')))}</td>"
         + "".join(f"<td>{html.escape(as_text(get(p)))}</td>" for _, get in shown)
         + "</tr>"
@@ -126,7 +126,7 @@ def _points_table(points: list[dict[str, Any]]) -> str:
 def _clocks(rows: Sequence[SummaryRow]) -> str:
     """The run context's clock table: per point, the largest clock offset of its nodes."""
     body = "".join(
-        f"<tr><td>{int(r['point']) + 1}</td>"
+        f"<tr><td>{int(r['point'])}</td>"
         f'<td style="text-align:left">{html.escape(str(r.get("label")))}</td>'
         f"<td>{html.escape(formatted(r.get('clock_offset_max_ms'), '{:,.3f} ms'))}</td>"
         f'<td style="text-align:left">{html.escape(str(r.get("clock_source") or "–"))}</td></tr>'

@@ -196,7 +196,7 @@ def curve_points(
         label = r.get("label") or (point.label if point is not None else "")
         out.append(
             CurvePoint(
-                label=str(label or f"point {int(r['point']) + 1}"),
+                label=str(label or f"point {int(r['point'])}"),
                 load=offered_load(load),
                 receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
                 latency_ms={

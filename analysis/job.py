@@ -68,7 +68,6 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
 
     rows = _collect(tf.throughput(counters, periods))
     _merge(rows, _collect(tf.headline(series)))
-    _merge(rows, _collect(tf.out_of_range(hist)))
     _merge(rows, clock_offsets(records.statuses.values()))
     states = spark.createDataFrame(
         [(context.run_id, p.point, p.state) for p in points],
@@ -81,6 +80,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     _merge(rows, _collect(tf.accounting(delivery, states)))
     _merge(rows, {p.point: {"delivery": delivery_label(p, rows.get(p.point, {}))} for p in points})
     histograms = tf.run_histograms(hist, periods).cache()
+    _merge(rows, _collect(tf.out_of_range(histograms)))
     for row in (r.asDict() for r in tf.whole_run(histograms).collect()):
         target = rows.setdefault(row["point"], {"point": row["point"]})
         for q in RUN_QUANTILES:

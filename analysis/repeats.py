@@ -124,7 +124,7 @@ def text_table(points: Sequence[RepeatedPoint]) -> str:
     header = ["point", "runs", *(title for _, title, _ in TABLE)]
     body = [
         [
-            p.label or str(p.base_point + 1),
+            p.label or str(p.base_point),
             str(p.runs),
             *(show(p.spreads.get(m), fmt) for m, _, fmt in TABLE),
         ]

@@ -138,7 +138,7 @@ def _point_section(
     block: str,
     resources: list[tuple[str, str, list[point_charts.ResourceSeries]]] = [],  # noqa: B006
 ) -> str:
-    number = int(row["point"]) + 1
+    number = int(row["point"])
     label = str(row.get("label") or "")
     figures = []
     if windows:
@@ -183,7 +183,7 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
         f"<th>{html.escape(title)}</th>" for _, title, _ in shown
     )
     body = "".join(
-        f'<tr><td style="text-align:left">{int(r["point"]) + 1}: {html.escape(str(r.get("label") or ""))}</td>'
+        f'<tr><td style="text-align:left">{int(r["point"])}: {html.escape(str(r.get("label") or ""))}</td>'
         f'<td{" class=warn" if bound_label(r) else ""} style="text-align:left" '
         f'title="{html.escape(str(r.get("limited_reason") or ""))}">'
         f"{html.escape(str(r.get('limited_by') or '–'))}</td>"
@@ -192,7 +192,7 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
         for r in rows
     )
     reasons = "".join(
-        f"<li>Point {int(r['point']) + 1}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
+        f"<li>Point {int(r['point'])}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
         f"{html.escape(str(r.get('limited_reason') or ''))}</li>"
         for r in rows
         if r.get("limited_by")
@@ -210,7 +210,7 @@ def repeats_table(points: list[repeats.RepeatedPoint]) -> str:
         f"<th>{html.escape(title)}</th>" for _, title, _ in repeats.TABLE
     )
     body = "".join(
-        f'<tr><td style="text-align:left">{html.escape(p.label or str(p.base_point + 1))}</td>'
+        f'<tr><td style="text-align:left">{html.escape(p.label or str(p.base_point))}</td>'
         f"<td>{p.runs}</td>"
         + "".join(
             f"<td>{html.escape(repeats.show(p.spreads.get(m), fmt))}</td>"
@@ -263,8 +263,10 @@ def write_html(
 
 
 def _heading(record: RunContext, run_id: str) -> str:
-    """The report's title, where and when the run ran, the broker, and its caveats."""
+    """The report's title, where and when the run ran, the broker, what a confirmed message
+    survives (its durability line), and its caveats."""
     broker, scenario = record.broker, record.scenario
+    durability = broker.durability
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
     stand_in = broker.stand_in
     title = f"{broker.name} — {scenario.name}"
@@ -273,6 +275,7 @@ def _heading(record: RunContext, run_id: str) -> str:
 <p class=where><b>Where it ran:</b> {html.escape(where_it_ran(record))}</p>
 <p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(str(record.status))}</b>.
 {html.escape(broker.title or "?")} {html.escape(version)}, topology {html.escape(str(broker.topology))} ({html.escape(str(broker.deployment))}).</p>
+<p class=durability><b>Durability:</b> {html.escape(durability.line if durability else "not derived for this system: see the settings read back in the run context")}</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}"""
 
@@ -291,9 +294,7 @@ def _summary(rows: Sequence[SummaryRow], measurement: Measurement) -> str:
         for r in rows
     )
     point_notes = "".join(
-        f"<li>Point {int(r['point']) + 1}: {html.escape(note)}</li>"
-        for r in rows
-        for note in notes(r)
+        f"<li>Point {int(r['point'])}: {html.escape(note)}</li>" for r in rows for note in notes(r)
     )
     return f"""<table><tr>{head}</tr>{body}</table>
 {f"<ul class=warn>{point_notes}</ul>" if point_notes else ""}
@@ -340,7 +341,7 @@ def _overlay_section(
 ) -> str:
     """Every point's processing-latency spectrum on one chart ("" for fewer than two)."""
     overlay = {
-        f"{int(r['point']) + 1}: {r.get('label') or ''}": histograms[int(r["point"])][
+        f"{int(r['point'])}: {r.get('label') or ''}": histograms[int(r["point"])][
             "processing_latency"
         ]
         for r in rows

@@ -186,8 +186,9 @@ def kept_up(row: SummaryRow) -> bool:
     return value in (None, "") or str(value) in ("True", "true")
 
 
-def text_table(broker: str, rows: Sequence[SummaryRow]) -> str:
-    """The printed table for one broker's run."""
+def text_table(broker: str, rows: Sequence[SummaryRow], durability: str = "") -> str:
+    """The printed table for one broker's run; under its title, with ``durability``, what a
+    confirmed message survives (:attr:`brokers.durability.Durability.line`)."""
     table = columns(rows)
     header = [title for _, title, _ in table]
     body = [[cell(r, key, fmt) for key, _, fmt in table] for r in rows]
@@ -196,6 +197,7 @@ def text_table(broker: str, rows: Sequence[SummaryRow]) -> str:
     ]
     lines = [
         f"{broker}  ({SCOPES})",
+        *([f"durability: {durability}"] if durability else []),
         "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
     ]
     lines.append("  ".join("-" * w for w in widths))

@@ -70,7 +70,9 @@ def measurement_periods(seconds: DataFrame, warmup_s: int) -> DataFrame:
     and period cover the same whole seconds in which every sender worker was sending. A
     point without such a second (a run of a second or two, a worker that stopped early)
     falls back to its latency span. Latencies are samples, valid in a partial second too:
-    their span runs from the warm-up's end to the last second with a confirmed send.
+    their span runs from the warm-up's end to the last second with a sample — a confirmed
+    send or a received message, so that receivers draining a backlog after the senders
+    stopped are in it. The windows and the whole-run figures cover that same span.
 
     Columns: run_id, point, start, end (inclusive), seconds (the rate period),
     latency_start, latency_end (inclusive).
@@ -80,16 +82,29 @@ def measurement_periods(seconds: DataFrame, warmup_s: int) -> DataFrame:
         .groupBy(*KEY, "node", "worker")
         .agg(F.min("second").alias("first"), F.max("second").alias("last"))
     )
-    sending = workers.groupBy(*KEY).agg(
-        F.least(F.min("first") + F.lit(warmup_s), F.max("last")).alias("latency_start"),
-        F.max("last").alias("latency_end"),
-        (F.max("first") + 1).alias("all_started"),
-        (F.min("last") - 1).alias("none_stopped"),
+    received = (
+        seconds.where(F.col("received") > 0)
+        .groupBy(*KEY)
+        .agg(F.max("second").alias("last_received"))
+    )
+    sending = (
+        workers.groupBy(*KEY)
+        .agg(
+            F.least(F.min("first") + F.lit(warmup_s), F.max("last")).alias("latency_start"),
+            F.max("last").alias("last_sent"),
+            (F.max("first") + 1).alias("all_started"),
+            (F.min("last") - 1).alias("none_stopped"),
+        )
+        .join(received, on=KEY, how="left")
+        .withColumn(
+            "latency_end",
+            F.greatest(F.col("last_sent"), F.coalesce(F.col("last_received"), F.col("last_sent"))),
+        )
     )
     whole_start = F.greatest(F.col("latency_start"), F.col("all_started"))
     whole = whole_start <= F.col("none_stopped")
     start = F.when(whole, whole_start).otherwise(F.col("latency_start"))
-    end = F.when(whole, F.col("none_stopped")).otherwise(F.col("latency_end"))
+    end = F.when(whole, F.col("none_stopped")).otherwise(F.col("last_sent"))
     return sending.select(
         *KEY,
         start.alias("start"),
@@ -184,6 +199,7 @@ def window_series(counters: DataFrame, hist: DataFrame, windows: DataFrame) -> D
         .agg(
             (F.sum("sent") / F.first(whole)).alias("send_msgs_per_s"),
             (F.sum("acked") / F.first(whole)).alias("receive_msgs_per_s"),
+            F.first(whole).cast("int").alias("rate_seconds"),
         )
     )
     lat = percentiles(_in_window(hist, windows.select(*group)), [*group, "metric"])
@@ -208,10 +224,12 @@ def headline(series: DataFrame) -> DataFrame:
 
 
 def out_of_range(hist: DataFrame) -> DataFrame:
-    """Per point, over the whole run: how many processing latencies were negative —
-    messages received before they were sent, by the receiver's clock, because the sender's
-    and the receiver's clocks differ by more than the latency — and how many latencies of
-    any metric lay beyond the histograms' range (10 minutes, read as 10 minutes)."""
+    """Per point, over the histograms given — the whole run's (:func:`run_histograms`: the
+    latency span, the scope of the whole-run percentiles): how many processing latencies
+    were negative — messages received before they were sent, by the receiver's clock,
+    because the sender's and the receiver's clocks differ by more than the latency — and
+    how many latencies of any metric lay beyond the histograms' range (10 minutes, read as
+    10 minutes)."""
 
     def count(where: Column) -> Column:
         return F.sum(F.when(where, F.col("count")).otherwise(F.lit(0)))
@@ -399,11 +417,11 @@ def run_histograms(hist: DataFrame, periods: DataFrame) -> DataFrame:
     """Per point and metric: the histogram of the whole run, merged over its seconds — one
     row per non-empty bucket, with the bucket's representative latency (``value_ms``).
 
-    The warm-up is left out: only seconds from the start of the latency span count (and
-    every second after it, so that receivers draining a backlog are included).
+    Its seconds are the latency span's (:func:`measurement_periods`): the warm-up is left
+    out, receivers draining a backlog are in — the seconds the windows cover.
     """
-    after_warmup = hist.join(periods.select(*KEY, "latency_start"), on=KEY).where(
-        F.col("second") >= F.col("latency_start")
+    after_warmup = hist.join(periods.select(*KEY, "latency_start", "latency_end"), on=KEY).where(
+        F.col("second").between(F.col("latency_start"), F.col("latency_end"))
     )
     return (
         after_warmup.groupBy(*KEY, "metric", "bucket")

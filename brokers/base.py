@@ -10,7 +10,8 @@ bundles everything the rest of brokerbench may know about that system:
   run in threads) or asyncio (:class:`AsyncAdapter`, workers run as tasks), as the
   adapter classes the system declares are,
 * ``prepare`` (create the queue/topic/table a sweep point uses) and ``describe`` (version
-  and replication settings read back from the servers, for the run context),
+  and replication settings read back from the servers, for the run context), and
+  ``durability``, what those settings mean for a confirmed message,
 * how to start it on this machine (:class:`LocalDeployment`), its reference topology on
   AWS (:class:`Topology`) and how AWS runs it (:class:`~brokers.cloud.CloudRecipe`, in
   :mod:`brokers.cloud`: broker machines, or a managed service the stack creates);
@@ -22,13 +23,14 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from brokers.durability import Durability
 from brokers.errors import BrokerError
 from brokers.netns import NodeHosts
 
@@ -412,6 +414,9 @@ class BrokerSystem(Generic[P]):
     cloud: CloudRecipe[P] | None = None
     #: Said in the report next to this system's numbers (e.g. asynchronous replication).
     caveats: tuple[str, ...] = ()
+    #: What a confirmed message survives, from what ``describe`` read back and the
+    #: parameters (:mod:`brokers.durability`); None where the system derives none yet.
+    durability: Callable[[Mapping[str, Any], P], Durability] | None = None
     #: The client library's distribution name, for the run context.
     client_package: str = ""
     #: Where the client library depends on the parameters (e.g. a choice of Kafka clients):

@@ -180,13 +180,17 @@ class SmokeRun:
     printed: str
 
 
-def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) -> SmokeRun:
-    """Run ``scenario``'s load with ``brokerbench run`` against a running cluster's
-    ``endpoints`` (its broker becomes ``deployment = "endpoints"``), then analyse it with
-    the session's Spark. The command line's own analysis is exercised by test_end_to_end."""
-    from analysis.console import run_summary
-    from analysis.job import analyse
-    from tests.conftest import brokerbench, read_summary
+def run_against(
+    scenario: Path,
+    endpoints: Endpoints,
+    tmp_path: Path,
+    sections: dict[str, dict[str, Any]] | None = None,
+) -> Path:
+    """Run ``scenario``'s load with ``brokerbench run --no-analysis`` against a running
+    cluster's ``endpoints`` (its broker becomes ``deployment = "endpoints"``), with the
+    keys of ``sections`` (e.g. ``{"load": {"duration": "5s"}}``) replaced; the run's
+    directory."""
+    from tests.conftest import brokerbench
 
     loaded = tomllib.loads(scenario.read_text())
     broker = loaded["broker"]
@@ -196,6 +200,8 @@ def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) 
         endpoints=list(endpoints.hosts),
         options=dict(endpoints.extra),
     )
+    for section, values in (sections or {}).items():
+        loaded.setdefault(section, {}).update(values)
     path = tmp_path / scenario.name
     path.write_text(toml.dumps(loaded))
     results = tmp_path / "results"
@@ -203,8 +209,21 @@ def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = (p.parent for p in results.glob("*/context.json"))
     assert f"analyse it with: brokerbench report {run_dir}" in done.stdout
+    return run_dir
+
+
+def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) -> SmokeRun:
+    """Run ``scenario``'s load against a running cluster's ``endpoints``
+    (:func:`run_against`), then analyse it with the session's Spark. The command line's
+    own analysis is exercised by test_end_to_end."""
+    from analysis.console import run_summary
+    from analysis.job import analyse
+    from tests.conftest import read_summary
+
+    run_dir = run_against(scenario, endpoints, tmp_path)
+    broker = tomllib.loads(scenario.read_text())["broker"]
     rows = analyse(spark, run_dir)
-    (row,) = read_summary(results)
+    (row,) = read_summary(tmp_path / "results")
     assert row["broker"] == broker["system"]
     context = json.loads((run_dir / "context.json").read_text())
     return SmokeRun(row, context, run_summary(context, rows))

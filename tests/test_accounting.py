@@ -440,7 +440,7 @@ def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> No
     ]
     ctx = context(scenario={"name": "s", "measurement": {"window": 5}}, broker={"title": "Redis"})
     page = write_html(tmp_path, ctx, rows).read_text()
-    assert f"<li>Point 2: 3 {html.escape(AHEAD)}</li>" in page
+    assert f"<li>Point 1: 3 {html.escape(AHEAD)}</li>" in page
     clocks = page[page.index("<h2>Run context</h2>") :]
     assert "<td>0.400 ms</td>" in clocks and AMAZON in clocks
     assert "<td>–</td>" in clocks and "unknown: no chronyc" in clocks
@@ -495,7 +495,7 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     hist = pq.read_table(tmp_path / "analysis" / "histograms").to_pylist()
     delays = {r["value_ms"]: r["count"] for r in hist if r["metric"] == "send_delay"}
     assert sum(delays.values()) == 100 and delays[600_000.0] == 1
-    hgrm = (tmp_path / "analysis" / "hdr" / "point-1-send_delay.hgrm").read_text().splitlines()
+    hgrm = (tmp_path / "analysis" / "hdr" / "point-0-send_delay.hgrm").read_text().splitlines()
     values = [line.split() for line in hgrm if line.strip() and line.lstrip()[0].isdigit()]
     assert float(values[0][1]) == pytest.approx(0.98) and values[0][2] == "98"
     assert values[-1][1:] == ["1.000000000000", "100"]  # the last line has no 1/(1-p)

@@ -151,8 +151,9 @@ def test_latency_throughput_curve_has_a_line_per_quantile_and_marks_the_knee() -
     star = fig.data[3]
     assert (list(star.x), list(star.y)) == ([16000], [19.7])
     assert star.marker.symbol == "star"
-    assert fig.layout.yaxis.title.text == "processing latency (ms)"
-    assert fig.layout.xaxis.title.text == "receive throughput (msgs/s)"
+    # Neither log axis starts at 0, and each says so.
+    assert fig.layout.yaxis.title.text == "processing latency (ms), log scale: not from 0"
+    assert fig.layout.xaxis.title.text == "receive throughput (msgs/s), log scale: not from 0"
 
 
 def test_curve_of_several_runs_is_a_line_per_run_with_one_knee_legend() -> None:
@@ -167,7 +168,9 @@ def test_curve_of_several_runs_is_a_line_per_run_with_one_knee_legend() -> None:
     fig = charts.latency_throughput(points, quantiles=("p99",))
     assert [t.name for t in fig.data] == ["Kafka", "knee", "Redis", "knee"]
     assert [t.showlegend for t in fig.data if t.name == "knee"] == [True, False]
-    assert fig.layout.xaxis.type == "linear"  # 500 to 2,100
+    assert fig.layout.xaxis.type == "linear"  # 500 to 2,100: from 0, and said so
+    assert fig.layout.xaxis.rangemode == "tozero"
+    assert fig.layout.xaxis.title.text == "receive throughput (msgs/s), from 0"
 
 
 def test_window_charts_have_rates_and_five_percentiles_on_log_axes() -> None:

@@ -184,4 +184,4 @@ def test_hgrm_lists_each_bucket_with_its_percentile_and_count() -> None:
 
 def test_an_empty_histogram_gives_no_file_text_and_names_are_per_point_and_metric() -> None:
     assert hgrm([]) == ""
-    assert LAYOUT.hdr(0, "processing_latency") == "analysis/hdr/point-1-processing_latency.hgrm"
+    assert LAYOUT.hdr(0, "processing_latency") == "analysis/hdr/point-0-processing_latency.hgrm"

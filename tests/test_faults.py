@@ -358,7 +358,7 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
     text = run_summary({"broker": {"title": "Kafka"}}, [row])
     assert text.splitlines()[-5:] == [
         "Faults",
-        "  point 1 (threads=1): faults: kill leader at 4 s until 7 s (n0)",
+        "  point 0 (threads=1): faults: kill leader at 4 s until 7 s (n0)",
         "    failover gap: no confirmed send for 3.9 s, no receive for 3.9 s",
         "    through the faults: 6 errors, 4 duplicated, 4 redelivered",
         "    whole point: lost 5, unavailable 0, duplicated 6, redelivered 6",

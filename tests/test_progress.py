@@ -176,7 +176,12 @@ def view(
     out = stream if stream is not None else io.StringIO()
     point = SweepPoint(0, LoadSection(duration=duration, idle_timeout=idle))
     shown_view = ProgressView(
-        "[1/3] threads=2", out, log_every=5.0, point=point, remaining_s=remaining_s, clock=clock
+        "point 0 (1 of 3) threads=2",
+        out,
+        log_every=5.0,
+        point=point,
+        remaining_s=remaining_s,
+        clock=clock,
     )
     return shown_view, clock, out
 
@@ -239,7 +244,7 @@ def test_the_figures_of_a_line() -> None:
     clock.now += 3
     progress.tick()
     (line,) = lines(out)
-    assert line.startswith("  [1/3] threads=2  0:05 / 1:00  sent 10,128 (5,064/s)")
+    assert line.startswith("  point 0 (1 of 3) threads=2  0:05 / 1:00  sent 10,128 (5,064/s)")
     assert "received 10,240 (5,120/s, incl. 112 redelivered)" in line
     assert "errors 3" in line
     # This point's estimate (60 s sending + 10 s idle) less 5 s, and the points after it.
@@ -270,9 +275,11 @@ def test_draining_the_eta_and_the_summary_that_stays() -> None:
     progress.close()
     summary = lines(out)[-1]
     assert "1:06 / 1:00 ended" in summary
-    # Averages over the time messages flowed (about 60 s), not over the whole point.
-    assert "sent 6,000 (avg 100/s)  received 6,000 (avg 100/s)" in summary
-    assert f"proc p50 {shown([3.0], 0.5)}  p99 {shown([3.0], 0.99)} (whole point)" in summary
+    # Averages over the time messages flowed (about 60 s), not over the whole point, each
+    # naming its span; the whole point's latency says that it holds the warm-up.
+    assert "sent 6,000 (avg 100/s over 60 s)  received 6,000 (avg 100/s over 60 s)" in summary
+    whole = f"proc p50 {shown([3.0], 0.5)}  p99 {shown([3.0], 0.99)} (whole point, incl. warm-up)"
+    assert whole in summary
     assert summary.endswith("sweep ETA 1:00:00")  # only the points after this one
 
 
@@ -302,11 +309,11 @@ def test_on_a_terminal_a_live_display_with_the_same_figures_stays_after_the_poin
     raw = out.getvalue()
     assert "\x1b[" in raw and raw.endswith("\x1b[?25h")  # redrawn in place; cursor back
     text = ANSI.sub("", raw)
-    assert "[1/3] threads=2" in text and "━" in text and "0:02 / 1:00" in text
+    assert "point 0 (1 of 3) threads=2" in text and "━" in text and "0:02 / 1:00" in text
     for figure in re.split(r"\s{2,}", plain.strip())[2:]:
         assert figure in text, figure
-    assert "sent 2,000 (avg 2,000/s)" in text.splitlines()[-2]  # the summary stays
-    assert "sweep ETA 5:00" in text.splitlines()[-3]
+    assert "sent 2,000 (avg 2,000/s over 1 s)" in text.splitlines()[-3]  # the summary stays
+    assert "sweep ETA 5:00" in text.splitlines()[-4]
 
 
 def test_what_the_coordinator_prints_meanwhile_goes_above_the_live_display(
@@ -323,7 +330,7 @@ def test_what_the_coordinator_prints_meanwhile_goes_above_the_live_display(
     progress.close()
     assert sys.stdout is terminal
     text = ANSI.sub("", out.getvalue())
-    assert text.index("fault 0: kill leader") < text.rindex("[1/3] threads=2")
+    assert text.index("fault 0: kill leader") < text.rindex("point 0 (1 of 3) threads=2")
 
 
 class Broken(io.StringIO):

@@ -164,11 +164,10 @@ def write_series(run_dir: Path, open_loop: set[int]) -> None:
         pq.write_table(pa.table(table), directory / "part-0.parquet")
 
 
-def render_in_chromium(page: Path, tmp_path: Path) -> str:
-    """Screenshot ``page`` and return the DOM after its scripts ran (plotly draws the charts
-    into it)."""
+def chromium_command(tmp_path: Path) -> list[str]:
+    """Headless chromium with a profile of its own under ``tmp_path``, nothing fetched."""
     assert CHROMIUM is not None
-    common = [
+    return [
         CHROMIUM,
         "--headless",
         "--no-sandbox",
@@ -180,6 +179,22 @@ def render_in_chromium(page: Path, tmp_path: Path) -> str:
         "--virtual-time-budget=5000",
         f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}",
     ]
+
+
+def page_dom(page: Path, tmp_path: Path) -> str:
+    """The DOM of ``page`` after its scripts ran (plotly draws the charts into it)."""
+    return subprocess.run(
+        [*chromium_command(tmp_path), "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
+def render_in_chromium(page: Path, tmp_path: Path) -> str:
+    """Screenshot ``page`` and return its DOM after its scripts ran (:func:`page_dom`)."""
+    common = chromium_command(tmp_path)
     shot = tmp_path / f"{page.parent.parent.name}-{page.stem}.png"
     subprocess.run(
         [*common, f"--screenshot={shot}", "--window-size=1400,4000", page.as_uri()],
@@ -189,13 +204,7 @@ def render_in_chromium(page: Path, tmp_path: Path) -> str:
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 50_000  # charts and tables drew something
-    return subprocess.run(
-        [*common, "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    return page_dom(page, tmp_path)
 
 
 def drawn(dom: str, prefix: str) -> int:
@@ -230,8 +239,9 @@ def test_reports_render_in_headless_chromium(results: Path, tmp_path: Path) -> N
     assert dom.count(">99.999%</text>") == 3
     assert dom.count(">knee</text>") == 0  # two load levels: no knee
     assert "no knee — only 2 load levels: a knee needs at least 3" in dom
-    assert ">receive throughput (msgs/s)</text>" in dom  # axis titles with units
-    assert ">processing latency (ms)</text>" in dom
+    # Axis titles with units, each saying whether it starts at 0.
+    assert ">receive throughput (msgs/s), from 0</text>" in dom
+    assert ">processing latency (ms), log scale: not from 0</text>" in dom
 
     dom = render_in_chromium(overview, tmp_path)
     assert NO_CHART_ERRORS in dom

@@ -152,7 +152,7 @@ def test_a_stopped_run_keeps_the_bracket_and_says_the_search_is_incomplete() -> 
         "≥ 1,000 and < 100,000 msgs/s so far — incomplete: the run was interrupted (SIGINT)"
     )
     assert probe_line(unjudged) == (
-        "probe 3: 10,000 msgs/s → not judged: the run was interrupted (SIGINT)"
+        "probe 2: 10,000 msgs/s → not judged: the run was interrupted (SIGINT)"
     )
     # The record round-trips through the context's JSON (the analysis reads it back).
     again = SearchRecord.model_validate(json.loads(json.dumps(record.model_dump(mode="json"))))
@@ -223,8 +223,8 @@ def test_probe_lines() -> None:
         processing_latency_p99_ms=12.31,
     )
     failing = holding.model_copy(update={"holds": False, "reason": "p99 73.1 ms > SLO 50 ms"})
-    assert probe_line(holding) == "probe 3: 25,000 msgs/s → holds (p99 12.3 ms)"
-    assert probe_line(failing) == "probe 3: 25,000 msgs/s → fails: p99 73.1 ms > SLO 50 ms"
+    assert probe_line(holding) == "probe 2: 25,000 msgs/s → holds (p99 12.3 ms)"
+    assert probe_line(failing) == "probe 2: 25,000 msgs/s → fails: p99 73.1 ms > SLO 50 ms"
 
 
 # -- a probe's figures from its raw records ------------------------------------------------
@@ -442,7 +442,7 @@ def test_a_capacity_search_on_redis(tmp_path: Path) -> None:
         assert max(holding) < min(failing)
     # One line per probe, and the result at the end.
     for probe in probes:
-        assert f"probe {probe.point + 1}: " in "\n".join(lines)
+        assert f"probe {probe.point}: " in "\n".join(lines)
     assert lines[-1] == record.result and lines[-1].startswith("capacity at SLO p99 ≤ 20 ms: ")
 
 
@@ -456,7 +456,7 @@ def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(tmp_pat
 
     def console(line: str) -> None:
         lines.append(line)
-        if line.startswith("point [1/") and not timers:  # Ctrl-C while probe 1 sends
+        if line.startswith("point 0 (1 of ") and not timers:  # Ctrl-C while probe 0 sends
             timers.append(threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT)))
             timers[0].start()
 
@@ -475,7 +475,7 @@ def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(tmp_pat
     assert [p["point"] for p in context["points"]] == [0]
     assert record.outcome == "incomplete" and not record.complete
     assert (record.highest_holding, record.lowest_failing) == (None, None)
-    assert "probe 1: 500 msgs/s → not judged: the run was interrupted (SIGINT)" in lines
+    assert "probe 0: 500 msgs/s → not judged: the run was interrupted (SIGINT)" in lines
     assert lines[-1] == (
         "capacity at SLO p99 ≤ 20 ms: not known — incomplete: the run was interrupted (SIGINT)"
     )

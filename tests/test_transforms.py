@@ -194,6 +194,35 @@ def test_latencies_out_of_range_are_counted_and_read_as_zero_or_ten_minutes(spar
     assert late_proc["p95_ms"] == late_proc["max_ms"] == MAX_US / 1000  # read as 10 minutes
 
 
+def test_counts_percentiles_and_windows_cover_one_span(spark):
+    """The warm-up is out of the whole-run percentiles and of the out-of-range counts
+    alike; a message received after the senders stopped (draining) is in both, and in a
+    window too."""
+    rows = [second_row(0, 0, s, sent=10, send={B1MS: 1}) for s in range(100, 110)]
+    rows += [
+        second_row(0, 0, s, acked=10, role="receiver", proc={NEGATIVE if s < 102 else B1MS: 10})
+        for s in range(100, 110)
+    ]
+    rows.append(second_row(0, 0, 112, acked=2, role="receiver", proc={CLIPPED: 2}))  # draining
+    seconds = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    hist = tf.histogram_per_second(seconds)
+    periods = tf.measurement_periods(seconds, warmup_s=2)
+    (period,) = periods.collect()
+    assert (period["latency_start"], period["latency_end"]) == (102, 112)
+    histograms = tf.run_histograms(hist, periods)
+    (counts,) = tf.out_of_range(histograms).collect()
+    assert (counts["negative_latencies"], counts["clipped_latencies"]) == (0, 2)
+    whole = {r["metric"]: r for r in tf.whole_run(histograms).collect()}
+    assert whole["processing_latency"]["samples"] == 8 * 10 + 2
+    windows = tf.window_starts(periods, window_s=5, step_s=5)
+    assert sorted(r["window_start"] for r in windows.collect()) == [102, 107, 108]
+    series = tf.window_series(tf.counters_per_second(seconds), hist, windows).collect()
+    last = max(series, key=lambda w: w["window_start"])
+    assert last["processing_latency_max"] == MAX_US / 1000  # the drained messages
+    # Rates: the rate period's whole seconds only (103..108: one in the last window).
+    assert (last["send_msgs_per_s"], last["rate_seconds"]) == (10.0, 1)
+
+
 def test_lost_duplicated_and_unconfirmed(spark):
     ranges = spark.createDataFrame(
         [("r", 0, 0, 0, 0, 9), ("r", 0, 0, 0, 20, 29), ("r", 0, 1, 0, 0, 4)],

@@ -113,13 +113,19 @@ def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> PointEntry:
 def broker_entry(
     scenario: Scenario, system: BrokerSystem[Any], endpoints: Endpoints, topology: str
 ) -> dict[str, Any]:
-    """How the run reaches its broker, and the broker as read back from its servers (the
-    context's ``broker``, beside what :func:`build_context` adds)."""
+    """How the run reaches its broker, the broker as read back from its servers, and what
+    that means for a confirmed message (``durability``, where the system derives it; from
+    the scenario's parameters) — the context's ``broker``, beside what
+    :func:`build_context` adds."""
+    params = scenario.broker_params()
+    described = system.describe(endpoints, params)
+    durability = system.durability(described, params) if system.durability else None
     return {
         "deployment": scenario.broker.deployment,
         "topology": topology,
         "endpoints": list(endpoints.hosts),
-        **system.describe(endpoints, scenario.broker_params()),
+        **described,
+        **({"durability": durability.record()} if durability is not None else {}),
     }
 
 

@@ -31,8 +31,9 @@ class SweepPlace:
 
     @property
     def position(self) -> str:
-        """``[k/n]``: the point's place in the run, as the terminal shows it."""
-        return f"[{self.point.index + 1}/{self.total}]"
+        """``point K (k of n)``: the point's number (from 0, as in every file and table of the
+        run) and its place in the run, as the terminal shows them."""
+        return f"point {self.point.index} ({self.point.index + 1} of {self.total})"
 
     @property
     def last(self) -> bool:

@@ -98,7 +98,7 @@ class LocalFleet:
         repeat = self.scenario.repeat
         run = f" (run {point.repeat + 1} of {repeat})" if repeat > 1 else ""
         self.console(
-            f"point {place.position}: threads={point.load.threads} "
+            f"{place.position}: threads={point.load.threads} "
             f"sender_nodes={point.load.sender_nodes} receiver_nodes={point.receiver_nodes} "
             f"message_size={point.load.message_size}{rate}{run}"
         )

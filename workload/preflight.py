@@ -129,7 +129,7 @@ def check_memory(points: Sequence[SweepPoint], available: int | None) -> None:
     if needed > available:
         load = point.load
         raise UserError(
-            f"sweep point {point.index + 1} ({point.label}): its client processes' payload "
+            f"sweep point {point.index} ({point.label}): its client processes' payload "
             f"pools need {_size(needed)} (pool_size {load.pool_size:,} × (message_size "
             f"{load.message_size:,} + {PAYLOAD_OVERHEAD}) B × "
             f"{(load.sender_nodes + point.receiver_nodes) * processes_for(load)} processes) "

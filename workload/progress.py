@@ -58,6 +58,11 @@ class Figures:
     final: bool = False
     #: What set the pace (the closing line only; "" when not judged).
     limit: str = ""
+    #: The closing line: the seconds over which sends and receives flowed, which its
+    #: average rates divide by (receives flow on while receivers drain: equal totals can
+    #: show different averages).
+    send_span_s: float = 0.0
+    receive_span_s: float = 0.0
 
 
 class ProgressView:
@@ -65,8 +70,9 @@ class ProgressView:
 
     ``point`` gives the sending duration (the progress bar) and, with ``remaining_s`` (the
     estimated time of the sweep's points after this one), the sweep's ETA. The last line
-    (:meth:`close`) sums up the point: average rates over the time messages flowed, and the
-    processing-latency percentiles of all its messages.
+    (:meth:`close`) sums up the point: average rates over the seconds sends and receives
+    flowed (each named), and the processing-latency percentiles of all its messages, the
+    warm-up included (the analysis leaves it out).
     """
 
     def __init__(
@@ -180,9 +186,10 @@ class ProgressView:
         """The whole point at ``now``: rates averaged over the time messages flowed (from
         the report before the first that counted any to the last that counted more)."""
         sent, received, errors = self.totals()
+        spans = [max(REPORT_EVERY, last - first + REPORT_EVERY) for _, first, last in self.flowing]
         rates = [
-            total / max(REPORT_EVERY, last - first + REPORT_EVERY) if total else 0.0
-            for total, first, last in self.flowing
+            total / span if total else 0.0
+            for (total, _, _), span in zip(self.flowing, spans, strict=True)
         ]
         p50, p99 = _percentiles(self.whole)
         return Figures(
@@ -197,6 +204,8 @@ class ProgressView:
             p99_us=p99,
             eta=self.remaining_s,
             final=True,
+            send_span_s=spans[0],
+            receive_span_s=spans[1],
         )
 
     def line(self, f: Figures) -> str:
@@ -289,18 +298,21 @@ def _percentiles(buckets: dict[int, int]) -> tuple[float | None, float | None]:
 
 
 def traffic_text(f: Figures) -> str:
-    """Totals and rates (averages in a summary), redeliveries named."""
-    avg = "avg " if f.final else ""
+    """Totals and rates, redeliveries named; in a summary, averages over the seconds each
+    flowed (sends while senders sent, receives until receivers drained), named."""
     again = f", incl. {f.redelivered:,} redelivered" if f.redelivered else ""
-    return (
-        f"sent {f.sent:,} ({avg}{f.send_rate:,.0f}/s)"
-        f"  received {f.received:,} ({avg}{f.receive_rate:,.0f}/s{again})"
-    )
+    if f.final:
+        send = f"avg {f.send_rate:,.0f}/s over {f.send_span_s:,.0f} s"
+        receive = f"avg {f.receive_rate:,.0f}/s over {f.receive_span_s:,.0f} s"
+    else:
+        send, receive = f"{f.send_rate:,.0f}/s", f"{f.receive_rate:,.0f}/s"
+    return f"sent {f.sent:,} ({send})  received {f.received:,} ({receive}{again})"
 
 
 def latency_errors_text(f: Figures) -> str:
-    """The processing-latency percentiles (of the interval, or the whole point) and errors."""
-    whole = " (whole point)" if f.final else ""
+    """The processing-latency percentiles (of the interval, or the whole point — its
+    warm-up included, unlike the table's whole-run figures) and errors."""
+    whole = " (whole point, incl. warm-up)" if f.final else ""
     return (
         f"proc p50 {latency_text(f.p50_us)}  p99 {latency_text(f.p99_us)}{whole}"
         f"  errors {f.errors:,}"

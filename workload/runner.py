@@ -216,7 +216,7 @@ class Probes:
             measures = measure_point(self.outcome.run_dir, point.index, warmup_s)
         except (OSError, pa.ArrowException) as exc:
             self.outcome.errors.append(
-                f"probe {point.index + 1}: its records cannot be read ({one_line(str(exc))})"
+                f"probe {point.index}: its records cannot be read ({one_line(str(exc))})"
             )
             return unjudged(point, _why_stopped(self.outcome))
         return judge(point, measures, slo_p99_s)

@@ -275,7 +275,7 @@ def unjudged(point: SweepPoint, why: str) -> ProbeRecord:
 
 def probe_line(probe: ProbeRecord) -> str:
     """``probe 3: 25,000 msgs/s → holds (p99 12.3 ms)`` or ``→ fails: <why>``."""
-    head = f"probe {probe.point + 1}: {format_rate(probe.rate)} msgs/s →"
+    head = f"probe {probe.point}: {format_rate(probe.rate)} msgs/s →"
     if probe.holds is None:
         return f"{head} not judged: {probe.reason}"
     if not probe.holds:

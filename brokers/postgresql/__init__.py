@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.postgresql import adapter
+from brokers.postgresql import adapter, durability
 from brokers.postgresql.cloud import PostgresCloud
 from brokers.postgresql.local import PostgresLocal
 
@@ -35,6 +35,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.PostgresAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"primary": 1, "standby": 2},
         replication="synchronous_standby_names = 'ANY 1 (s1, s2)', synchronous_commit = remote_write",

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.redis import adapter
+from brokers.redis import adapter, durability
 from brokers.redis.cloud import RedisCloud
 from brokers.redis.local import RedisLocal
 
@@ -36,6 +36,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.RedisAdapter, adapter.RedisClusterAdapter),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"master": 1, "replica": 2},
         replication="asynchronous replication to 2 replicas; AOF fsync every second",

@@ -152,7 +152,7 @@ class RunLayout:
 
     def hdr(self, point: int, metric: str) -> str:
         """A point's whole-run histogram of ``metric`` as an HdrHistogram distribution."""
-        return f"{self.analysis}/hdr/point-{point + 1}-{metric}.hgrm"
+        return f"{self.analysis}/hdr/point-{point}-{metric}.hgrm"
 
     def agent_log(self, role: str, node: int) -> str:
         return f"{self.logs}/{role}-{node}.log"

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from brokers.durability import Durability
 from workload.model.layout import LAYOUT
 from workload.model.sections import LoadSection
 
@@ -116,6 +117,12 @@ class BrokerRecord(Record):
         """The version its servers reported (None: not reported)."""
         return self.given("version")
 
+    @property
+    def durability(self) -> Durability | None:
+        """What a confirmed message survives, as the run derived it from the settings read
+        back (None: the system derives none, or the run predates it)."""
+        return Durability.of(self.given("durability"))
+
 
 class CostRecord(Record):
     """The AWS fleet of a run on AWS: its region and instances per type."""
@@ -150,7 +157,7 @@ class ScenarioRecord(Record):
 class ProbeRecord(BaseModel):
     """One probe: the sweep point it ran as, its total target rate and how it came out."""
 
-    #: The sweep point (its index in the run, from 0; probe ``point + 1`` when printed).
+    #: The sweep point (its index in the run, from 0; printed as ``probe <point>``).
     point: int
     #: Target msgs/s in total over every sender worker, and per worker (``load.rate``).
     rate: float
