@@ -54,6 +54,22 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     assert point.receiver_nodes == 2
 
 
+def test_an_unknown_key_names_the_likely_one_and_params_are_checked_in_the_same_pass(
+    tmp_path: Path,
+) -> None:
+    text = GOOD.replace("threads = 3", "thredas = 3").replace(
+        "[load]", "[broker.params]\nreplicaton = 1\n[load]"
+    )
+    lines = error_lines(tmp_path, text)
+    assert any("load.thredas: unknown key (did you mean threads?)" in line for line in lines)
+    assert any(
+        "broker.params.replicaton: unknown key (did you mean replication?)" in line
+        for line in lines
+    )
+    (line,) = error_lines(tmp_path, GOOD.replace("threads = 3", "zzzz = 3"))
+    assert "unknown key (misspelt?)" in line  # nothing close enough to suggest
+
+
 def test_misspelt_key_names_file_key_and_line(tmp_path: Path) -> None:
     (line,) = error_lines(tmp_path, GOOD.replace("threads = 3", "thredas = 3"))
     assert line.startswith(str(tmp_path / "s.toml"))

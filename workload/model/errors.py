@@ -9,14 +9,16 @@ and every line printable. A results file that cannot be written is
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import os
 import re
+import typing
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 #: A key path, as pydantic reports it: names and list indexes.
@@ -88,15 +90,47 @@ _TOML_KINDS: tuple[tuple[type, str], ...] = (
 _TYPE_ERRORS = {"int_type", "float_type", "bool_type", "string_type", "list_type", "dict_type"}
 
 
-def problems_of(exc: ValidationError, prefix: Loc = ()) -> list[Problem]:
-    """A validation error's problems, each with its key path (under ``prefix``) and message."""
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, directly or inside ``X | None``, ``list[X]``, ``dict[str, X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def likely_key(model: type[BaseModel] | None, loc: tuple[str | int, ...]) -> str | None:
+    """The known key closest to the unknown one at ``loc`` (relative to ``model``), if any
+    is close enough to be the one meant."""
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        model = _submodel(field.annotation) if field is not None else None
+    if model is None or not isinstance(loc[-1], str):
+        return None
+    known = [field.alias or name for name, field in model.model_fields.items()]
+    found = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def problems_of(
+    exc: ValidationError, prefix: Loc = (), model: type[BaseModel] | None = None
+) -> list[Problem]:
+    """A validation error's problems, each with its key path (under ``prefix``) and message;
+    an unknown key of ``model`` (the one that raised) names the likely key meant."""
     problems = []
     for error in exc.errors():
         loc: Loc = (*prefix, *error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         keys: tuple[Loc, ...] = (loc,)
         if error["type"] == "extra_forbidden":
-            message = "unknown key (misspelt?)"
+            meant = likely_key(model, tuple(error["loc"]))
+            message = f"unknown key (did you mean {meant}?)" if meant else "unknown key (misspelt?)"
         elif error["type"] == "missing":
             message = "required key is missing"
         elif error["type"] == CONFLICT:

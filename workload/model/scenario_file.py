@@ -20,9 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from brokers import registry
+from brokers.registry import UnknownSystem
 from workload.model.bounds import MAX_FILE_BYTES
 from workload.model.checks import drain_problems, fault_problems, point_problems, search_problems
-from workload.model.errors import ScenarioError, one_line, problems_of
+from workload.model.errors import Problem, ScenarioError, one_line, problems_of
 from workload.model.scenario import Scenario
 
 
@@ -78,6 +80,23 @@ def _read_text(path: Path) -> str:
         raise ScenarioError([f"{path}: cannot read: not UTF-8 text ({exc.reason})"]) from None
 
 
+def _params_problems(data: dict[str, Any]) -> list[Problem]:
+    """``[broker.params]`` checked on its own, for a scenario whose other sections failed:
+    its problems are reported in the same pass (none when the system is not known)."""
+    broker = data.get("broker")
+    if not isinstance(broker, dict) or not isinstance(broker.get("params", {}), dict):
+        return []
+    try:
+        system = registry.get(str(broker.get("system")))
+    except UnknownSystem:
+        return []
+    try:
+        system.params_model.model_validate(broker.get("params", {}))
+    except ValidationError as exc:
+        return problems_of(exc, ("broker", "params"), system.params_model)
+    return []
+
+
 def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str = "") -> Scenario:
     """Validate already-parsed TOML data (``source`` and ``text`` only improve messages).
 
@@ -87,11 +106,14 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError.of(problems_of(exc), source, text) from None
+        problems = problems_of(exc, model=Scenario) + _params_problems(data)
+        raise ScenarioError.of(problems, source, text) from None
     try:
         scenario.broker_params()
     except ValidationError as exc:
-        raise ScenarioError.of(problems_of(exc, ("broker", "params")), source, text) from None
+        params_model = registry.get(scenario.broker.system).params_model
+        problems = problems_of(exc, ("broker", "params"), params_model)
+        raise ScenarioError.of(problems, source, text) from None
     problems = (
         point_problems(scenario)
         + fault_problems(scenario)
