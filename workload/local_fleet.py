@@ -24,7 +24,7 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
-from workload.faults import FaultScheduler, start_faults
+from workload.faults import FaultClock, start_faults
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import write_timeline
 from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
@@ -65,7 +65,7 @@ class _Running:
     senders_done: Any
     progress: Any
     view: ProgressView
-    faults: FaultScheduler | None
+    faults: FaultClock | None
     load: LoadSection
     sampler: Sampler | None = None
     #: When the senders were seen done (monotonic; 0 while they send).
@@ -225,7 +225,7 @@ class LocalFleet:
                 running.senders_done.set()
                 running.senders_done_at = time.time()
             if faults is not None and view.totals()[0] > 0:
-                faults.sending_started()
+                faults.start()
             if self.cluster is not None:
                 # A node down by a declared fault is no failure; any other death is.
                 declared = faults.declared_down() if faults is not None else set()
