@@ -145,8 +145,8 @@ def test_the_circle_finder_finds_a_circle() -> None:
             "brokers",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="a system's parameter model lives in its package's __init__, which "
-                "imports the adapter and recipes that name the model",
+                reason="brokers/redis/adapter.py takes RedisParams from its package's "
+                "__init__, which imports the adapter, instead of from brokers.redis.params",
             ),
         ),
     ],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from brokers.base import split_host_port
+from brokers.connection import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
 from workload.model import scenario_file
 from workload.model.bounds import format_duration, parse_duration
