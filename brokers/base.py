@@ -201,8 +201,6 @@ class Topology:
         return sum(self.roles.values())
 
 
-#: What a scenario's fault does to a node (``isolate`` only where :attr:`FaultSupport.isolates`).
-FAULT_ACTIONS = ("kill", "stop", "pause", "isolate")
 #: The node selectors a fault may name besides a node index.
 FAULT_ROLES = ("leader", "follower")
 
@@ -278,7 +276,8 @@ class LocalCluster(abc.ABC):
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def fault(self, name: str, action: str) -> None:
-        """Kill, stop, pause or isolate the node ``name`` (one of :data:`FAULT_ACTIONS`)."""
+        """Kill, stop, pause or isolate the node ``name``: ``action`` is a scenario's fault
+        action (``isolate`` only where :attr:`FaultSupport.isolates`)."""
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def recover(self, name: str, action: str, wait: float = 0.0) -> None:
