@@ -13,13 +13,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 from analysis.column_model import RUN_QUANTILES, run_column
 from analysis.columns import SummaryRow, number
 from analysis.repeats import spread
 from analysis.summary_table import bound_label
 from workload.model.record import PointEntry
+from workload.model.sections import LoadSection
 
 # The knee rule (see :func:`knee`).
 #: A step to more load must raise receive throughput by at least this factor …
@@ -165,14 +165,12 @@ def no_knee(curve: Sequence[Level]) -> str:
 LOAD_KEYS = ("threads", "sender_nodes", "rate", "max_in_flight")
 
 
-def offered_load(load: dict[str, Any]) -> float:
+def offered_load(load: LoadSection) -> float:
     """What a point offers the broker, to order a sweep's points by: msgs/s in open loop
     (rate per worker × sending workers), batches in flight in closed loop."""
-    workers = (number(load.get("threads")) or 0) * (number(load.get("sender_nodes")) or 1)
-    rate = number(load.get("rate"))
-    if rate:
-        return rate * workers
-    return workers * (number(load.get("max_in_flight")) or 1)
+    if load.rate:
+        return load.rate * load.sender_workers
+    return load.sender_workers * load.max_in_flight
 
 
 def curve_points(
@@ -186,18 +184,17 @@ def curve_points(
     out = []
     for r in rows:
         point = by_index.get(int(r["point"]))
-        load = (
-            point.load.model_dump()
-            if point is not None
-            else {k: r.get(k) for k in ("threads", "sender_nodes")}
-        )
+        if point is not None:
+            offered = offered_load(point.load)
+        else:  # no context point: the row's own workers, one batch in flight each
+            offered = (number(r.get("threads")) or 0) * (number(r.get("sender_nodes")) or 1)
         varied = point.varied if point is not None else {}
         others = " ".join(f"{k}={v}" for k, v in varied.items() if k not in LOAD_KEYS)
         label = r.get("label") or (point.label if point is not None else "")
         out.append(
             CurvePoint(
                 label=str(label or f"point {int(r['point'])}"),
-                load=offered_load(load),
+                load=offered,
                 receive_msgs_per_s=number(r.get("receive_msgs_per_s")),
                 latency_ms={
                     q: number(r.get(run_column("processing_latency", q))) for q in RUN_QUANTILES

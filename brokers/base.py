@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
+from brokers.connection import Destination, Endpoints, P, P_contra
 from brokers.durability import Durability
 from brokers.errors import BrokerError
 from brokers.netns import NodeHosts
@@ -38,55 +37,8 @@ if TYPE_CHECKING:
     from brokers.cloud import CloudRecipe
 
 
-class BrokerParams(BaseModel):
-    """Base of every system's ``[broker.params]`` model: strict, frozen, no unknown keys."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-P = TypeVar("P", bound=BrokerParams)
-#: A parameter model a deployment or recipe only reads (one for Kafka's params serves KMQ's).
-P_contra = TypeVar("P_contra", bound=BrokerParams, contravariant=True)
 #: What a system's ``ack`` takes back from its ``receive`` to acknowledge one message.
 R = TypeVar("R")
-
-
-#: Extras of :class:`Endpoints` whose names contain these hold secrets (never shown).
-SECRET_WORDS = ("password", "secret", "token", "key")
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class Endpoints:
-    """Where the broker answers: ``host:port`` strings plus system-specific extras.
-
-    Picklable, so that every client node process can connect on its own.
-    """
-
-    hosts: tuple[str, ...]
-    extra: tuple[tuple[str, str], ...] = ()
-
-    def get(self, key: str, default: str = "") -> str:
-        return dict(self.extra).get(key, default)
-
-    def __repr__(self) -> str:
-        """Never shows a secret: the values of ``password``-like extras are masked."""
-        extra = tuple(
-            (key, "***" if any(word in key.lower() for word in SECRET_WORDS) else value)
-            for key, value in self.extra
-        )
-        return f"Endpoints(hosts={self.hosts!r}, extra={extra!r})"
-
-    @property
-    def first(self) -> tuple[str, int]:
-        return split_host_port(self.hosts[0])
-
-    def addresses(self) -> list[tuple[str, int]]:
-        return [split_host_port(h) for h in self.hosts]
-
-
-def split_host_port(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +73,6 @@ class ReceivedBatch(Generic[R]):
             [m.receipt for m in messages],
             [i for i, m in enumerate(messages) if m.redelivered],
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Destination:
-    """The queue/topic/stream/table one sweep point sends to, unique per point."""
-
-    name: str
 
 
 class Confirmation(abc.ABC):
@@ -258,8 +203,6 @@ class Topology:
         return sum(self.roles.values())
 
 
-#: What a scenario's fault does to a node (``isolate`` only where :attr:`FaultSupport.isolates`).
-FAULT_ACTIONS = ("kill", "stop", "pause", "isolate")
 #: The node selectors a fault may name besides a node index.
 FAULT_ROLES = ("leader", "follower")
 
@@ -335,7 +278,8 @@ class LocalCluster(abc.ABC):
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def fault(self, name: str, action: str) -> None:
-        """Kill, stop, pause or isolate the node ``name`` (one of :data:`FAULT_ACTIONS`)."""
+        """Kill, stop, pause or isolate the node ``name``: ``action`` is a scenario's fault
+        action (``isolate`` only where :attr:`FaultSupport.isolates`)."""
         raise BrokerError(f"faults are not supported by this {self.topology} cluster")
 
     def recover(self, name: str, action: str, wait: float = 0.0) -> None:

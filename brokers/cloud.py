@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic
 
-from brokers.base import Destination, Endpoints, P_contra
+from brokers.connection import Destination, Endpoints, P_contra
 from brokers.errors import BrokerError
 
 

@@ -21,7 +21,6 @@ import toml
 from brokers.base import (
     Adapter,
     AsyncAdapter,
-    BrokerParams,
     BrokerSystem,
     Destination,
     Endpoints,
@@ -29,6 +28,7 @@ from brokers.base import (
     Received,
     Topology,
 )
+from brokers.connection import BrokerParams
 from brokers.local import ProcessCluster
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.activemq import SYSTEM, ActiveMQParams, config
+from brokers.activemq import SYSTEM, config
 from brokers.activemq.adapter import parse_map_json
 from brokers.activemq.cloud import ActiveMQCloud
+from brokers.activemq.params import ActiveMQParams
 from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports

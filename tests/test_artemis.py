@@ -11,10 +11,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from brokers import registry
-from brokers.artemis import SYSTEM, ArtemisParams, config
+from brokers.artemis import SYSTEM, config
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.jolokia import Jolokia
 from brokers.artemis.local import POM
+from brokers.artemis.params import ArtemisParams
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError
 from brokers.local import ProcessCluster, free_ports

@@ -15,7 +15,8 @@ from analysis.curve import CurvePoint, Level, curve_points, knee, levels, no_kne
 from analysis.hdr import Bucket
 from analysis.point_charts import Window
 from analysis.summary_table import SCOPES, html_columns
-from workload.model.record import PointEntry
+from workload.model.record import PointEntry, PointLoad
+from workload.model.sections import LoadSection
 
 
 def curve(*steps: tuple[float, float | None]) -> list[Level]:
@@ -288,9 +289,9 @@ def test_figures_embed_without_plotly_js_which_a_page_carries_once() -> None:
 
 
 def test_offered_load_orders_open_loop_by_rate_and_closed_loop_by_batches_in_flight() -> None:
-    assert offered_load({"threads": 4, "sender_nodes": 2, "rate": 1000}) == 8000
-    assert offered_load({"threads": 4, "sender_nodes": 2, "max_in_flight": 8}) == 64
-    assert offered_load({"threads": "5", "sender_nodes": "1"}) == 5
+    assert offered_load(LoadSection(threads=4, sender_nodes=2, rate=1000)) == 8000
+    assert offered_load(LoadSection(threads=4, sender_nodes=2, max_in_flight=8)) == 64
+    assert offered_load(PointLoad.model_validate({"threads": "5", "sender_nodes": "1"})) == 5
 
 
 def test_curve_points_take_the_load_from_the_context_and_other_swept_values_as_series() -> None:

@@ -36,8 +36,14 @@ from tests.test_cloud_commands import BUCKET, REGION, RUN
 from workload.aws import fault_agent
 from workload.aws.agent import ClientAgent, RunStore
 from workload.aws.fault_agent import FaultAgent, FaultFailed, NodeFaults
-from workload.aws.fault_driver import PointFaults, RunFaults, fault_nodes
-from workload.faults import schedule
+from workload.aws.fault_driver import (
+    FaultMarkers,
+    Leader,
+    RunFaults,
+    fault_nodes,
+    point_clock,
+)
+from workload.faults import FaultClock, schedule
 from workload.model.errors import ScenarioError
 from workload.model.faults import FaultSpec, PointTimeline
 from workload.model.layout import BEGIN, END, LAYOUT
@@ -212,6 +218,14 @@ def test_a_schedule_begins_and_ends_faults_in_time_order() -> None:
     ]  # fmt: skip
 
 
+def clock(
+    store: RunStore, point: int, faults: list[FaultSpec], leader: Leader | None, ack_timeout: float
+) -> FaultClock:
+    """A point's fault clock over S3 markers, answered within ``ack_timeout``."""
+    markers = FaultMarkers(store, point, NODES, leader, ack_timeout, poll=0.01)
+    return point_clock(point, faults, SUPPORT, markers, lambda _: None)
+
+
 def answering(agents: list[FaultAgent]) -> tuple[threading.Thread, threading.Event]:
     """The broker machines' fault agents, stepping in a thread until told to stop."""
     stop = threading.Event()
@@ -237,7 +251,7 @@ def test_the_coordinator_posts_markers_no_sooner_than_their_times_and_writes_the
         FaultSpec(at=0.1, action="kill", node=1, until=0.3),
         FaultSpec(at=0.4, action="pause", node="follower"),
     ]
-    point = PointFaults(store, 3, faults, NODES, SUPPORT, lambda: 0, lambda _: None, 30, 0.01)
+    point = clock(store, 3, faults, lambda: 0, 30)
     thread, stop = answering(agents)
     point.start()
     keys = [
@@ -273,7 +287,7 @@ def test_the_coordinator_posts_markers_no_sooner_than_their_times_and_writes_the
 def test_a_fault_nobody_answers_is_an_error_of_the_timeline(s3: Any) -> None:
     store = RunStore(s3, BUCKET, RUN)
     faults = [FaultSpec(at=0.0, action="stop", node=2), FaultSpec(at=50.0, action="kill", node=1)]
-    point = PointFaults(store, 0, faults, NODES, SUPPORT, None, lambda _: None, 0.05, 0.01)
+    point = clock(store, 0, faults, None, 0.05)
     point.start()
     deadline = time.monotonic() + 30
     while LAYOUT.fault_marker("standby-1", 0, 0, BEGIN) not in store.keys("control/"):
@@ -442,7 +456,7 @@ def test_a_broker_machine_reads_only_fault_markers_and_writes_only_acknowledgeme
     agent = agent_of(RunStore(machine_s3, BUCKET, RUN), "standby-1", machine, tmp_path)
     coordinator = RunStore(client, BUCKET, RUN)
     faults = [FaultSpec(at=0.0, action="pause", node=2, until=0.05)]
-    point = PointFaults(coordinator, 1, faults, NODES, SUPPORT, None, lambda _: None, 30, 0.01)
+    point = clock(coordinator, 1, faults, None, 30)
     thread, stop = answering([agent])
     point.start()
     deadline = time.monotonic() + 30

@@ -8,10 +8,10 @@ import re
 from brokers.cloud import BROKER_PASSWORD
 from brokers.postgresql import local as pg_local
 from brokers.postgresql.cloud import PostgresCloud, render_node_config
-from brokers.redis import RedisParams
 from brokers.redis import local as redis_local
 from brokers.redis.cloud import RedisCloud
 from brokers.redis.cloud import render_node_config as redis_node_config
+from brokers.redis.params import RedisParams
 
 PG = {"primary": ["10.42.1.10"], "standby": ["10.42.1.11", "10.42.1.12"]}
 REDIS = {"master": ["10.42.1.10"], "replica": ["10.42.1.11", "10.42.1.12"]}

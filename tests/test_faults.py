@@ -24,7 +24,7 @@ from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from workload.faults import FaultScheduler
+from workload.faults import ClusterFaults, FaultClock
 from workload.model.faults import (
     FaultRecord,
     FaultSpec,
@@ -80,8 +80,9 @@ def fault(at: float, action: str, node: str | int, until: float | None = None) -
     return FaultSpec(at=at, action=action, node=node, until=until)  # type: ignore[arg-type]
 
 
-def scheduler(cluster: LocalCluster, *faults: FaultSpec) -> FaultScheduler:
-    return FaultScheduler(list(faults), cluster, SUPPORT, Destination("d"), 0, lambda _: None)
+def scheduler(cluster: LocalCluster, *faults: FaultSpec) -> FaultClock:
+    actuator = ClusterFaults(cluster, Destination("d"))
+    return FaultClock(0, list(faults), SUPPORT.fails_over, actuator, lambda _: None)
 
 
 def test_faults_wait_for_sending_then_act_and_come_back_in_time() -> None:
@@ -89,7 +90,7 @@ def test_faults_wait_for_sending_then_act_and_come_back_in_time() -> None:
     faults = scheduler(cluster, fault(0.2, "kill", "leader", 0.5), fault(0.7, "pause", "follower"))
     time.sleep(0.4)
     assert cluster.calls == []  # the clock starts with the first confirmed send
-    faults.sending_started()
+    faults.start()
     time.sleep(0.35)
     assert cluster.calls == [("fault", "n0", "kill")]
     assert faults.declared_down() == {"n0"} == set(cluster.dead_nodes())
@@ -111,7 +112,7 @@ def test_faults_wait_for_sending_then_act_and_come_back_in_time() -> None:
 def test_the_last_point_leaves_nodes_down_to_the_cluster_stop() -> None:
     cluster = StandIn()
     faults = scheduler(cluster, fault(0.0, "kill", "follower"))
-    faults.sending_started()
+    faults.start()
     time.sleep(0.2)
     timeline = faults.finish(restore=False, complete=True)
     assert cluster.calls == [("fault", "n1", "kill")]
@@ -121,7 +122,7 @@ def test_the_last_point_leaves_nodes_down_to_the_cluster_stop() -> None:
 def test_a_fault_that_cannot_happen_fails_the_run_and_is_not_declared() -> None:
     cluster = StandIn(leader="")
     faults = scheduler(cluster, fault(0.0, "kill", "leader"), fault(5.0, "stop", 1))
-    faults.sending_started()
+    faults.start()
     time.sleep(0.2)
     timeline = faults.finish(restore=True, complete=True)
     first, second = timeline.faults

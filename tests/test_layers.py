@@ -137,20 +137,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
     assert circles(graph) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize(
-    "package",
-    [
-        *(p for p in PACKAGES if p != "brokers"),
-        pytest.param(
-            "brokers",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a system's parameter model lives in its package's __init__, which "
-                "imports the adapter and recipes that name the model",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_two_files_import_each_other(package: str) -> None:
     found = [c for c in circles(IMPORTS) if c[0].split(".")[0] == package]
     assert not found, f"import circles: {found}"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from brokers import registry
-from brokers.base import Destination, Endpoints, LocalCluster, split_host_port
+from brokers.base import Destination, Endpoints, LocalCluster
+from brokers.connection import split_host_port
 from brokers.credentials import Credentials, generate
 from brokers.errors import BrokerError
 from brokers.redis.adapter import auth_options

@@ -15,8 +15,9 @@ from brokers.errors import BrokerConnectionError
 from brokers.kafka import SYSTEM as KAFKA
 from brokers.kafka import client
 from brokers.local import free_ports
-from brokers.redpanda import SYSTEM, TOPIC_CONFIGS, RedpandaParams
+from brokers.redpanda import SYSTEM, TOPIC_CONFIGS
 from brokers.redpanda.cloud import REDPANDA_VERSION
+from brokers.redpanda.params import RedpandaParams
 from tests.conftest import brokerbench
 
 pytestmark = pytest.mark.redpanda

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from brokers.base import split_host_port
+from brokers.connection import split_host_port
 from tests.conftest import SCENARIOS, brokerbench
 from workload.model import scenario_file
 from workload.model.bounds import format_duration, parse_duration
 from workload.model.errors import ScenarioError
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
-from workload.model.sweep import SweepSection
+from workload.model.sections import LoadSection
+from workload.model.sweep import SWEEPABLE, SweepSection
 from workload.shell import cli
 
 GOOD = """
@@ -296,6 +297,12 @@ def test_sweep_values_obey_the_load_limits(tmp_path: Path) -> None:
     assert "sweep.message_size[1]" in line and "16777216" in line and "line 9" in line
     (line,) = error_lines(tmp_path, GOOD + "[sweep]\nthreads = [1, true]\n")
     assert "sweep.threads[1]" in line and "valid integer" in line
+
+
+def test_a_sweep_lists_and_a_sweep_point_sets_the_same_load_keys() -> None:
+    assert SWEEPABLE == ("threads", "sender_nodes", "receiver_nodes", "message_size")
+    assert set(SweepSection.model_fields) == {*SWEEPABLE, "params", "points"}
+    assert set(SWEEPABLE) <= set(LoadSection.model_fields)
 
 
 def test_every_sweep_point_is_validated_whole(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from types import FrameType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.base import split_host_port
+from brokers.connection import split_host_port
 from tests.conftest import SCENARIOS
 from workload.model.errors import ScenarioError
 from workload.model.scenario import Scenario, expand

@@ -1,16 +1,21 @@
-"""A scenario's faults during a local run: performed on the broker node processes at their
-times, and written down as a timeline for the analysis.
+"""A scenario's faults at one sweep point: one clock that performs them at their times
+through an actuator, and writes them down as a timeline for the analysis.
 
-For each sweep point a :class:`FaultScheduler` runs in a thread of its own. Its clock
-starts when the coordinator first hears of a confirmed message (node processes report
-once a second, so up to about a second after the first one); each fault's ``at`` and
-``until`` count from there. It asks the cluster which node ``"leader"`` or ``"follower"``
-names at that moment (:meth:`~brokers.base.LocalCluster.fault_target`), acts on it
-(:meth:`~brokers.base.LocalCluster.fault`, :meth:`~brokers.base.LocalCluster.recover`) and
-keeps the node in :meth:`FaultScheduler.declared_down` while it is down by declaration,
-so that the runner does not count its death as a failure. A node still down when the
-point ends is brought back before the next point (not after the last one: the cluster
-stops then anyway).
+For each sweep point a :class:`FaultClock` starts when sending starts (locally: when the
+coordinator first hears of a confirmed message — node processes report once a second, so
+up to about a second after the first one; on AWS: when the coordinating machine starts its
+own sender node). Each fault's ``at`` and ``until`` count from there. At ``at`` the clock
+asks its :class:`Actuator` which node the fault's selector names at that moment, keeps that
+node in :meth:`FaultClock.declared_down` (so that the runner does not count its death as a
+failure) and has the actuator begin the fault; at ``until`` it has the actuator end it.
+When the point ends, :meth:`FaultClock.finish` stops the clock, lets the actuator fill in
+what it learns only then, and brings a node still down back when another point follows
+(not after the last one: the cluster stops then anyway).
+
+Two actuators: :class:`ClusterFaults` acts on the node processes of a local cluster
+(:meth:`~brokers.base.LocalCluster.fault_target`, :meth:`~brokers.base.LocalCluster.fault`,
+:meth:`~brokers.base.LocalCluster.recover`); on AWS,
+:class:`workload.aws.fault_driver.FaultMarkers` posts S3 markers the broker machines act on.
 
 The timeline of a point — the wall-clock time (``time.time_ns()``) of each action — is
 ``faults/p<point>.json`` in the run directory (:class:`~workload.model.faults.PointTimeline`).
@@ -21,9 +26,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Literal, Protocol
 
 from brokers import registry
-from brokers.base import Destination, FaultSupport, LocalCluster
+from brokers.base import Destination, FaultTarget, LocalCluster
 from workload.model.errors import first_line
 from workload.model.faults import FaultRecord, FaultSpec, PointTimeline
 from workload.model.scenario import Scenario
@@ -32,6 +38,8 @@ from workload.model.scenario import Scenario
 RESTORE_TIMEOUT = 180.0
 
 Console = Callable[[str], None]
+#: Why a fault ends: its ``until`` came, or the point ended with its node down.
+Why = Literal["until", "restore"]
 
 
 def planned(faults: list[FaultSpec], fails_over: bool) -> list[FaultRecord]:
@@ -57,43 +65,67 @@ def schedule(faults: list[FaultSpec]) -> list[tuple[float, int, bool]]:
     )
 
 
-class FaultScheduler:
-    """Performs one sweep point's faults on the cluster (see the module's description)."""
+class Actuator(Protocol):
+    """How a :class:`FaultClock`'s faults are performed. Each method raises when it cannot
+    do what it is asked; the clock writes the error into the fault's record."""
+
+    def target(self, selector: str | int, down: set[str]) -> FaultTarget:
+        """The node ``selector`` names now (``down``: the nodes down by earlier faults)."""
+        ...
+
+    def begin(self, record: FaultRecord) -> int | None:
+        """Begin the fault on ``record.node``: when it began, or None when that is known
+        only once the point ends (:meth:`settle`)."""
+        ...
+
+    def end(self, record: FaultRecord, why: Why) -> int | None:
+        """Bring ``record.node`` back: when, or None when known only at :meth:`settle`."""
+        ...
+
+    def settle(self, records: list[FaultRecord]) -> None:
+        """The clock stopped: fill in the times known only now (errors into the records)."""
+        ...
+
+
+class FaultClock:
+    """Performs one sweep point's faults at their times through an actuator (see the
+    module); ``say`` is told what happens as it happens."""
 
     def __init__(
         self,
-        faults: list[FaultSpec],
-        cluster: LocalCluster,
-        support: FaultSupport,
-        destination: Destination,
         point: int,
-        console: Console,
+        faults: list[FaultSpec],
+        fails_over: bool,
+        actuator: Actuator,
+        say: Console,
     ) -> None:
-        self.cluster = cluster
-        self.destination = destination
         self.point = point
-        self.console = console
-        self.records = planned(faults, support.fails_over)
+        self.actuator = actuator
+        self.say = say
+        self.records = planned(faults, fails_over)
         self.selectors = [f.node for f in faults]
         #: (seconds after the start of sending, fault, True to begin / False to end it).
         self.plan = schedule(faults)
         #: Problems that fail the run: a fault not performed, a node not brought back.
         self.errors: list[str] = []
+        #: When sending started: the clock's zero (wall clock, and monotonic).
         self.sending_ns: int | None = None
         self._started = 0.0
-        self._sending = threading.Event()
+        self._begun: set[int] = set()
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._down: set[str] = set()
-        self._thread = threading.Thread(target=self._run, name=f"faults-p{point}", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
-    def sending_started(self) -> None:
-        """The first confirmed message was reported: the faults' clock starts (once)."""
-        if not self._sending.is_set():
-            self.sending_ns = time.time_ns()
-            self._started = time.monotonic()
-            self._sending.set()
+    def start(self) -> None:
+        """Sending started: the clock starts (the first call only) and the faults follow
+        at their times."""
+        if self._thread is not None:
+            return
+        self.sending_ns = time.time_ns()
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"faults-p{self.point}", daemon=True)
+        self._thread.start()
 
     def declared_down(self) -> set[str]:
         """Nodes down by declaration right now (their death is no failure)."""
@@ -101,69 +133,90 @@ class FaultScheduler:
             return set(self._down)
 
     def _run(self) -> None:
-        while not self._sending.wait(0.25):
-            if self._done.is_set():
-                return
         for seconds, i, begins in self.plan:
             if self._done.wait(max(0.0, self._started + seconds - time.monotonic())):
                 return
             if begins:
                 self._begin(i)
-            elif self.records[i].began_ns is not None:
-                self._end(i, self._recover(i, 0.0))
+            elif i in self._begun:
+                self.records[i].ended_ns = self._end(i, "until")
 
     def _begin(self, i: int) -> None:
         record = self.records[i]
         try:
-            target = self.cluster.fault_target(self.selectors[i], self.destination)
+            target = self.actuator.target(self.selectors[i], self.declared_down())
             record.node, record.leader = target.name, target.leader
             with self._lock:  # declared before it happens: the runner never sees it undeclared
                 self._down.add(target.name)
-            record.began_ns = time.time_ns()
-            self.cluster.fault(target.name, record.action)
-        except Exception as exc:
-            record.began_ns = None
+            record.began_ns = self.actuator.begin(record)
+        except Exception as exc:  # no leader known, the node refused, S3 refused the marker …
             record.error = f"not performed: {first_line(exc)}"
             self.errors.append(f"fault {i} ({record.describe()}) was {record.error}")
+            self.say(f"fault {i} ({record.describe()}) {record.error}")
             with self._lock:
                 self._down.discard(record.node)
             return
+        self._begun.add(i)
         role = "leader" if record.leader else "not the leader"
-        self.console(f"  fault {i}: {record.action} {record.node} ({role})")
+        self.say(f"fault {i}: {record.action} {record.node} ({role})")
 
-    def _recover(self, i: int, wait: float) -> int | None:
-        """Bring the node of fault ``i`` back; the time it was, or None when it failed."""
+    def _end(self, i: int, why: Why) -> int | None:
+        """Bring the node of fault ``i`` back; when it was (None: it failed, or is known
+        only at :meth:`Actuator.settle`)."""
         record = self.records[i]
-        issued = time.time_ns()
         try:
-            self.cluster.recover(record.node, record.action, wait)
+            when = self.actuator.end(record, why)
         except Exception as exc:
             record.error = f"{record.node} could not be brought back: {first_line(exc)}"
             self.errors.append(f"fault {i} ({record.describe()}): {record.error}")
             return None
         with self._lock:
             self._down.discard(record.node)
-        return issued
-
-    def _end(self, i: int, when: int | None) -> None:
-        record = self.records[i]
-        record.ended_ns = when
         if when is not None:
-            self.console(f"  fault {i}: {record.node} back")
+            self.say(f"fault {i}: {record.node} back")
+        return when
 
-    def finish(self, restore: bool, complete: bool) -> PointTimeline:
+    def finish(self, restore: bool, complete: bool = True) -> PointTimeline:
         """Stop the clock; bring back nodes still down when ``restore`` (another point
         follows); with ``complete`` (the point was not interrupted) a fault that never
         began is an error. The point's timeline."""
         self._done.set()
-        self._thread.join()
-        for record in self.records:
-            if record.began_ns is None and not record.error and complete:
+        if self._thread is not None:
+            self._thread.join()
+        self.actuator.settle(self.records)
+        for i, record in enumerate(self.records):
+            if i not in self._begun and not record.error and complete:
                 record.error = "not performed: the point ended first"
-                self.errors.append(f"fault {record.index} ({record.describe()}) was {record.error}")
+                self.errors.append(f"fault {i} ({record.describe()}) was {record.error}")
             elif restore and record.down_at_end and not record.error:
-                record.restored_ns = self._recover(record.index, RESTORE_TIMEOUT)
+                record.restored_ns = self._end(i, "restore")
         return PointTimeline(point=self.point, sending_ns=self.sending_ns, faults=self.records)
+
+
+class ClusterFaults:
+    """The actuator of a local run: acts on the node processes of the cluster, where
+    ``"leader"`` and ``"follower"`` are what the cluster says about ``destination``."""
+
+    def __init__(self, cluster: LocalCluster, destination: Destination) -> None:
+        self.cluster = cluster
+        self.destination = destination
+
+    def target(self, selector: str | int, down: set[str]) -> FaultTarget:
+        return self.cluster.fault_target(selector, self.destination)
+
+    def begin(self, record: FaultRecord) -> int:
+        issued = time.time_ns()
+        self.cluster.fault(record.node, record.action)
+        return issued
+
+    def end(self, record: FaultRecord, why: Why) -> int:
+        issued = time.time_ns()
+        wait = RESTORE_TIMEOUT if why == "restore" else 0.0
+        self.cluster.recover(record.node, record.action, wait)
+        return issued
+
+    def settle(self, records: list[FaultRecord]) -> None:
+        pass  # every time was known when it happened
 
 
 def start_faults(
@@ -172,11 +225,14 @@ def start_faults(
     destination: Destination,
     point: int,
     console: Console,
-) -> FaultScheduler | None:
-    """A scheduler for the point's faults, or None when the scenario declares none."""
+) -> FaultClock | None:
+    """The clock of a local point's faults, or None when the scenario declares none."""
     if not scenario.faults or cluster is None:
         return None
     local = registry.get(scenario.broker.system).local
     support = local.fault_support(scenario.broker.topology) if local is not None else None
     assert support is not None  # the scenario was validated against it
-    return FaultScheduler(scenario.faults, cluster, support, destination, point, console)
+    actuator = ClusterFaults(cluster, destination)
+    return FaultClock(
+        point, scenario.faults, support.fails_over, actuator, lambda line: console(f"  {line}")
+    )

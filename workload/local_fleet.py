@@ -24,15 +24,15 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
-from workload.faults import FaultScheduler, start_faults
+from workload.faults import FaultClock, start_faults
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import write_timeline
 from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
 from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
 from workload.model.verdict import NodeUsage, point_usage, verdict
-from workload.naming import destination_name, point_tag
-from workload.node import NodeSpec, Progress, node_process, split
+from workload.naming import destination_name
+from workload.node import NodeSpec, Progress, node_process, prepare_point, split
 from workload.progress import ProgressView
 from workload.signals import signal_name
 from workload.telemetry import Sampler, Target, node_means, process_groups
@@ -65,7 +65,7 @@ class _Running:
     senders_done: Any
     progress: Any
     view: ProgressView
-    faults: FaultScheduler | None
+    faults: FaultClock | None
     load: LoadSection
     sampler: Sampler | None = None
     #: When the senders were seen done (monotonic; 0 while they send).
@@ -102,8 +102,7 @@ class LocalFleet:
             f"sender_nodes={point.load.sender_nodes} receiver_nodes={point.receiver_nodes} "
             f"message_size={point.load.message_size}{rate}{run}"
         )
-        params = self.system.params_model.model_validate(point.params)
-        self.system.prepare(self.endpoints, params, destination_name(self.tag, point.index))
+        prepare_point(self.system, self.endpoints, self.outcome.run_id, point)
         return None
 
     def release(self, place: SweepPlace, problem: str | None) -> None:
@@ -114,18 +113,14 @@ class LocalFleet:
         ctx = mp.get_context("spawn")
         stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
         nodes = [
-            NodeSpec(
+            NodeSpec.of_point(
+                point,
+                role,
+                node,
                 run_dir=self.outcome.run_dir,
                 run_id=self.outcome.run_id,
-                tag=point_tag(self.tag, point.index),
-                point=point.index,
-                role=role,
-                node=node,
                 system=self.system.name,
                 endpoints=self.endpoints,
-                params=point.params,
-                destination=destination.name,
-                load=point.load,
             )
             for role, count in (
                 ("receiver", point.receiver_nodes),
@@ -225,7 +220,7 @@ class LocalFleet:
                 running.senders_done.set()
                 running.senders_done_at = time.time()
             if faults is not None and view.totals()[0] > 0:
-                faults.sending_started()
+                faults.start()
             if self.cluster is not None:
                 # A node down by a declared fault is no failure; any other death is.
                 declared = faults.declared_down() if faults is not None else set()

@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from brokers import registry
-from brokers.base import Adapter, AsyncAdapter, Destination, Endpoints
+from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload import message
 from workload.clock import SINGLE_HOST, ClockState, read_clock
 from workload.model.errors import RecordsNotWritten, first_line
 from workload.model.results import NodeStatus, read_statuses, write_status
 from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
+from workload.naming import destination_name, point_tag, run_tag
 from workload.node_records import write_node
 from workload.recording import WorkerRecorder
 from workload.signals import leave_stopping_to_the_coordinator
@@ -74,9 +76,48 @@ class NodeSpec:
     #: The host's clock state before the point. The local runner's nodes share one host.
     clock: ClockState = SINGLE_HOST
 
+    @classmethod
+    def of_point(
+        cls,
+        point: SweepPoint,
+        role: str,
+        node: int,
+        *,
+        run_dir: Path,
+        run_id: str,
+        system: str,
+        endpoints: Endpoints,
+    ) -> NodeSpec:
+        """Node ``node`` of ``role`` at a sweep point, whole (:func:`split` into its
+        processes); its tag and destination derive from the run id, the same on every
+        machine."""
+        tag = run_tag(run_id)
+        return cls(
+            run_dir=run_dir,
+            run_id=run_id,
+            tag=point_tag(tag, point.index),
+            point=point.index,
+            role=role,
+            node=node,
+            system=system,
+            endpoints=endpoints,
+            params=point.params,
+            destination=destination_name(tag, point.index).name,
+            load=point.load,
+        )
+
     @property
     def worker_ids(self) -> range:
         return self.workers if self.workers is not None else range(self.load.threads)
+
+
+def prepare_point(
+    system: BrokerSystem[Any], endpoints: Endpoints, run_id: str, point: SweepPoint
+) -> None:
+    """Create a sweep point's destination, with the point's parameters (a failure raises);
+    before any of its nodes starts."""
+    params = system.params_model.model_validate(point.params)
+    system.prepare(endpoints, params, destination_name(run_tag(run_id), point.index))
 
 
 def processes_for(load: LoadSection, cpus: int | None = None) -> int:

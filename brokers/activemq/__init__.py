@@ -7,26 +7,12 @@ replication in this setup (the report says so).
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from brokers.activemq.adapter import connect, describe, prepare
 from brokers.activemq.cloud import ActiveMQCloud
 from brokers.activemq.local import ActiveMQLocal
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.activemq.params import ActiveMQParams
+from brokers.base import BrokerSystem, Topology
 from brokers.stomp import StompAdapter
-
-
-class ActiveMQParams(BrokerParams):
-    """``[broker.params]`` for ActiveMQ Classic; the defaults are the safe configuration."""
-
-    prefetch: int = Field(
-        100, ge=1, description="Messages the broker pushes ahead to a consumer (unacked)."
-    )
-    send_timeout: float = Field(
-        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
-    )
-    heap: str = Field("512m", pattern=r"^\d+[mg]$", description="Java heap of the local broker.")
-
 
 SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
     name="activemq",

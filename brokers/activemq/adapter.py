@@ -29,7 +29,7 @@ from brokers.stomp import (
 )
 
 if TYPE_CHECKING:
-    from brokers.activemq import ActiveMQParams
+    from brokers.activemq.params import ActiveMQParams
 
 STATISTICS = "/queue/ActiveMQ.Statistics.Broker"
 

@@ -14,7 +14,7 @@ from brokers.base import Endpoints
 from brokers.cloud import BROKER_PASSWORD, CloudRecipe
 
 if TYPE_CHECKING:
-    from brokers.activemq import ActiveMQParams
+    from brokers.activemq.params import ActiveMQParams
 
 PORT = 61613
 BASE = "/var/lib/brokerbench-activemq"

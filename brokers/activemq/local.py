@@ -25,7 +25,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.activemq import ActiveMQParams
+    from brokers.activemq.params import ActiveMQParams
 
 START_TIMEOUT = 120.0
 

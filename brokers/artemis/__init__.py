@@ -8,38 +8,12 @@ loopback. The reference topology on AWS is 3 live + 3 backup brokers.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
 from brokers.artemis.adapter import connect, describe, prepare
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.local import ArtemisLocal
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.artemis.params import ArtemisParams
+from brokers.base import BrokerSystem, Topology
 from brokers.stomp import StompAdapter
-
-
-class ArtemisParams(BrokerParams):
-    """``[broker.params]`` for Artemis; the defaults are the safe configuration."""
-
-    consumer_window_size: int = Field(
-        10240,
-        ge=-1,
-        description="STOMP consumer credit in bytes: messages pushed ahead of receive (-1 = unbounded).",
-    )
-    send_timeout: float = Field(
-        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
-    )
-    pairs: int = Field(
-        1, ge=1, le=2, description="Local 'cluster' topology: number of live–backup pairs."
-    )
-    heap: str = Field(
-        "512m", pattern=r"^\d+[mg]$", description="Java heap (-Xmx) of each local broker."
-    )
-    journal_type: Literal["NIO", "ASYNCIO"] = Field(
-        "NIO", description="Journal I/O (ASYNCIO needs libaio; NIO works everywhere)."
-    )
-
 
 SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
     name="artemis",

@@ -25,11 +25,11 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from brokers.artemis.jolokia import Jolokia
-from brokers.base import Destination, Endpoints, split_host_port
+from brokers.connection import Destination, Endpoints, split_host_port
 from brokers.stomp import StompAdapter, StompOptions, server_header
 
 if TYPE_CHECKING:
-    from brokers.artemis import ArtemisParams
+    from brokers.artemis.params import ArtemisParams
 
 
 def _list(endpoints: Endpoints, key: str) -> list[str]:

@@ -16,7 +16,7 @@ from brokers.base import Endpoints
 from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
 
 if TYPE_CHECKING:
-    from brokers.artemis import ArtemisParams
+    from brokers.artemis.params import ArtemisParams
 
 PORT = 61616
 HTTP_PORT = 8161

@@ -43,7 +43,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.artemis import ArtemisParams
+    from brokers.artemis.params import ArtemisParams
 
 POM = Path(__file__).parent / "pom.xml"
 #: Heap of the short-lived ``artemis create`` JVM.

@@ -35,7 +35,7 @@ from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
-    from brokers.eventstore import EventStoreParams
+    from brokers.eventstore.params import EventStoreParams
 
 EVENT_TYPE = "brokerbench"
 CONTENT_TYPE: Literal["application/octet-stream"] = "application/octet-stream"

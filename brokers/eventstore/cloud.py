@@ -16,7 +16,7 @@ from brokers.base import Endpoints
 from brokers.cloud import CloudFaults, CloudRecipe
 
 if TYPE_CHECKING:
-    from brokers.eventstore import EventStoreParams
+    from brokers.eventstore.params import EventStoreParams
 
 VERSION = "25.0.0"
 REPOSITORY = "https://packages.kurrent.io/public/kurrent-latest/setup.deb.sh"

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.base import BrokerParams
+from brokers.connection import BrokerParams
 
 #: The Python clients a worker may use, by distribution name.
 KafkaClient = Literal["confluent-kafka", "kafka-python"]

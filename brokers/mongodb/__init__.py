@@ -8,33 +8,11 @@ AWS (``cloud``).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
-
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.base import BrokerSystem, Topology
 from brokers.mongodb import adapter
 from brokers.mongodb.cloud import MongoCloud
 from brokers.mongodb.local import FerretDBLocal
-
-
-class MongoParams(BrokerParams):
-    w: Literal["majority"] | Annotated[int, Field(ge=1, le=50)] = Field(
-        "majority",
-        description='Write concern of sends, claims and acks: "majority" (safe: a majority '
-        "of the replica set has the write) or 1 (the asynchronous variant: the primary alone).",
-    )
-    journal: bool = Field(True, description="j: acknowledge only once the write is journaled.")
-    wtimeout_ms: int = Field(
-        10_000, ge=0, description="wtimeout: a write not replicated within this fails (0 = wait)."
-    )
-    visibility_timeout: float = Field(
-        30.0, gt=0, description="Seconds a received message stays hidden before redelivery."
-    )
-    poll_interval: float = Field(
-        0.05, gt=0, le=1, description="Seconds to wait after a receive that found nothing."
-    )
-
+from brokers.mongodb.params import MongoParams
 
 SYSTEM = BrokerSystem(
     name="mongodb",

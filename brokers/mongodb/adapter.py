@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from bson import ObjectId
     from pymongo import MongoClient
 
-    from brokers.mongodb import MongoParams
+    from brokers.mongodb.params import MongoParams
 
 DEFAULT_DATABASE = "brokerbench"
 #: Server selection (and so "unreachable") gives up after this long.

@@ -17,7 +17,7 @@ from brokers.base import Endpoints
 from brokers.cloud import CloudFaults, CloudRecipe
 
 if TYPE_CHECKING:
-    from brokers.mongodb import MongoParams
+    from brokers.mongodb.params import MongoParams
 
 VERSION = "7.0.14"
 SERIES = "7.0"

@@ -42,7 +42,7 @@ from brokers.local import (
 from brokers.mongodb import ferretdb
 
 if TYPE_CHECKING:
-    from brokers.mongodb import MongoParams
+    from brokers.mongodb.params import MongoParams
 
 PG_USER = "postgres"
 PG_DATABASE = "ferretdb"

@@ -3,34 +3,11 @@ explicit acks; publishing waits for the stream's acknowledgement. A 3-server clu
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.base import BrokerSystem, Topology
 from brokers.nats import adapter
 from brokers.nats.cloud import NatsCloud
 from brokers.nats.local import NatsLocal
-
-
-class NatsParams(BrokerParams):
-    replicas: int | None = Field(
-        None,
-        ge=1,
-        le=5,
-        description="Stream replicas; unset = 3, or 1 when the cluster has fewer servers.",
-    )
-    storage: Literal["file", "memory"] = Field("file", description="Stream storage.")
-    ack_wait: float = Field(
-        30.0, gt=0, description="Seconds a delivered, unacked message waits before redelivery."
-    )
-    max_ack_pending: int = Field(
-        20_000, ge=1, description="Delivered but unacked messages the consumer allows."
-    )
-    publish_timeout: float = Field(
-        10.0, gt=0, description="Seconds a publish waits for the stream's acknowledgement."
-    )
-
+from brokers.nats.params import NatsParams
 
 SYSTEM = BrokerSystem(
     name="nats",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
-    from brokers.nats import NatsParams
+    from brokers.nats.params import NatsParams
 
 CONSUMER = "brokerbench"
 CONNECT_TIMEOUT = 15.0

@@ -14,7 +14,7 @@ from brokers.errors import BrokerError
 from brokers.nats.local import jetstream_leader, render_config
 
 if TYPE_CHECKING:
-    from brokers.nats import NatsParams
+    from brokers.nats.params import NatsParams
 
 ROLE = "server"
 CLIENT_PORT = 4222

@@ -32,7 +32,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.nats import NatsParams
+    from brokers.nats.params import NatsParams
 
 PACKAGE = "nats-server"
 START_TIMEOUT = 120.0

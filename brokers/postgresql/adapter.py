@@ -22,7 +22,7 @@ from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError
 
 if TYPE_CHECKING:
-    from brokers.postgresql import PostgresParams
+    from brokers.postgresql.params import PostgresParams
 
 
 def _connect(

@@ -22,7 +22,7 @@ from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe
 from brokers.postgresql import local
 
 if TYPE_CHECKING:
-    from brokers.postgresql import PostgresParams
+    from brokers.postgresql.params import PostgresParams
 
 VERSION = "15"  # Debian 12's PostgreSQL
 PORT = 5432

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, not_replicated
 
 if TYPE_CHECKING:
-    from brokers.postgresql import PostgresParams
+    from brokers.postgresql.params import PostgresParams
 
 #: What a commit waits for on a synchronous standby, by ``synchronous_commit``.
 STANDBY_WAITS = {

@@ -35,7 +35,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.postgresql import PostgresParams
+    from brokers.postgresql.params import PostgresParams
 
 STANDBYS = ("s1", "s2")
 #: The process name of the primary.

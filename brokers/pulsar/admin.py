@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from brokers.base import Destination, Endpoints, split_host_port
+from brokers.connection import Destination, Endpoints, split_host_port
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.pulsar.params import PulsarParams
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from brokers.base import BrokerParams
+from brokers.connection import BrokerParams
 from brokers.pulsar.config import Quorum
 
 

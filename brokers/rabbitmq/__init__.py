@@ -3,32 +3,11 @@ confirms per batch, consumer prefetch and manual acks; a 3-node cluster."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.base import BrokerSystem, Topology
 from brokers.rabbitmq import adapter
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.local import RabbitMQLocal
-
-
-class RabbitMQParams(BrokerParams):
-    queue_type: Literal["quorum", "classic"] = Field(
-        "quorum",
-        description="quorum: Raft-replicated over the cluster (safe); "
-        "classic: one node only, not replicated.",
-    )
-    quorum_size: int | None = Field(
-        None, ge=1, description="Initial quorum queue members; unset = every cluster node."
-    )
-    persistent: bool = Field(True, description="Publish with delivery_mode 2 (persistent).")
-    prefetch: int = Field(100, ge=1, le=65535, description="Consumer prefetch (basic.qos).")
-    confirm_timeout: float = Field(
-        30.0, gt=0, description="Seconds a batch may wait for its publisher confirms."
-    )
-    heartbeat: int = Field(60, ge=0, description="AMQP heartbeat in seconds (0 = off).")
-
+from brokers.rabbitmq.params import RabbitMQParams
 
 SYSTEM = BrokerSystem(
     name="rabbitmq",

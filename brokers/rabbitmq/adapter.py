@@ -34,7 +34,7 @@ from brokers.rabbitmq.ctl import Ctl
 if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 
-    from brokers.rabbitmq import RabbitMQParams
+    from brokers.rabbitmq.params import RabbitMQParams
 
 _next_client = itertools.count(os.getpid())
 

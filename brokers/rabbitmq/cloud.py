@@ -17,7 +17,7 @@ from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudFaults, CloudRec
 from brokers.rabbitmq.local import render_config
 
 if TYPE_CHECKING:
-    from brokers.rabbitmq import RabbitMQParams
+    from brokers.rabbitmq.params import RabbitMQParams
 
 ROLE = "broker"
 AMQP_PORT = 5672

@@ -38,7 +38,7 @@ from brokers.local import (
 from brokers.rabbitmq.ctl import LOOPBACK_DIST, Ctl
 
 if TYPE_CHECKING:
-    from brokers.rabbitmq import RabbitMQParams
+    from brokers.rabbitmq.params import RabbitMQParams
 
 PACKAGE = "rabbitmq-server"
 RABBIT_BIN = ("/usr/lib/rabbitmq/bin",)  # the real scripts; /usr/sbin has su wrappers

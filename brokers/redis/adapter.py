@@ -33,7 +33,7 @@ from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
-    from brokers.redis import RedisParams
+    from brokers.redis.params import RedisParams
 
 GROUP = b"brokerbench"
 FIELD = b"m"

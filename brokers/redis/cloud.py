@@ -20,7 +20,7 @@ from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe
 from brokers.redis import local
 
 if TYPE_CHECKING:
-    from brokers.redis import RedisParams
+    from brokers.redis.params import RedisParams
 
 PORT = 6379
 BUS_PORT = PORT + 10000

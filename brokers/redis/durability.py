@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, not_replicated
 
 if TYPE_CHECKING:
-    from brokers.redis import RedisParams
+    from brokers.redis.params import RedisParams
 
 #: The fsync words of each ``appendfsync`` policy (with ``appendonly yes``).
 FSYNC = {

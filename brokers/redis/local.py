@@ -31,7 +31,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.redis import RedisParams
+    from brokers.redis.params import RedisParams
 
 SHARDS = 3
 REPLICAS_PER_SHARD = 2

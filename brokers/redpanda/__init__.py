@@ -6,21 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
 from brokers.kafka import ADAPTERS, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import connect as kafka_connect
-from brokers.kafka.params import KafkaClientParams
 from brokers.redpanda import cloud
+from brokers.redpanda.params import RedpandaParams
 from brokers.redpanda.version import broker_versions
-
-
-class RedpandaParams(KafkaClientParams):
-    admin_port: int = Field(
-        cloud.ADMIN_PORT, gt=0, lt=65536, description="Admin API port (read for the version)."
-    )
-
 
 #: Every acknowledged batch is fsynced: no write caching on the topic.
 TOPIC_CONFIGS = {"write.caching": "false"}

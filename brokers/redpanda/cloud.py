@@ -5,13 +5,9 @@ from ``templates/redpanda.yaml.j2`` (per node) and ``templates/bootstrap.yaml.j2
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from brokers import templating
 from brokers.cloud import CloudFaults, CloudRecipe
-
-if TYPE_CHECKING:
-    from brokers.redpanda import RedpandaParams
+from brokers.redpanda.params import ADMIN_PORT, RedpandaParams
 
 #: The pinned release (Debian package version ``<this>-1``).
 REDPANDA_VERSION = "24.2.7"
@@ -23,7 +19,6 @@ DATA_DIR = f"{VOLUME}/data"
 COREDUMP_DIR = f"{VOLUME}/coredump"
 KAFKA_PORT = 9092
 RPC_PORT = 33145
-ADMIN_PORT = 9644
 ROLE = "broker"
 
 
@@ -49,7 +44,7 @@ def render_bootstrap(replication: int) -> str:
     return templating.render(__file__, "bootstrap.yaml.j2", replication=replication)
 
 
-class RedpandaCloud(CloudRecipe["RedpandaParams"]):
+class RedpandaCloud(CloudRecipe[RedpandaParams]):
     """One Redpanda broker per node of the ``broker`` role; all of them are seeds."""
 
     data_dir = VOLUME

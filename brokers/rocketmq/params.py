@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.base import BrokerParams
+from brokers.connection import BrokerParams
 
 
 class RocketMQParams(BrokerParams):

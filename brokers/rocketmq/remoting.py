@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from brokers.base import split_host_port
+from brokers.connection import split_host_port
 from brokers.errors import BrokerConnectionError, BrokerError
 
 UPDATE_AND_CREATE_TOPIC = 17

@@ -8,30 +8,11 @@ creates); on this machine ElasticMQ, an SQS-compatible server, stands in for it 
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from brokers.base import BrokerParams, BrokerSystem, Topology
+from brokers.base import BrokerSystem, Topology
 from brokers.sqs import adapter
 from brokers.sqs.cloud import SqsCloud
 from brokers.sqs.local import ElasticMQLocal
-
-
-class SqsParams(BrokerParams):
-    visibility_timeout: int = Field(
-        30,
-        ge=0,
-        le=43_200,
-        description="Seconds a received message stays hidden before SQS delivers it again "
-        "(VisibilityTimeout of each ReceiveMessage).",
-    )
-    wait_time: int = Field(
-        1,
-        ge=0,
-        le=1,
-        description="Long-poll seconds of each ReceiveMessage (WaitTimeSeconds; at most 1 so "
-        "that a receive returns within about a second).",
-    )
-
+from brokers.sqs.params import SqsParams
 
 SYSTEM = BrokerSystem(
     name="sqs",

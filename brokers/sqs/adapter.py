@@ -29,7 +29,7 @@ from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
-    from brokers.sqs import SqsParams
+    from brokers.sqs.params import SqsParams
 
 #: SQS limits of one batch call.
 MAX_BATCH_ENTRIES = 10

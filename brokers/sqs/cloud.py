@@ -15,7 +15,7 @@ from brokers.base import Endpoints
 from brokers.cloud import CloudRecipe, CreatedService, ManagedService
 
 if TYPE_CHECKING:
-    from brokers.sqs import SqsParams
+    from brokers.sqs.params import SqsParams
 
 #: Seconds a received message stays hidden by default (a receive's own timeout wins).
 VISIBILITY_TIMEOUT_S = 30

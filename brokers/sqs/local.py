@@ -39,7 +39,7 @@ from brokers.local import (
 )
 
 if TYPE_CHECKING:
-    from brokers.sqs import SqsParams
+    from brokers.sqs.params import SqsParams
 
 POM = Path(__file__).resolve().parent / "pom.xml"
 MAIN_CLASS = "org.elasticmq.server.Main"

@@ -3,32 +3,32 @@ of the scenario's ``[[faults]]`` at their times, and the point's timeline from t
 machines' acknowledgements.
 
 The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`) starts a
-:class:`PointFaults` when it starts its own sender node for the point: that is the start of
-the faults' clock (``sending_ns``; the other client machines start within the agents' poll
-interval of it). A thread posts, for each fault, the begin marker ``at`` seconds later and
-the end marker ``until`` seconds later (keys: :class:`workload.model.layout.RunLayout`), to the
-node the fault's selector names at that moment: a node index always, ``"leader"`` and
-``"follower"`` as the system's cloud recipe finds the leader
-(:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the point is done,
-:meth:`PointFaults.finish` brings a node still down back when another point follows (an end
-marker of its own) and writes the point's timeline — the same
-:class:`~workload.model.faults.PointTimeline` as a local run, ``faults/p<point>.json`` in the run —
-with the times the broker machines acted at.
+point's :class:`~workload.faults.FaultClock` — the same clock as a local run's — when it
+starts its own sender node for the point: that is the start of the faults' clock
+(``sending_ns``; the other client machines start within the agents' poll interval of it).
+Its actuator, :class:`FaultMarkers`, posts for each fault the begin marker ``at`` seconds
+later and the end marker ``until`` seconds later (keys:
+:class:`workload.model.layout.RunLayout`), to the node the fault's selector names at that
+moment: a node index always, ``"leader"`` and ``"follower"`` as the system's cloud recipe
+finds the leader (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the
+point is done, :meth:`FaultClock.finish <workload.faults.FaultClock.finish>` brings a node
+still down back when another point follows (an end marker of its own) and returns the
+point's timeline — the same :class:`~workload.model.faults.PointTimeline` as a local run,
+``faults/p<point>.json`` in the run — with the times the broker machines acted at.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from brokers import registry
+from brokers.base import FaultTarget
 from brokers.cloud import CloudFaults
 from workload.aws.store import RunStore, now
-from workload.faults import planned, schedule
-from workload.model.errors import first_line
-from workload.model.faults import FaultSpec, PointTimeline
+from workload.faults import FaultClock, Why
+from workload.model.faults import FaultRecord, FaultSpec
 from workload.model.layout import BEGIN, END, LAYOUT
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
@@ -37,6 +37,15 @@ from workload.naming import destination_name, run_tag
 Log = Callable[[str], None]
 #: Which node leads now, as a fault index (raises when it cannot be told).
 Leader = Callable[[], int]
+
+
+def point_clock(
+    point: int, faults: list[FaultSpec], support: CloudFaults, markers: FaultMarkers, log: Log
+) -> FaultClock:
+    """The clock of a sweep point's faults on AWS, acting through ``markers``."""
+    return FaultClock(
+        point, faults, support.fails_over, markers, lambda line: log(f"point {point}: {line}")
+    )
 
 
 def fault_nodes(faults: CloudFaults, roles: dict[str, int]) -> list[str]:
@@ -52,18 +61,17 @@ class Posted:
     ack: dict[str, object] | None = None
 
 
-class PointFaults:
-    """Posts one sweep point's fault markers and writes its timeline (see the module)."""
+class FaultMarkers:
+    """The actuator of an AWS run (:class:`workload.faults.Actuator`): posts a fault's begin
+    and end markers to the node it names, and reads the times the node acted from its
+    acknowledgements once the point ends."""
 
     def __init__(
         self,
         store: RunStore,
         point: int,
-        faults: list[FaultSpec],
         nodes: list[str],
-        support: CloudFaults,
         leader: Leader | None,
-        log: Log = print,
         ack_timeout: float = 300.0,
         poll: float = 1.0,
     ) -> None:
@@ -71,74 +79,14 @@ class PointFaults:
         self.point = point
         self.nodes = nodes
         self.leader = leader
-        self.log = log
         self.ack_timeout = ack_timeout
         self.poll = poll
-        self.selectors = [f.node for f in faults]
-        self.records = planned(faults, support.fails_over)
-        self.plan = schedule(faults)
         #: Fault index → its begin marker, and its end marker.
         self.begins: dict[int, Posted] = {}
         self.ends: dict[int, Posted] = {}
-        self.sending_ns: int | None = None
-        self._started = 0.0
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Sending starts: the clock starts and the markers follow at their times."""
-        self.sending_ns = time.time_ns()
-        self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"faults-p{self.point}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        for seconds, i, begins in self.plan:
-            if self._done.wait(max(0.0, self._started + seconds - time.monotonic())):
-                return
-            if begins:
-                self._begin(i)
-            elif i in self.begins:
-                self._end(i, "until")
-
-    def _begin(self, i: int) -> None:
-        record = self.records[i]
-        try:
-            index, leads = self._target(self.selectors[i])
-            record.node, record.leader = self.nodes[index], leads
-            self.begins[i] = self._post(i, BEGIN, "at")
-        except Exception as exc:  # no leader known, S3 refused the marker …
-            record.error = f"not performed: {first_line(exc)}"
-            self.log(f"point {self.point}: fault {i} ({record.describe()}) {record.error}")
-            return
-        role = "leader" if leads else "not the leader"
-        self.log(f"point {self.point}: fault {i}: {record.action} {record.node} ({role})")
-
-    def _end(self, i: int, why: str) -> None:
-        try:
-            self.ends[i] = self._post(i, END, why)
-        except Exception as exc:
-            record = self.records[i]
-            record.error = f"{record.node} could not be brought back: {first_line(exc)}"
-
-    def _post(self, i: int, kind: str, why: str) -> Posted:
-        record = self.records[i]
-        key = LAYOUT.fault_marker(record.node, self.point, i, kind)
-        self.store.put_json(
-            key,
-            {
-                "point": self.point,
-                "fault": i,
-                "action": record.action,
-                "why": why,
-                "posted_ns": time.time_ns(),
-                "at": now(),
-            },
-        )
-        return Posted(key)
-
-    def _target(self, selector: str | int) -> tuple[int, bool]:
-        """The fault index the selector names now, and whether that node leads."""
+    def target(self, selector: str | int, down: set[str]) -> FaultTarget:
+        """The node the selector names now, and whether it leads."""
         if isinstance(selector, int):
             if selector >= len(self.nodes):
                 raise ValueError(f"no node {selector} among {', '.join(self.nodes)}")
@@ -148,42 +96,52 @@ class PointFaults:
                     leads = self.leader() == selector
                 except Exception:  # who leads is only said, not needed, here
                     leads = False
-            return selector, leads
+            return FaultTarget(self.nodes[selector], leads)
         if self.leader is None:
             raise ValueError(f"{selector!r} needs the leader, which cannot be asked on AWS")
         leader = self.leader()
         if selector == "leader":
-            return leader, True
-        down = {self.records[j].node for j in self.begins if j not in self.ends}
+            return FaultTarget(self.nodes[leader], True)
         for index, name in enumerate(self.nodes):
             if index != leader and name not in down:
-                return index, False
+                return FaultTarget(name, False)
         raise ValueError(f"no follower of {self.nodes[leader]} is up")
 
-    def finish(self, restore: bool) -> PointTimeline:
-        """The point ended: stop the clock, bring a node still down back when ``restore``
-        (another point follows), and gather what the broker machines did."""
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-        for i, record in enumerate(self.records):
-            if i in self.begins:
-                record.began_ns = self._acted(i, self.begins[i])
-            elif not record.error:
-                record.error = "not performed: the point ended first"
-        for i in list(self.ends):
-            self.records[i].ended_ns = self._acted(i, self.ends[i])
-        for i, record in enumerate(self.records):
-            if restore and record.down_at_end and not record.error:
-                self._end(i, "restore")
-                if i in self.ends:
-                    record.restored_ns = self._acted(i, self.ends[i])
-        return PointTimeline(point=self.point, sending_ns=self.sending_ns, faults=self.records)
+    def begin(self, record: FaultRecord) -> None:
+        """Post the begin marker; when the node acted is known at :meth:`settle`."""
+        self.begins[record.index] = self._post(record, BEGIN, "at")
 
-    def _acted(self, i: int, posted: Posted) -> int | None:
+    def end(self, record: FaultRecord, why: Why) -> int | None:
+        """Post the end marker; a node brought back after the point (``restore``) is
+        awaited, one at ``until`` known at :meth:`settle`."""
+        posted = self.ends[record.index] = self._post(record, END, why)
+        return self._acted(record, posted) if why == "restore" else None
+
+    def settle(self, records: list[FaultRecord]) -> None:
+        """The times the broker machines acted at, from their acknowledgements."""
+        for i, posted in self.begins.items():
+            records[i].began_ns = self._acted(records[i], posted)
+        for i, posted in self.ends.items():
+            records[i].ended_ns = self._acted(records[i], posted)
+
+    def _post(self, record: FaultRecord, kind: str, why: str) -> Posted:
+        key = LAYOUT.fault_marker(record.node, self.point, record.index, kind)
+        self.store.put_json(
+            key,
+            {
+                "point": self.point,
+                "fault": record.index,
+                "action": record.action,
+                "why": why,
+                "posted_ns": time.time_ns(),
+                "at": now(),
+            },
+        )
+        return Posted(key)
+
+    def _acted(self, record: FaultRecord, posted: Posted) -> int | None:
         """When the node acted on a marker (its acknowledgement); None, with the record's
         error, when it failed or did not answer within ``ack_timeout``."""
-        record = self.records[i]
         deadline = time.monotonic() + self.ack_timeout
         while posted.ack is None:
             posted.ack = self.store.get_json(LAYOUT.fault_ack(posted.key))
@@ -204,7 +162,8 @@ class PointFaults:
 
 @dataclass
 class RunFaults:
-    """The faults of a whole run on AWS: a :class:`PointFaults` per sweep point."""
+    """The faults of a whole run on AWS: a :class:`~workload.faults.FaultClock` over
+    :class:`FaultMarkers` per sweep point."""
 
     store: RunStore
     scenario: Scenario
@@ -225,18 +184,11 @@ class RunFaults:
             return None
         return cls(store, scenario, support, fault_nodes(support, roles), log)
 
-    def point(self, point: SweepPoint) -> PointFaults:
-        return PointFaults(
-            self.store,
-            point.index,
-            self.scenario.faults,
-            self.nodes,
-            self.support,
-            self._leader(point),
-            self.log,
-            self.ack_timeout,
-            self.poll,
+    def point(self, point: SweepPoint) -> FaultClock:
+        markers = FaultMarkers(
+            self.store, point.index, self.nodes, self._leader(point), self.ack_timeout, self.poll
         )
+        return point_clock(point.index, self.scenario.faults, self.support, markers, self.log)
 
     def _leader(self, point: SweepPoint) -> Leader | None:
         system = registry.get(self.scenario.broker.system)

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workload.aws.fault_driver import PointFaults, RunFaults
+from workload.aws.fault_driver import RunFaults
 from workload.aws.store import Log, RunStore, Uploader, now
 from workload.coordinator import SweepPlace
+from workload.faults import FaultClock
 from workload.model.faults import write_timeline
 from workload.model.layout import LAYOUT
 from workload.model.record import load_context
@@ -82,7 +83,7 @@ class S3Fleet:
     #: Everything went well so far (the agent's exit code).
     ok: bool = True
     _ready: dict[str, Any] = field(default_factory=dict, init=False)
-    _point_faults: PointFaults | None = field(default=None, init=False)
+    _point_faults: FaultClock | None = field(default=None, init=False)
     #: Of the point awaited: nodes that never started, and how many others are late.
     _absent: list[tuple[str, int]] = field(default_factory=list, init=False)
     _late: int = field(default=0, init=False)

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from brokers import registry
-from brokers.base import BrokerParams
+from brokers.connection import BrokerParams
 from workload.model.bounds import (
     MAX_DESCRIPTION,
     MAX_FAULTS,

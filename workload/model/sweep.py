@@ -30,8 +30,6 @@ from workload.model.bounds import (
 from workload.model.errors import Loc, UserError
 from workload.model.sections import LoadSection
 
-SWEEPABLE = ("threads", "sender_nodes", "receiver_nodes", "message_size")
-
 
 class Combination(NamedTuple):
     """One sweep point's values, and where each is written (for messages)."""
@@ -45,7 +43,8 @@ class Combination(NamedTuple):
 
 
 class SweepPointSpec(Strict):
-    """One explicit point of ``[[sweep.points]]``."""
+    """One explicit point of ``[[sweep.points]]``: a value of each load key a sweep may
+    vary (:data:`SWEEPABLE`, these fields in their order), and broker parameters."""
 
     threads: Threads | None = None
     sender_nodes: SenderNodes | None = None
@@ -54,8 +53,14 @@ class SweepPointSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+#: The load keys a sweep may vary, in the order their value lists multiply: the load fields
+#: of :class:`SweepPointSpec`. :class:`SweepSection` has a value list for each.
+SWEEPABLE = tuple(key for key in SweepPointSpec.model_fields if key != "params")
+
+
 class SweepSection(Strict):
-    """Values to sweep: their cartesian product, or an explicit list of points."""
+    """Values to sweep: their cartesian product, or an explicit list of points. The value
+    lists are :data:`SWEEPABLE`'s keys, typed as :class:`SweepPointSpec` types one value."""
 
     threads: list[Threads] | None = None
     sender_nodes: list[SenderNodes] | None = None

@@ -23,8 +23,7 @@ from workload.model.record import CostRecord
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint
-from workload.naming import destination_name, point_tag, run_tag
-from workload.node import NodeSpec, run_node_processes
+from workload.node import NodeSpec, prepare_point, run_node_processes
 
 
 def _point(scenario: Scenario, index: int, source: Path) -> SweepPoint:
@@ -41,9 +40,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     point = _point(scenario, args.point, args.scenario)
     system = registry.get(scenario.broker.system)
     endpoints = scenario.broker.given_endpoints()
-    tag = run_tag(args.run_id)
-    params = system.params_model.model_validate(point.params)
-    system.prepare(endpoints, params, destination_name(tag, point.index))
+    prepare_point(system, endpoints, args.run_id, point)
     if point.index == 0:
         run_dir = args.results / args.run_id
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -65,19 +62,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def cmd_node(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     point = _point(scenario, args.point, args.scenario)
-    tag = run_tag(args.run_id)
-    spec = NodeSpec(
+    spec = NodeSpec.of_point(
+        point,
+        args.role,
+        args.node,
         run_dir=args.results / args.run_id,
         run_id=args.run_id,
-        tag=point_tag(tag, point.index),
-        point=point.index,
-        role=args.role,
-        node=args.node,
         system=scenario.broker.system,
         endpoints=scenario.broker.given_endpoints(),
-        params=point.params,
-        destination=destination_name(tag, point.index).name,
-        load=point.load,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

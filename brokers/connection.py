@@ -1,0 +1,69 @@
+"""What a client connects with — ``connect(endpoints, params, destination)``: where the
+broker answers (:class:`Endpoints`), the settings of its system (:class:`BrokerParams`, the
+base of every system's parameter model) and the queue/topic/stream/table of a sweep point
+(:class:`Destination`). The contract (:mod:`brokers.base`) and the AWS recipes
+(:mod:`brokers.cloud`) both name them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class BrokerParams(BaseModel):
+    """Base of every system's ``[broker.params]`` model: strict, frozen, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=BrokerParams)
+#: A parameter model a deployment or recipe only reads (one for Kafka's params serves KMQ's).
+P_contra = TypeVar("P_contra", bound=BrokerParams, contravariant=True)
+
+
+#: Extras of :class:`Endpoints` whose names contain these hold secrets (never shown).
+SECRET_WORDS = ("password", "secret", "token", "key")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Endpoints:
+    """Where the broker answers: ``host:port`` strings plus system-specific extras.
+
+    Picklable, so that every client node process can connect on its own.
+    """
+
+    hosts: tuple[str, ...]
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
+
+    def __repr__(self) -> str:
+        """Never shows a secret: the values of ``password``-like extras are masked."""
+        extra = tuple(
+            (key, "***" if any(word in key.lower() for word in SECRET_WORDS) else value)
+            for key, value in self.extra
+        )
+        return f"Endpoints(hosts={self.hosts!r}, extra={extra!r})"
+
+    @property
+    def first(self) -> tuple[str, int]:
+        return split_host_port(self.hosts[0])
+
+    def addresses(self) -> list[tuple[str, int]]:
+        return [split_host_port(h) for h in self.hosts]
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """The queue/topic/stream/table one sweep point sends to, unique per point."""
+
+    name: str

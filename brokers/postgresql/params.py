@@ -1,0 +1,24 @@
+"""The ``[broker.params]`` of PostgreSQL:
+``SYSTEM.params_model``, which its adapter and recipes take."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from brokers.connection import BrokerParams
+
+
+class PostgresParams(BrokerParams):
+    replication: Literal["synchronous", "asynchronous"] = Field(
+        "synchronous",
+        description="synchronous: commit waits for ANY 1 standby (remote_write); "
+        "asynchronous: the primary alone (the reference study's async variant).",
+    )
+    visibility_timeout: float = Field(
+        30.0, gt=0, description="Seconds a received message stays hidden before redelivery."
+    )
+    poll_interval: float = Field(
+        0.05, gt=0, le=1, description="Seconds between polls when the table is empty."
+    )
