@@ -7,7 +7,7 @@ import itertools
 
 import redis
 
-from brokers.redis.adapter import FIELD, XaddPacker, pack
+from brokers.redis.protocol import FIELD, XaddPacker, pack
 
 KEYS = [b"bb_x_p0:{0}", b"bb_x_p0:{1}", b"bb_x_p0:{2}"]
 

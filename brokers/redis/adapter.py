@@ -21,8 +21,8 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -31,14 +31,12 @@ import redis.cluster
 from brokers import credentials
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
 from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.redis.protocol import FIELD, REPLY_TIMEOUT, ReplyChannel, Written, XaddPacker, pack
 
 if TYPE_CHECKING:
     from brokers.redis.params import RedisParams
 
 GROUP = b"brokerbench"
-FIELD = b"m"
-#: Socket timeout, and how long a written batch may wait for its replies.
-REPLY_TIMEOUT = 30.0
 #: How long XREADGROUP blocks when no stream has a new entry (ms).
 READ_BLOCK_MS = 500
 
@@ -122,153 +120,6 @@ def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
         "client_parser": parser_name(master),
         "auth": credentials.auth(endpoints.get("password")),
     }
-
-
-def _replicas_failure(confirmed: int, wanted: int) -> BrokerError:
-    return BrokerError(f"WAIT: only {confirmed} of {wanted} replicas confirmed")
-
-
-class Written(Confirmation):
-    """Commands written on a :class:`ReplyChannel` whose replies are not all read yet."""
-
-    __slots__ = ("channel", "commands", "deadline", "done_ns", "error", "left", "replicas", "reply")
-
-    def __init__(self, channel: ReplyChannel, commands: int, replicas: int) -> None:
-        self.channel = channel
-        self.commands = commands
-        self.left = commands
-        #: When the last command is a WAIT: the replicas it must report.
-        self.replicas = replicas
-        self.deadline = time.monotonic() + REPLY_TIMEOUT
-        self.reply: Any = None  # the last command's reply
-        self.error: BaseException | None = None
-        self.done_ns: int | None = None
-
-    def wait(self, timeout: float) -> int | None:
-        return self.channel.settle(self, timeout)
-
-
-def pack(*args: bytes | int) -> bytes:
-    """One command in RESP: an array of bulk strings."""
-    items = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
-
-
-class XaddPacker:
-    """``XADD <key> * m <body>`` for each body of a batch, in RESP, as one bytes object;
-    the keys take turns message by message (the turn carries over to the next batch)."""
-
-    def __init__(self, keys: Sequence[bytes]) -> None:
-        #: Each key's command up to the body's length.
-        self.heads = itertools.cycle(
-            [pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys]
-        )
-
-    def pack(self, bodies: Sequence[bytes]) -> bytes:
-        size = len(bodies[0]) if bodies else 0
-        if all(len(body) == size for body in bodies):  # the usual case: one message size
-            length = b"$%d\r\n" % size
-            return b"".join(
-                [
-                    part
-                    for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
-                    for part in (head, length, body, b"\r\n")
-                ]
-            )
-        return b"".join(
-            [
-                part
-                for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
-                for part in (head, b"$%d\r\n" % len(body), body, b"\r\n")
-            ]
-        )
-
-
-class ReplyChannel:
-    """One connection on which commands are written in groups and replies read later.
-
-    Redis answers in order, so the replies of the oldest group come first; reading the
-    replies of a group reads those of every group written before it. A lost connection
-    fails every group still waiting (the next write reconnects).
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.connection: Any = client.connection_pool.get_connection()
-        self.waiting: deque[Written] = deque()
-
-    def write(self, commands: Iterable[tuple[Any, ...]], count: int, replicas: int = 0) -> Written:
-        """Write ``count`` commands (the last a WAIT for ``replicas`` if that is > 0)."""
-        return self.write_packed(self.connection.pack_commands(commands), count, replicas)
-
-    def write_packed(self, packed: Any, count: int, replicas: int = 0) -> Written:
-        """:meth:`write` of commands already in RESP (bytes, or a list of bytes)."""
-        connection = self.connection
-        try:
-            connection.send_packed_command([packed] if isinstance(packed, bytes) else packed)
-        except BaseException as exc:
-            self._fail_all(exc)
-            raise
-        written = Written(self, count, replicas)
-        self.waiting.append(written)
-        return written
-
-    def call(self, *command: Any) -> Any:
-        """One command and its reply (after the replies of everything written before it)."""
-        written = self.write((command,), 1)
-        self.settle(written, None)
-        return written.reply
-
-    def settle(self, written: Written, timeout: float | None) -> int | None:
-        """Read replies until ``written`` is answered; ``timeout`` None blocks (socket timeout).
-
-        Returns the time its last reply was read, or None when ``timeout`` ran out first;
-        raises when a command of it failed or the connection was lost.
-        """
-        connection = self.connection
-        waiting = self.waiting
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while written.done_ns is None:
-            if written.error is not None:
-                raise written.error
-            head = waiting[0]
-            try:
-                # Wait (bounded) only for a group's first reply: the rest of the group
-                # follows it, so they are read as they come.
-                if (
-                    deadline is not None
-                    and head.left == head.commands
-                    and not connection.can_read(max(0.0, deadline - time.monotonic()))
-                ):
-                    if time.monotonic() > head.deadline:
-                        raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
-                    return None
-                reply = connection.read_response()
-            except redis.ResponseError as exc:
-                reply = exc
-                head.error = head.error or BrokerError(f"Redis: {exc}")
-            except BaseException as exc:
-                self._fail_all(exc)
-                if not isinstance(exc, Exception):
-                    raise  # an interrupt goes on; the batches waiting have failed
-                continue
-            head.left -= 1
-            if head.left:
-                continue
-            waiting.popleft()
-            head.reply = reply
-            if head.replicas and head.error is None and reply < head.replicas:
-                head.error = _replicas_failure(reply, head.replicas)
-            if head.error is None:
-                head.done_ns = time.time_ns()
-        return written.done_ns
-
-    def _fail_all(self, exc: BaseException) -> None:
-        """The connection is in an unknown state: drop it and fail what waits on it."""
-        where = f"{self.connection.host}:{self.connection.port}"
-        for written in self.waiting:
-            written.error = BrokerConnectionError(f"Redis {where}: {type(exc).__name__} {exc}")
-        self.waiting.clear()
-        self.connection.disconnect()
 
 
 #: A received message's receipt: its stream key and entry id.
