@@ -35,6 +35,12 @@ class Fetched(NamedTuple):
     headers: list[tuple[str, bytes]] | None
 
 
+def _queue_full() -> Any:
+    from confluent_kafka import KafkaError
+
+    return KafkaError(KafkaError._QUEUE_FULL, "the producer's queue is full")
+
+
 class Delivery(Confirmation):
     """The delivery reports of one batch: the producer's ``on_delivery`` callback.
 
@@ -55,6 +61,15 @@ class Delivery(Confirmation):
         if err is not None and self._error is None:
             self._error = err
         self._pending -= 1
+        if self._pending == 0:
+            self._done_ns = time.time_ns()
+
+    def not_queued(self, count: int, error: Any) -> None:
+        """``count`` messages of the batch were never queued (no report will come): the
+        batch failed with ``error`` (queue full where none is given)."""
+        if self._error is None:
+            self._error = error if error is not None else _queue_full()
+        self._pending -= count
         if self._pending == 0:
             self._done_ns = time.time_ns()
 
@@ -81,6 +96,8 @@ class ConfluentAdapter(KafkaAdapterBase):
         self._partition = 0
         self._since = 0.0  # when the worker moved to this partition
         self._random = random.Random()
+        #: The client can queue a batch in one call (confluent-kafka's ``produce_batch``).
+        self._batches = False
 
     # -- clients ---------------------------------------------------------------------
 
@@ -96,6 +113,7 @@ class ConfluentAdapter(KafkaAdapterBase):
             metadata = producer.list_topics(self.topic, timeout=self.params.request_timeout)
             self._partitions = len(metadata.topics[self.topic].partitions)
             self._partition = self._random.randrange(self._partitions)
+            self._batches = hasattr(producer, "produce_batch")
             self._producer = producer
         return self._producer
 
@@ -128,8 +146,19 @@ class ConfluentAdapter(KafkaAdapterBase):
         delivery = Delivery(producer, self.endpoints, len(batch))
         partition = self._next_partition()
         try:
-            for body in batch:
-                producer.produce(self.topic, body, partition=partition, on_delivery=delivery)
+            if self._batches:
+                # One call for the batch: librdkafka queues it in C (no produce call per
+                # message); a message it could not queue carries its error back.
+                messages = [{"value": body} for body in batch]
+                queued = producer.produce_batch(
+                    self.topic, messages, partition=partition, on_delivery=delivery
+                )
+                if queued < len(batch):
+                    errors = [m["_error"] for m in messages if "_error" in m]
+                    delivery.not_queued(len(batch) - queued, errors[0] if errors else None)
+            else:
+                for body in batch:
+                    producer.produce(self.topic, body, partition=partition, on_delivery=delivery)
         except KafkaException as exc:
             raise rdkafka.error(self.endpoints, exc.args[0]) from None
         producer.poll(0)  # serve the reports that are in, without waiting
