@@ -86,6 +86,111 @@ def test_redis_says_what_appendfsync_and_asynchronous_replication_cost() -> None
     )
 
 
+def line(system: str, described: dict[str, Any], **params: Any) -> str:
+    """The durability line ``system`` derives from ``described`` and ``params``."""
+    derive = registry.get(system).durability
+    assert derive is not None
+    return derive(described, registry.get(system).params_model(**params)).line
+
+
+NEVER = "9223372036854775807"
+
+
+def kafka_described(
+    brokers: int, replicas: int, min_insync: int, flush: str = NEVER, **extra: Any
+) -> dict[str, Any]:
+    """What Kafka's ``describe`` reads back (brokers/kafka/admin.py), one topic per name."""
+    topic_configs = {
+        "min.insync.replicas": str(min_insync),
+        "flush.messages": flush,
+        "unclean.leader.election.enable": "false",
+    }
+    return {
+        "version": "3.9",
+        "brokers": brokers,
+        "broker_configs": {
+            str(b): {"min.insync.replicas": str(min_insync), "log.flush.interval.ms": None}
+            for b in range(1, brokers + 1)
+        },
+        "producer_acks": extra.pop("acks", "all"),
+        "topics": [
+            {
+                "name": name,
+                "partitions": 8,
+                "replication_factor": replicas,
+                "in_sync_replicas_min": replicas,
+                "configs": extra.pop("configs", topic_configs),
+            }
+            for name in extra.pop("names", ["t"])
+        ],
+        "replication_factor": replicas,
+        "min_insync_replicas": str(min_insync),
+    }
+
+
+KAFKA_CLUSTER = (
+    "replicated to 3, confirmed once all in-sync replicas (at least min.insync.replicas=2) "
+    "have it; fsync left to the OS (log.flush.*): a confirmed message can be lost if the "
+    "in-sync replicas crash together; confirmed = appended by every in-sync replica (at "
+    "least 2), in the page cache"
+)
+
+
+def test_kafka_says_its_replicas_and_that_fsync_is_left_to_the_os() -> None:
+    assert line("kafka", kafka_described(1, 1, 1)) == (
+        "single node, not replicated; fsync left to the OS (log.flush.*): a confirmed "
+        "message can be lost on a crash; confirmed = appended by the leader, in the page cache"
+    )
+    assert line("kafka", kafka_described(3, 3, 2)) == KAFKA_CLUSTER
+    # kafka-flush-every-message: the topic's flush.messages = 1.
+    flushed = kafka_described(3, 3, 2, flush="1")
+    assert line("kafka", flushed, log_flush_interval_messages=1) == (
+        "replicated to 3, confirmed once all in-sync replicas (at least min.insync.replicas=2) "
+        "have it; fsync per append on every replica (flush.messages=1); confirmed = appended "
+        "by every in-sync replica (at least 2), fsynced"
+    )
+    assert line("kafka", kafka_described(3, 3, 2, acks="1"), acks="1") == (
+        "replicated asynchronously to 3 (acks=1: the leader alone confirms): a confirmed "
+        "message can be lost on a fail-over; fsync left to the OS (log.flush.*): a confirmed "
+        "message can be lost on a crash; confirmed = appended by the leader, in the page cache"
+    )
+    assert line("kafka", kafka_described(3, 3, 2, flush="1000")).startswith(
+        "replicated to 3, confirmed once all in-sync replicas (at least min.insync.replicas=2) "
+        "have it; fsync every 1000 messages (flush.messages), else left to the OS:"
+    )
+    unknown = kafka_described(3, 3, 2, configs={})
+    assert "replicated to 3, min.insync.replicas not read back; fsync: not read back" in line(
+        "kafka", unknown
+    )
+
+
+def test_kmq_reads_its_queue_and_markers_topics_as_kafka() -> None:
+    both = kafka_described(3, 3, 2, names=["q", "q__markers"])
+    assert line("kmq", both) == KAFKA_CLUSTER
+
+
+def test_redpanda_fsyncs_every_batch_on_a_majority_without_write_caching() -> None:
+    uncached = {"write.caching": "false"}
+    assert line("redpanda", kafka_described(3, 3, 2, configs=uncached)) == (
+        "replicated to 3 (Raft), confirmed once a majority (2) have it; fsync per batch "
+        "before it is confirmed (write.caching=false); confirmed = written by a majority (2 "
+        "of 3) of the replicas, fsynced"
+    )
+    assert line("redpanda", kafka_described(1, 1, 1, configs=uncached)) == (
+        "single node, not replicated; fsync per batch before it is confirmed "
+        "(write.caching=false); confirmed = written by the leader, fsynced"
+    )
+    cached = kafka_described(3, 3, 2, configs={"write.caching": "true"})
+    assert "(write.caching=true): a confirmed message can be lost if a majority crash" in line(
+        "redpanda", cached
+    )
+    assert line("redpanda", kafka_described(3, 3, 2, acks="1", configs=uncached)) == (
+        "replicated asynchronously to 3 (acks=1: the leader alone confirms): a confirmed "
+        "message can be lost on a fail-over; fsync in the background (acks=1): a confirmed "
+        "message can be lost on a crash; confirmed = written by the leader, not yet fsynced"
+    )
+
+
 def test_the_record_reads_back_what_the_run_recorded() -> None:
     durability = Durability(False, "single node, not replicated", True, "fsync per commit", "x")
     record = RunContext.of({"broker": {"system": "postgresql", "durability": durability.record()}})
