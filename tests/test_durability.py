@@ -191,6 +191,105 @@ def test_redpanda_fsyncs_every_batch_on_a_majority_without_write_caching() -> No
     )
 
 
+def rabbitmq_described(members: list[str] | str, queue_type: str = "quorum") -> dict[str, Any]:
+    """What RabbitMQ's ``describe`` reads back (brokers/rabbitmq/adapter.py)."""
+    described: dict[str, Any] = {
+        "version": "3.13.7",
+        "client_settings": {"delivery_mode": "persistent", "publisher_confirms": "per batch"},
+        "queue_members": members,
+    }
+    if isinstance(members, list):
+        described.update(
+            cluster_nodes=["bb1@localhost", "bb2@localhost", "bb3@localhost"][: len(members)],
+            queue_type=queue_type,
+            queue_durable=True,
+            replicas=len(members),
+        )
+    return described
+
+
+def test_rabbitmq_quorum_queues_confirm_once_a_majority_fsynced() -> None:
+    assert line("rabbitmq", rabbitmq_described(["bb1@localhost"])) == (
+        "single node, not replicated (a quorum queue of one member); fsync by each member "
+        "before it counts (quorum queue); confirmed = fsynced by the queue's only member"
+    )
+    three = rabbitmq_described(["bb1@localhost", "bb2@localhost", "bb3@localhost"])
+    assert line("rabbitmq", three) == (
+        "replicated to 3 (quorum queue, Raft), confirmed once a majority (2) have it; fsync "
+        "by each member before it counts (quorum queue); confirmed = fsynced by a majority (2 "
+        "of 3) of the queue's members"
+    )
+    # Nodes rabbitmqctl cannot reach (AWS): the members are not known.
+    remote = rabbitmq_described("unknown (rabbitmqctl cannot reach these nodes)")
+    assert line("rabbitmq", remote).startswith(
+        "quorum queue (Raft), members not read back (no rabbitmqctl access);"
+    )
+    transient = {**three, "client_settings": {"delivery_mode": "transient"}}
+    assert line("rabbitmq", {**transient, "queue_type": "classic"}, queue_type="classic") == (
+        "classic queue on one of 3 nodes, not replicated; not persisted (transient messages "
+        "or queue): a confirmed message can be lost on a crash; confirmed = held in the "
+        "node's memory"
+    )
+
+
+def artemis_node(backup: bool, replica_sync: bool) -> dict[str, Any]:
+    return {
+        "ha_policy": "Replication Backup" if backup else "Replication Primary",
+        "backup": backup,
+        "active": not backup,
+        "replica_sync": replica_sync,
+        "persistence_enabled": True,
+        "journal_type": "NIO",
+        "journal_sync_non_transactional": True,
+    }
+
+
+def artemis_described(lives: int, backups: int, replicated: bool) -> dict[str, Any]:
+    """What Artemis's ``describe`` reads back over Jolokia (brokers/artemis/adapter.py)."""
+    nodes = {f"live{i}": artemis_node(False, replicated) for i in range(lives)}
+    nodes.update({f"backup{i}": artemis_node(True, False) for i in range(backups)})
+    return {
+        "version": "2.37.0",
+        "nodes": nodes,
+        "live_brokers": lives,
+        "backup_brokers": backups,
+        "replicated": replicated,
+        "persistence_enabled": True,
+        "journal_sync_non_transactional": True,
+        "persistent_messages": True,
+    }
+
+
+def test_artemis_says_whether_the_backup_has_a_confirmed_message() -> None:
+    synced = "journal synced before each receipt (journal-sync-non-transactional)"
+    assert line("artemis", artemis_described(1, 0, False)) == (
+        f"single node, not replicated; {synced}; confirmed = synced to the broker's journal"
+    )
+    assert line("artemis", artemis_described(1, 1, True)) == (
+        f"replicated synchronously to a backup (live–backup pair); {synced}; confirmed = "
+        "synced to the live broker's journal and received by its backup"
+    )
+    assert line("artemis", artemis_described(3, 3, True)).startswith(
+        "3 live–backup pairs, each message on one: replicated synchronously to its backup;"
+    )
+    assert line("artemis", artemis_described(1, 1, False)).startswith(
+        "1 backup, but not every live broker is in sync with its backup (ReplicaSync false)"
+    )
+    # No management API: only the STOMP CONNECTED frame.
+    assert line("artemis", {"version": "2.37.0", "persistent_messages": True}) == (
+        "replication: not read back (no management API); fsync: not read back (no "
+        "management API); confirmed = receipt of a persistent SEND"
+    )
+
+
+def test_activemq_does_not_claim_a_sync_it_cannot_read_back() -> None:
+    described = {"version": "5.17.6", "replicated": False, "replication": "none (single broker)"}
+    assert line("activemq", described) == (
+        "single node, not replicated; fsync: not read back (KahaDB journalDiskSyncStrategy); "
+        "confirmed = stored by the broker (KahaDB; receipt of a persistent SEND)"
+    )
+
+
 def test_the_record_reads_back_what_the_run_recorded() -> None:
     durability = Durability(False, "single node, not replicated", True, "fsync per commit", "x")
     record = RunContext.of({"broker": {"system": "postgresql", "durability": durability.record()}})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from brokers.activemq import durability
 from brokers.activemq.adapter import connect, describe, prepare
 from brokers.activemq.cloud import ActiveMQCloud
 from brokers.activemq.local import ActiveMQLocal
@@ -36,6 +37,7 @@ SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
     adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(roles={"broker": 1}, replication="none"),
     local=ActiveMQLocal(),
     cloud=ActiveMQCloud(),

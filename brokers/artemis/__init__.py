@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from brokers.artemis import durability
 from brokers.artemis.adapter import connect, describe, prepare
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.local import ArtemisLocal
@@ -49,6 +50,7 @@ SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
     adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"live": 3, "backup": 3},
         replication="replication HA: each live broker synchronously replicates its journal "

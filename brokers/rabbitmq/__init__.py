@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.rabbitmq import adapter
+from brokers.rabbitmq import adapter, durability
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.local import RabbitMQLocal
 
@@ -38,6 +38,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.RabbitMQAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"broker": 3},
         replication="quorum queue (Raft) on 3 nodes; publisher confirms after majority commit",
