@@ -290,6 +290,93 @@ def test_activemq_does_not_claim_a_sync_it_cannot_read_back() -> None:
     )
 
 
+def test_pulsar_reads_the_quorum_of_a_probe_ledger() -> None:
+    single = {"bookies": 1, "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1}
+    assert line("pulsar", single) == (
+        "single node, not replicated; fsync: not read back (the bookies' journalSyncData); "
+        "confirmed = written to the journal of one bookie"
+    )
+    cluster = {"bookies": 3, "ensemble_size": 3, "write_quorum": 3, "ack_quorum": 2}
+    assert line("pulsar", cluster) == (
+        "replicated to 3 bookies (ensemble 3), confirmed once the ack quorum of 2 have it; "
+        "fsync: not read back (the bookies' journalSyncData); confirmed = written to the "
+        "journal of 2 bookies"
+    )
+
+
+def rocketmq_broker(name: str, broker_id: int, role: str, **config: str) -> dict[str, Any]:
+    """One entry of RocketMQ's described ``brokers`` (brokers/rocketmq/admin.py)."""
+    return {
+        "name": name,
+        "id": broker_id,
+        "address": "127.0.0.1:10911",
+        "brokerRole": role,
+        "flushDiskType": "SYNC_FLUSH",
+        **config,
+    }
+
+
+def test_rocketmq_claims_a_synchronous_slave_only_with_in_sync_replicas_read_back() -> None:
+    single = {"masters": 1, "slaves": 0, "brokers": [rocketmq_broker("a", 0, "ASYNC_MASTER")]}
+    assert line("rocketmq", single) == (
+        "single node, not replicated; fsync per send on the master (SYNC_FLUSH); confirmed = "
+        "fsynced by the master"
+    )
+    pair = [rocketmq_broker("a", 0, "SYNC_MASTER"), rocketmq_broker("a", 1, "SLAVE")]
+    # RocketMQ 5's SYNC_MASTER waits for a slave only with inSyncReplicas >= 2 (default 1).
+    assert line("rocketmq", {"masters": 1, "slaves": 1, "brokers": pair}) == (
+        "the master replicates to its slave; whether a send waits for it is not read back "
+        "(SYNC_MASTER waits only with inSyncReplicas ≥ 2, RocketMQ 5's default is 1): a "
+        "confirmed message can be lost on a fail-over; fsync per send on the master "
+        "(SYNC_FLUSH); confirmed = fsynced by the master"
+    )
+    waiting = [{**pair[0], "inSyncReplicas": "2"}, pair[1]]
+    assert line("rocketmq", {"masters": 1, "slaves": 1, "brokers": waiting}) == (
+        "replicated synchronously: the master waits for its slave (SYNC_MASTER, "
+        "inSyncReplicas ≥ 2); fsync per send on the master (SYNC_FLUSH); confirmed = "
+        "fsynced by the master and received by its slave"
+    )
+    not_waiting = [{**pair[0], "inSyncReplicas": "1"}, pair[1]]
+    assert line("rocketmq", {"brokers": not_waiting}).startswith(
+        "replicated asynchronously: the master does not wait for its slave (SYNC_MASTER with "
+        "inSyncReplicas=1): a confirmed message can be lost on a fail-over;"
+    )
+    three = [
+        rocketmq_broker(n, i, "SYNC_MASTER" if i == 0 else "SLAVE") for n in "abc" for i in (0, 1)
+    ]
+    assert line("rocketmq", {"masters": 3, "slaves": 3, "brokers": three}).startswith(
+        "each of 3 masters replicates to its slave; whether a send waits for it is not read back"
+    )
+
+
+def nats_described(servers: int, replicas: int, storage: str = "file") -> dict[str, Any]:
+    """What NATS's ``describe`` reads back of its probe stream (brokers/nats/adapter.py)."""
+    peers = [f"n{i}" for i in range(1, replicas + 1)]
+    return {
+        "cluster_size": servers,
+        "replicas": replicas,
+        "stream_peers": peers,
+        "storage": storage,
+    }
+
+
+def test_nats_says_a_majority_stores_a_message_and_fsync_is_not_read_back() -> None:
+    assert line("nats", nats_described(1, 1)) == (
+        "single node, not replicated; fsync: not read back (JetStream sync_interval, 2 "
+        "minutes by default); confirmed = stored by the stream's server"
+    )
+    assert line("nats", nats_described(3, 3)) == (
+        "replicated to 3 (stream replicas, Raft), confirmed once a majority (2) have it; "
+        "fsync: not read back (JetStream sync_interval, 2 minutes by default); confirmed = "
+        "stored by a majority (2 of 3) of the stream's replicas"
+    )
+    assert line("nats", nats_described(3, 1, "memory"), replicas=1, storage="memory") == (
+        "stream on one of 3 servers, not replicated (replicas=1); memory storage: a "
+        "confirmed message can be lost on a crash; confirmed = held in memory by the "
+        "stream's server"
+    )
+
+
 def test_the_record_reads_back_what_the_run_recorded() -> None:
     durability = Durability(False, "single node, not replicated", True, "fsync per commit", "x")
     record = RunContext.of({"broker": {"system": "postgresql", "durability": durability.record()}})

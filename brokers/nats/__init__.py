@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.nats import adapter
+from brokers.nats import adapter, durability
 from brokers.nats.cloud import NatsCloud
 from brokers.nats.local import NatsLocal
 
@@ -40,6 +40,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.NatsAdapter,),  # an asyncio client: workers run as tasks
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"server": 3},
         replication="stream replicas 3 (Raft); a PubAck means stored by a majority",
