@@ -93,6 +93,11 @@ def line(system: str, described: dict[str, Any], **params: Any) -> str:
     return derive(described, registry.get(system).params_model(**params)).line
 
 
+def test_every_system_derives_a_durability_line() -> None:
+    assert [name for name, s in registry.systems().items() if s.durability is None] == []
+
+
+#: Kafka's flush.messages when nothing sets it (Long.MAX_VALUE: never).
 NEVER = "9223372036854775807"
 
 
@@ -374,6 +379,88 @@ def test_nats_says_a_majority_stores_a_message_and_fsync_is_not_read_back() -> N
         "stream on one of 3 servers, not replicated (replicas=1); memory storage: a "
         "confirmed message can be lost on a crash; confirmed = held in memory by the "
         "stream's server"
+    )
+
+
+REQUESTED = {"w": "majority", "j": True, "wtimeout_ms": 10_000}
+
+
+def test_mongodb_says_when_a_stand_in_does_not_enforce_the_write_concern() -> None:
+    ferretdb = {
+        "version": "FerretDB 1.24.0 (MongoDB 7.0.42 wire protocol)",
+        "replica_set": "",
+        "members": [],
+        "write_concern_requested": REQUESTED,
+        "write_concern_in_force": "not enforced: FerretDB acknowledges a write once its "
+        "single PostgreSQL backend has committed it (flushed to disk); no replication",
+    }
+    assert line("mongodb", ferretdb) == (
+        "single node, not replicated (FerretDB on PostgreSQL stands in; w=majority not "
+        "enforced); fsync: not read back (FerretDB's PostgreSQL backend); confirmed = "
+        "committed by FerretDB's PostgreSQL backend"
+    )
+
+
+def test_mongodb_replica_sets_by_write_concern() -> None:
+    replica_set = {
+        "version": "7.0.14",
+        "replica_set": "rs0",
+        "members": [
+            {"name": f"m{i}:27017", "state": "PRIMARY" if i == 1 else "SECONDARY", "health": 1.0}
+            for i in (1, 2, 3)
+        ],
+        "write_concern_requested": REQUESTED,
+        "write_concern_majority_journal_default": True,
+        "write_concern_in_force": "w=majority (2 of 3), j=true, set by the client on every write",
+    }
+    assert line("mongodb", replica_set) == (
+        "replicated to 3 members, confirmed once a majority (2 of 3 voting) have it "
+        "(w=majority); journal fsynced before the acknowledgement (j=true); confirmed = "
+        "journaled by a majority (2) of the members"
+    )
+    w1 = {
+        **replica_set,
+        "write_concern_requested": {**REQUESTED, "w": 1},
+        "write_concern_in_force": "w=1, j=true, set by the client on every write",
+    }
+    assert line("mongodb", w1, w=1) == (
+        "replicated asynchronously to 2 secondaries (w=1): a confirmed message can be lost "
+        "on a fail-over; journal fsynced before the acknowledgement (j=true); confirmed = "
+        "journaled by the primary"
+    )
+
+
+def test_sqs_says_which_service_stands_behind_the_api() -> None:
+    elasticmq = {
+        "version": "ElasticMQ 1.6.11 (local stand-in)",
+        "replication": "ElasticMQ 1.6.11 (local stand-in): one local server, no replication",
+    }
+    assert line("sqs", elasticmq) == (
+        "single node, not replicated: ElasticMQ 1.6.11 (local stand-in); fsync: not read back "
+        "(the stand-in's message storage); confirmed = accepted by the stand-in server"
+    )
+    managed = {
+        "version": "Amazon SQS (managed service)",
+        "replication": "managed by SQS: stored redundantly across availability zones",
+    }
+    assert line("sqs", managed) == (
+        "managed service, stored redundantly across availability zones (as AWS documents it; "
+        "not readable); fsync: not readable (managed service); confirmed = accepted by SQS "
+        "(SendMessageBatch succeeded)"
+    )
+
+
+def test_eventstore_counts_the_quorum_of_its_database_nodes() -> None:
+    states = ["NODE_STATE_LEADER", "NODE_STATE_FOLLOWER", "NODE_STATE_FOLLOWER"]
+    members = [{"address": f"10.0.0.{i}:2113", "state": s} for i, s in enumerate(states)]
+    assert line("eventstore", {"members": members}) == (
+        "replicated to 3 nodes, confirmed once a quorum (2) have it; fsync: not read back "
+        "(UnsafeDisableFlushToDisk; flushed before it counts by default); confirmed = written "
+        "by a quorum (2 of 3) of the nodes"
+    )
+    replica = {"address": "10.0.0.9:2113", "state": "NODE_STATE_REPLICA"}
+    assert line("eventstore", {"members": [members[0], replica]}).startswith(
+        "single node, not replicated;"
     )
 
 

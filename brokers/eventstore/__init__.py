@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.eventstore import adapter
+from brokers.eventstore import adapter, durability
 from brokers.eventstore.cloud import EventStoreCloud
 
 
@@ -64,6 +64,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.EventStoreAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"node": 3},
         replication="3-node cluster: an append is confirmed once a quorum (2 of 3) has "

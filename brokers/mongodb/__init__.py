@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.mongodb import adapter
+from brokers.mongodb import adapter, durability
 from brokers.mongodb.cloud import MongoCloud
 from brokers.mongodb.local import FerretDBLocal
 
@@ -44,6 +44,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.MongoAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"mongod": 3},
         replication='replica set of 3, write concern w="majority" (2 of 3), journaled',

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from brokers.base import BrokerParams, BrokerSystem, Topology
-from brokers.sqs import adapter
+from brokers.sqs import adapter, durability
 from brokers.sqs.cloud import SqsCloud
 from brokers.sqs.local import ElasticMQLocal
 
@@ -41,6 +41,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.SqsAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={},
         replication="managed service: SQS stores every message redundantly across "
