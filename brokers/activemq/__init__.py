@@ -7,6 +7,7 @@ replication in this setup (the report says so).
 
 from __future__ import annotations
 
+from brokers.activemq import durability
 from brokers.activemq.adapter import connect, describe, prepare
 from brokers.activemq.cloud import ActiveMQCloud
 from brokers.activemq.local import ActiveMQLocal
@@ -22,6 +23,7 @@ SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
     adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(roles={"broker": 1}, replication="none"),
     local=ActiveMQLocal(),
     cloud=ActiveMQCloud(),

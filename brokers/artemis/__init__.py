@@ -8,6 +8,7 @@ loopback. The reference topology on AWS is 3 live + 3 backup brokers.
 
 from __future__ import annotations
 
+from brokers.artemis import durability
 from brokers.artemis.adapter import connect, describe, prepare
 from brokers.artemis.cloud import ArtemisCloud
 from brokers.artemis.local import ArtemisLocal
@@ -23,6 +24,7 @@ SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
     adapters=(StompAdapter,),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"live": 3, "backup": 3},
         replication="replication HA: each live broker synchronously replicates its journal "

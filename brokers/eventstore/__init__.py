@@ -9,7 +9,7 @@ system runs on AWS only (``cloud``), and ``brokerbench brokers`` says so.
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.eventstore import adapter
+from brokers.eventstore import adapter, durability
 from brokers.eventstore.cloud import EventStoreCloud
 from brokers.eventstore.params import EventStoreParams
 
@@ -21,6 +21,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.EventStoreAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"node": 3},
         replication="3-node cluster: an append is confirmed once a quorum (2 of 3) has "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.base import BrokerSystem, Endpoints, Topology
-from brokers.kafka import admin
+from brokers.kafka import admin, durability
 from brokers.kafka.adapter import KafkaPythonAdapter
 from brokers.kafka.base import KafkaAdapterBase, connecting
 from brokers.kafka.cloud import KafkaCloud
@@ -60,6 +60,7 @@ SYSTEM = BrokerSystem(
     adapters=tuple(ADAPTERS.values()),
     prepare=admin.prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"broker": 3},
         replication="KRaft, 3 combined broker+controller nodes; replication factor 3, "

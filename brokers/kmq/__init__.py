@@ -11,7 +11,7 @@ from typing import Any
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
 from brokers.kafka import DURABILITY_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import SYSTEM as KAFKA
-from brokers.kmq import adapter, markers
+from brokers.kmq import adapter, durability, markers
 from brokers.kmq.params import KmqParams
 
 
@@ -35,6 +35,7 @@ SYSTEM = BrokerSystem(
     adapters=tuple(adapter.ADAPTERS.values()),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles=dict(KAFKA.reference_topology.roles),
         replication=KAFKA.reference_topology.replication + "; markers topic replicated alike",

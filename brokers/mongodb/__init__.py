@@ -9,7 +9,7 @@ AWS (``cloud``).
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.mongodb import adapter
+from brokers.mongodb import adapter, durability
 from brokers.mongodb.cloud import MongoCloud
 from brokers.mongodb.local import FerretDBLocal
 from brokers.mongodb.params import MongoParams
@@ -22,6 +22,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.MongoAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"mongod": 3},
         replication='replica set of 3, write concern w="majority" (2 of 3), journaled',

@@ -4,7 +4,7 @@ explicit acks; publishing waits for the stream's acknowledgement. A 3-server clu
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.nats import adapter
+from brokers.nats import adapter, durability
 from brokers.nats.cloud import NatsCloud
 from brokers.nats.local import NatsLocal
 from brokers.nats.params import NatsParams
@@ -17,6 +17,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.NatsAdapter,),  # an asyncio client: workers run as tasks
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"server": 3},
         replication="stream replicas 3 (Raft); a PubAck means stored by a majority",

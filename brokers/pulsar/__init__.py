@@ -6,7 +6,7 @@ before acknowledging, a Shared subscription, optionally partitioned topics; puls
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.pulsar import adapter, admin
+from brokers.pulsar import adapter, admin, durability
 from brokers.pulsar.cloud import PulsarCloud
 from brokers.pulsar.local import PulsarLocal
 from brokers.pulsar.params import PulsarParams
@@ -35,6 +35,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.PulsarAdapter,),
     prepare=admin.prepare,
     describe=admin.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"zookeeper": 3, "bookie": 3, "broker": 2},
         replication="ensemble 3, write quorum 3, ack quorum 2; bookie journal fsync before ack",

@@ -4,7 +4,7 @@ confirms per batch, consumer prefetch and manual acks; a 3-node cluster."""
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.rabbitmq import adapter
+from brokers.rabbitmq import adapter, durability
 from brokers.rabbitmq.cloud import RabbitMQCloud
 from brokers.rabbitmq.local import RabbitMQLocal
 from brokers.rabbitmq.params import RabbitMQParams
@@ -17,6 +17,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.RabbitMQAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"broker": 3},
         replication="quorum queue (Raft) on 3 nodes; publisher confirms after majority commit",

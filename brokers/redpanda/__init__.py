@@ -9,7 +9,7 @@ from typing import Any
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
 from brokers.kafka import ADAPTERS, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import connect as kafka_connect
-from brokers.redpanda import cloud
+from brokers.redpanda import cloud, durability
 from brokers.redpanda.params import RedpandaParams
 from brokers.redpanda.version import broker_versions
 
@@ -39,6 +39,7 @@ SYSTEM = BrokerSystem(
     adapters=tuple(ADAPTERS.values()),
     prepare=prepare,
     describe=describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"broker": 3},
         replication="Raft, 3 replicas (acks=all waits for a majority); every batch fsynced",

@@ -6,7 +6,7 @@ rocketmq-python-client (producer, SimpleConsumer with an invisible duration, ack
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.rocketmq import adapter, admin
+from brokers.rocketmq import adapter, admin, durability
 from brokers.rocketmq.cloud import RocketMQCloud
 from brokers.rocketmq.local import RocketMQLocal
 from brokers.rocketmq.params import RocketMQParams
@@ -34,6 +34,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.RocketMQAdapter,),
     prepare=admin.prepare,
     describe=admin.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={"namesrv": 1, "master": 3, "slave": 3},
         replication="3 master-slave pairs, SYNC_MASTER + SYNC_FLUSH; a gRPC proxy on each master",

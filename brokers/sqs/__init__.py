@@ -9,7 +9,7 @@ creates); on this machine ElasticMQ, an SQS-compatible server, stands in for it 
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, Topology
-from brokers.sqs import adapter
+from brokers.sqs import adapter, durability
 from brokers.sqs.cloud import SqsCloud
 from brokers.sqs.local import ElasticMQLocal
 from brokers.sqs.params import SqsParams
@@ -22,6 +22,7 @@ SYSTEM = BrokerSystem(
     adapters=(adapter.SqsAdapter,),
     prepare=adapter.prepare,
     describe=adapter.describe,
+    durability=durability.durability,
     reference_topology=Topology(
         roles={},
         replication="managed service: SQS stores every message redundantly across "
