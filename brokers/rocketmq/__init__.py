@@ -13,8 +13,8 @@ from brokers.rocketmq.params import RocketMQParams
 
 DURABILITY_CAVEAT = (
     "A confirmed send is fsynced on the master (SYNC_FLUSH) and, with a slave, copied to the "
-    "slave before the master answers (SYNC_MASTER); the slave's copy is not fsynced before "
-    "that answer. The 'single' topology has no slave (ASYNC_MASTER, no replication)."
+    "slave before the master answers (SYNC_MASTER with inSyncReplicas=2: RocketMQ 5 waits "
+    "for no slave with its default of 1); the slave's copy is not fsynced before that answer. The 'single' topology has no slave (ASYNC_MASTER, no replication)."
 )
 FAILOVER_CAVEAT = (
     "Master-slave pairs do not fail over automatically (no controller/DLedger): while a "

@@ -87,6 +87,7 @@ def describe(endpoints: Endpoints, params: RocketMQParams) -> dict[str, Any]:
                     "address": address,
                     "brokerRole": config.get("brokerRole", ""),
                     "flushDiskType": config.get("flushDiskType", ""),
+                    "inSyncReplicas": config.get("inSyncReplicas", ""),
                 }
             )
             if broker_id == 0:
