@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, brokerbench, read_summary
+from workload.model.record import load_context
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.redis]
 
@@ -216,6 +217,11 @@ def test_a_killed_coordinator_leaves_no_broker_worker_or_work_directory(tmp_path
         time.sleep(0.2)
     assert _alive(pids) == [], "a process outlived the killed coordinator"
     assert not [d for d in workdirs if d.exists()], "the broker's data was left behind"
+    (run_dir,) = results.iterdir()  # it could not write its end: readers tell it is gone
+    record = load_context(run_dir)
+    assert record.status == "running" and record.coordinator is not None
+    assert record.coordinator.pid == proc.pid
+    assert (record.ended, record.state) == ("interrupted", "interrupted (the coordinator is gone)")
 
 
 def _alive(pids: list[int]) -> list[int]:
