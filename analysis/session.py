@@ -126,17 +126,12 @@ def owned_session(
     no Java stack trace, no JVM or scratch directory left)."""
     try:
         session = spark_session(app, cores, settings)
-    except BaseException:
-        end_local_jvm(orderly=False)
-        raise
-    try:
         yield session
-    except BaseException:
-        end_local_jvm(orderly=False)
-        raise
-    else:
         session.stop()
         end_local_jvm(orderly=True)
+    except BaseException:
+        end_local_jvm(orderly=False)
+        raise
 
 
 def end_local_jvm(orderly: bool) -> None:
