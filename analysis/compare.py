@@ -134,6 +134,9 @@ class Comparison:
     #: What a confirmed message survives in each run (its durability line; "" where the
     #: run derived none): where they differ, the figures compare different guarantees.
     durability: tuple[str, str] = ("", "")
+    #: How each run ended where it did not complete ("" where it did, or its context
+    #: does not say): a run stopped early compares what it ran.
+    states: tuple[str, str] = ("", "")
 
 
 def summary_path(run_dir: Path) -> Path:
@@ -230,7 +233,18 @@ def compare_runs(baseline: Path, contender: Path) -> Comparison:
         comparison,
         differences=setup_differences(*contexts),
         durability=(durability_line(contexts[0]), durability_line(contexts[1])),
+        states=(run_state(contexts[0]), run_state(contexts[1])),
     )
+
+
+def run_state(context: dict[str, object]) -> str:
+    """How the run ended where it did not complete ("" where it did, or where its context
+    cannot say: a run on AWS records no end); a run recorded as running whose coordinator
+    is gone reads "interrupted (the coordinator is gone)"."""
+    record = RunContext.of(context)
+    if record.status in ("complete", None) or not record.records_its_end:
+        return ""
+    return record.state
 
 
 def durability_line(context: dict[str, object]) -> str:
@@ -377,9 +391,10 @@ def text_report(comparison: Comparison) -> str:
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
+    states = [f" ({state})" if state else "" for state in comparison.states]
     out = [
-        f"baseline:  {comparison.baseline}",
-        f"contender: {comparison.contender}",
+        f"baseline:  {comparison.baseline}{states[0]}",
+        f"contender: {comparison.contender}{states[1]}",
         *(
             [
                 "different setups — "

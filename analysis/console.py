@@ -1,5 +1,6 @@
 """What the terminal shows of an analysed run: the docs/measurement.md §3 table under the
-broker's durability line, the broker's caveats, what each point's declared faults did, a
+broker's durability line, a note where the run is recorded as running (still running, or
+its coordinator is gone), the broker's caveats, what each point's declared faults did, a
 capacity search's result, and for repeated points their medians and ranges."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     broker = record.broker
     durability = broker.durability
     lines = [text_table(broker.name, list(rows), durability.line if durability else "")]
+    if record.status == "running" and record.records_its_end:
+        lines.append(f"  note: the run {_ended(record)}")
     lines += [f"  note: {caveat}" for caveat in broker.caveats]
     if broker.stand_in:
         lines.append(f"  note: local stand-in: {broker.stand_in}")
@@ -36,3 +39,15 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     if repeats.repeated(rows):
         lines += ["", repeats.text_table(repeats.summarise(rows))]
     return "\n".join(lines)
+
+
+def _ended(record: RunContext) -> str:
+    """How the run ended, for the note under its table."""
+    if record.coordinator_gone:
+        return (
+            f"did not finish: {record.state}, with no end recorded — what was not "
+            "received is not drained, not lost"
+        )
+    if record.state == "running":
+        return "is still running: these are its figures so far"
+    return f"is {record.state}"

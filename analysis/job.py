@@ -237,7 +237,7 @@ def _fmt(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analysis.session import spark_session
+    from analysis.session import owned_session
 
     parser = argparse.ArgumentParser(description="Analyse one brokerbench run directory.")
     parser.add_argument("run_dir", help="a run directory, or s3://bucket/prefix of one")
@@ -245,12 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     settings: dict[str, str] = {}
     if RunLocation.of(args.run_dir).s3 and not cluster_mode():
         settings = s3a_settings(hadoop_aws_jars())
-    spark = spark_session(settings=settings)
-    try:
+    with owned_session(settings=settings) as spark:
         for row in analyse(spark, args.run_dir):
             print(json.dumps(dict(row), default=str))
-    finally:
-        spark.stop()
     return 0
 
 

@@ -20,7 +20,7 @@ from analysis import transforms as tf
 from analysis.raw_tables import read_table
 from analysis.storage import RunLocation
 from workload.model.errors import one_line
-from workload.model.record import PointEntry, RunContext
+from workload.model.record import COORDINATOR_GONE, PointEntry, RunContext
 from workload.model.results import (
     DELIVERY_TABLES,
     TABLES,
@@ -155,7 +155,7 @@ def point_records(context: RunContext, records: RunRecords) -> list[PointRecords
     not complete the last point that left records is the one stopped early, and later
     points never ran. A point missing a node part's records is incomplete, whatever else.
     """
-    stopped_early = context.status in ("interrupted", "failed")
+    stopped_early = context.ended in ("interrupted", "failed")
     left_records = records.parts()
     last = max((key.point for key in left_records), default=0)
     out = []
@@ -217,6 +217,8 @@ def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
 
 
 def _why_stopped(context: RunContext) -> str:
+    if context.coordinator_gone:
+        return f"the run was {COORDINATOR_GONE} before receivers drained the queue"
     if context.status == "interrupted":
         return "the run was interrupted before receivers drained the queue"
     errors = context.errors

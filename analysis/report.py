@@ -273,7 +273,7 @@ def _heading(record: RunContext, run_id: str) -> str:
     version = str(broker.version) if "version" in (broker.model_extra or {}) else "?"
     return f"""<h1>{html.escape(title)}</h1>
 <p class=where><b>Where it ran:</b> {html.escape(where_it_ran(record))}</p>
-<p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(str(record.status))}</b>.
+<p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(record.state)}</b>.
 {html.escape(broker.title or "?")} {html.escape(version)}, topology {html.escape(str(broker.topology))} ({html.escape(str(broker.deployment))}).</p>
 <p class=durability><b>Durability:</b> {html.escape(durability.line if durability else "not derived for this system: see the settings read back in the run context")}</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}

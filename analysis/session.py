@@ -1,21 +1,84 @@
 """Building the Spark session: ``local[*]`` here, the cluster's own settings on EMR.
 
 Only entry points call this; transforms take and return DataFrames.
+
+In local mode the Spark driver is a JVM this process starts, and it is owned like a broker
+(:mod:`brokers.watchdog`): it runs in a session of its own (a Ctrl-C in the terminal, or
+a signal to the coordinator's process group, does not reach it — the coordinator decides
+what stops it), its process group and its scratch directory (``spark.local.dir`` and the
+JVM's ``java.io.tmpdir``) are registered with the watchdog, so a coordinator killed by
+any signal leaves neither behind. A stopping signal that arrives while the JVM starts is
+held until its process is known (an interrupt there used to leave a JVM whose start-up
+failed running for good). :func:`owned_session` ends the JVM when its block ends: stopped
+in order after the analysis, killed at once — no Java stack trace, nothing left — when
+the block is interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib.resources import as_file, files
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
+import py4j
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from analysis.storage import cluster_mode
+from brokers.watchdog import WATCHDOG, processes_of
 
+#: A Spark session, for the callers that hold one but import no Spark.
+Session = SparkSession
 #: Logging of the local JVM (package data: a file, or a member of a zip on sys.path).
 LOG_CONFIG = files("analysis") / "log4j2.properties"
 #: Driver heap for local mode (every JVM gets an explicit -Xmx).
 DEFAULT_DRIVER_MEMORY = os.environ.get("BROKERBENCH_SPARK_MEMORY", "2g")
+#: Signals held while the JVM starts (the ones a coordinator turns into an orderly stop).
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: How long a JVM told to exit (its stdin closed) may take before it is killed.
+_EXIT_WAIT_S = 15.0
+
+
+@dataclass
+class _LocalJvm:
+    """The local Spark driver JVM this process started: its process (a group leader) and
+    its scratch directory."""
+
+    process: subprocess.Popen[bytes]
+    scratch: Path
+
+    def end(self, orderly: bool) -> None:
+        """Make the JVM exit (orderly: by closing its stdin, which it watches; else, or if
+        it does not exit in time, SIGKILL to its group), then delete its scratch directory
+        and release both from the watchdog."""
+        group = self.process.pid
+        if orderly:
+            with contextlib.suppress(OSError):
+                if self.process.stdin is not None:
+                    self.process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=_EXIT_WAIT_S)
+        _kill_group(group)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=_EXIT_WAIT_S)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        WATCHDOG.release_group(group)
+        WATCHDOG.release_dir(self.scratch)
+
+
+#: The JVM this process runs the local analysis in (None: none started, or ended).
+_jvm: _LocalJvm | None = None
 
 
 def spark_session(
@@ -24,28 +87,176 @@ def spark_session(
     settings: dict[str, str] | None = None,
 ) -> SparkSession:
     """A session; ``settings`` adds Spark settings (e.g. ``analysis.storage.s3a_settings``)."""
-    builder = SparkSession.builder.appName(app)
-    for key, value in (settings or {}).items():
-        builder = builder.config(key, value)
-    # The local JVM reads its logging configuration from a file while it starts (a zip
-    # member is copied out for that long).
-    with as_file(LOG_CONFIG) as log_config:
-        if not cluster_mode():
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = (
-                builder.master(f"local[{cores or '*'}]")
-                .config("spark.driver.memory", DEFAULT_DRIVER_MEMORY)
-                .config("spark.driver.host", "127.0.0.1")
-                .config("spark.driver.bindAddress", "127.0.0.1")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2))))
-                .config("spark.sql.session.timeZone", "UTC")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config(
-                    "spark.driver.extraJavaOptions",
-                    f"-Dlog4j2.configurationFile=file:{log_config}",
-                )
-            )
-        session = builder.getOrCreate()
+    _quiet_py4j()
+    with _own_sigint():
+        if cluster_mode():
+            builder = SparkSession.builder.appName(app)
+            for key, value in (settings or {}).items():
+                builder = builder.config(key, value)
+            session = builder.getOrCreate()
+        else:
+            session = _local_session(app, cores, settings or {})
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextlib.contextmanager
+def _own_sigint() -> Iterator[None]:
+    """Keep this process's Ctrl-C handler: a SparkContext installs its own, which calls
+    into the JVM from inside the signal handler — in the middle of another call, with a
+    stack trace — before it raises KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+@contextlib.contextmanager
+def owned_session(
+    app: str = "brokerbench-analysis",
+    cores: int | None = None,
+    settings: dict[str, str] | None = None,
+) -> Iterator[SparkSession]:
+    """A session (:func:`spark_session`) whose local JVM ends with the block: stopped in
+    order when the block ends, killed at once when it is left by an exception (a Ctrl-C:
+    no Java stack trace, no JVM or scratch directory left)."""
+    try:
+        session = spark_session(app, cores, settings)
+        yield session
+        session.stop()
+        end_local_jvm(orderly=True)
+    except BaseException:
+        end_local_jvm(orderly=False)
+        raise
+
+
+def end_local_jvm(orderly: bool) -> None:
+    """End the local JVM this process started, if any (the next session starts another)."""
+    global _jvm
+    jvm, _jvm = _jvm, None
+    if jvm is None:
+        return
+    if not orderly:  # what Python still holds of the session is dead with its JVM
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        SparkContext._active_spark_context = None
+    gateway = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    jvm.end(orderly)
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.close()
+
+
+def _local_session(app: str, cores: int | None, settings: dict[str, str]) -> SparkSession:
+    """A ``local[cores]`` session in a JVM this process owns (started unless running)."""
+    global _jvm
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    conf = (
+        SparkConf(loadDefaults=False)
+        .setAppName(app)
+        .setMaster(f"local[{cores or '*'}]")
+        .set("spark.driver.memory", DEFAULT_DRIVER_MEMORY)
+        .set("spark.driver.host", "127.0.0.1")
+        .set("spark.driver.bindAddress", "127.0.0.1")
+        .set("spark.ui.enabled", "false")
+        .set("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2))))
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in settings.items():
+        conf.set(key, value)
+    if SparkContext._gateway is not None:  # the JVM of a session before is still running
+        if _jvm is not None:
+            conf.set("spark.local.dir", str(_jvm.scratch))
+        return SparkSession.builder.config(conf=conf).getOrCreate()
+    scratch = Path(tempfile.mkdtemp(prefix="brokerbench-spark-"))
+    conf.set("spark.local.dir", str(scratch))
+    # The JVM reads its logging configuration from a file while it starts (a zip member is
+    # copied out for that long).
+    with as_file(LOG_CONFIG) as log_config:
+        conf.set(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{log_config} -Djava.io.tmpdir={scratch}",
+        )
+        with _held_signals():
+            WATCHDOG.watch_dir(scratch)
+            try:
+                gateway = _launch_gateway(conf)
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                WATCHDOG.release_dir(scratch)
+                raise
+            process: subprocess.Popen[bytes] = gateway.proc
+            WATCHDOG.watch_group(process.pid)
+            _jvm = _LocalJvm(process, scratch)
+        context = SparkContext(conf=conf, gateway=gateway)
+    return SparkSession(context)
+
+
+def _launch_gateway(conf: SparkConf) -> Any:
+    """Start the driver JVM (pyspark's launcher) as the leader of a session of its own."""
+    from pyspark.java_gateway import launch_gateway
+
+    return launch_gateway(conf, popen_kwargs={"start_new_session": True})
+
+
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """Hold the stopping signals (those with a Python handler) for the block, then act on
+    the first that arrived as its handler would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[signal.Signals] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        arrived.append(signal.Signals(signum))
+
+    handlers: dict[signal.Signals, Callable[[int, FrameType | None], Any]] = {}
+    for held in _HELD:
+        handler = signal.getsignal(held)
+        if callable(handler):
+            handlers[held] = handler
+            signal.signal(held, hold)
+    try:
+        yield
+    finally:
+        for held, handler in handlers.items():
+            signal.signal(held, handler)
+    if arrived:
+        handlers[arrived[0]](arrived[0], None)
+
+
+class _NotFromPy4j(logging.Filter):
+    """Drops what py4j logs on the root logger: a Ctrl-C during a call to the JVM, with a
+    stack trace. The interrupt itself is handled (the caller ends the JVM)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = str(Path(py4j.__file__).parent)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.pathname.startswith(self.folder)
+
+
+def _quiet_py4j() -> None:
+    """Keep py4j's log records (a call to the JVM interrupted, its connection reset, each
+    with a stack trace) off the terminal: its own loggers keep them to themselves, and
+    those it logs on the root logger are dropped."""
+    logging.getLogger("py4j").propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(f, _NotFromPy4j) for f in root.filters):
+        root.addFilter(_NotFromPy4j())
+
+
+def _kill_group(group: int) -> None:
+    """SIGKILL every process of the group and every descendant of one."""
+    for pid in processes_of({group}):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

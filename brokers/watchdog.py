@@ -4,11 +4,13 @@ Brokers run in sessions of their own (a Ctrl-C in the terminal must not reach th
 the run has stopped its senders), so nothing ties them to the process that started them:
 a coordinator killed with SIGKILL, or by the out-of-memory killer, would leave them running
 with their data. The guard closes that gap. It is a small process of its own, started with
-the first broker, that reads from a pipe only the coordinator holds open:
+the first broker (or the first local Spark JVM), that reads from a pipe only the coordinator
+holds open:
 
 * ``+group <pgid>`` / ``-group <pgid>`` — a broker's (or a start-up helper's: initdb,
-  Kafka's storage format) process group started / stopped;
-* ``+dir <path>`` / ``-dir <path>`` — a work directory created / removed;
+  Kafka's storage format; or the analysis's local Spark JVM) process group started /
+  stopped;
+* ``+dir <path>`` / ``-dir <path>`` — a work (or Spark scratch) directory created / removed;
 * ``+netns <name>`` / ``-netns <name>`` and ``+link <name>`` / ``-link <name>`` — a network
   namespace and a bridge of :mod:`brokers.netns` created / removed.
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, brokerbench, read_summary
+from workload.model.record import load_context
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.redis]
 
@@ -126,6 +127,75 @@ def test_a_stopping_signal_stops_cleanly_and_keeps_what_was_recorded(
     assert not redis_servers_of(proc), "the broker was not stopped"
 
 
+@pytest.mark.parametrize("when", ["1s-after-the-first", "during-the-analysis"])
+def test_a_second_ctrl_c_stops_the_analysis_and_leaves_no_spark_jvm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """The first Ctrl-C stops the run and promises the analysis; a second one — while the
+    run stops, while Spark starts or while it analyses — skips or stops it: one line on
+    how to analyse later, no stack trace (Python or Java), no Spark JVM or scratch left."""
+    mark = f"brokerbench-test-{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("BROKERBENCH_TEST_MARK", mark)  # inherited by the Spark JVM
+    temp = Path(tempfile.gettempdir())
+    scratch_before = set(temp.glob("brokerbench-spark-*"))
+    proc, results = start_run(tmp_path)
+    wait_for_messages(results, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    seen = ""
+    if when == "during-the-analysis":
+        assert proc.stdout is not None
+        while "analysing with Spark" not in seen:
+            line = proc.stdout.readline()
+            assert line, seen
+            seen += line
+        time.sleep(4)
+    else:
+        time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)  # the pipes close: nothing holds them
+    output = seen + stdout + stderr
+    assert proc.returncode == 130, output
+    (run_dir,) = results.iterdir()
+    hint = f"not analysed; analyse it with: brokerbench report {run_dir}"
+    assert [line for line in stderr.splitlines() if hint in line], output
+    assert "Traceback" not in output and "Exception" not in output, output
+    assert not re.search(r"^\s+at [\w.$]+\(", output, re.MULTILINE), output  # a Java frame
+    deadline = time.monotonic() + 20  # the watchdog may take a moment to see it exit
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [_command(pid) for pid in _marked(mark)]
+    assert left == [], "a process of the run outlived it"
+    assert set(temp.glob("brokerbench-spark-*")) <= scratch_before, "Spark's scratch was left"
+    if when == "1s-after-the-first":  # what was recorded is kept: it is analysed later
+        done = brokerbench("report", str(run_dir))
+        assert done.returncode == 0, done.stderr
+        (row,) = read_summary(results)
+        assert int(row["sent"]) > 0
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200].decode()
+    except OSError:
+        return f"{pid} (gone)"
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes other than this one whose environment holds
+    ``BROKERBENCH_TEST_MARK=mark``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"BROKERBENCH_TEST_MARK={mark}".encode() in environ and not _zombie(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 def test_a_closed_terminal_does_not_leave_the_run_or_the_broker_behind(tmp_path: Path) -> None:
     proc, results = start_run(tmp_path)
     wait_for_messages(results, proc)
@@ -157,6 +227,11 @@ def test_a_killed_coordinator_leaves_no_broker_worker_or_work_directory(tmp_path
         time.sleep(0.2)
     assert _alive(pids) == [], "a process outlived the killed coordinator"
     assert not [d for d in workdirs if d.exists()], "the broker's data was left behind"
+    (run_dir,) = results.iterdir()  # it could not write its end: readers tell it is gone
+    record = load_context(run_dir)
+    assert record.status == "running" and record.coordinator is not None
+    assert record.coordinator.pid == proc.pid
+    assert (record.ended, record.state) == ("interrupted", "interrupted (the coordinator is gone)")
 
 
 def _alive(pids: list[int]) -> list[int]:

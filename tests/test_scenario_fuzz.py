@@ -47,10 +47,10 @@ LOAD_LIMITS: dict[str, tuple[type, float, float]] = {
     "processes": (int, 1, 1_024),
     "duration": (float, 0, WEEK),
     "idle_timeout": (float, 0, WEEK),
-    "failure_timeout": (float, 0, WEEK),
+    "failure_timeout": (float, 1, WEEK),
 }
 #: Keys whose lowest value is excluded (a duration of 0 is not allowed).
-ABOVE_LOWEST = {"duration", "idle_timeout", "failure_timeout"}
+ABOVE_LOWEST = {"duration", "idle_timeout"}
 POOL_BYTES = 2**30
 SWEEP_POINTS = 10_000
 NAME_CHARS = 64
@@ -194,14 +194,15 @@ def check_load(load: LoadSection) -> None:
 def check_accepted(scenario: Scenario, points: list[SweepPoint]) -> None:
     """Everything an accepted scenario holds lies within the documented limits."""
     assert len(scenario.name) <= NAME_CHARS
-    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", scenario.name)
+    assert re.fullmatch(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*", scenario.name)
     assert len(scenario.description) <= DESCRIPTION_CHARS
     for endpoint in scenario.broker.endpoints:
         check_endpoint(endpoint)
     check_load(scenario.load)
     measurement, duration = scenario.measurement, scenario.load.duration
     assert measurement.warmup is not None and 0 <= measurement.warmup < duration
-    assert 0 < measurement.step <= measurement.window <= WEEK
+    assert 1 <= measurement.step <= measurement.window <= WEEK
+    assert measurement.step.is_integer() and measurement.window.is_integer()
     if "window" in measurement.model_fields_set:
         assert measurement.window <= duration
     assert 1 <= len(points) <= SWEEP_POINTS

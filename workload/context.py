@@ -27,7 +27,14 @@ from typing import Any
 from brokers.base import BrokerSystem, Endpoints
 from workload.clock import SINGLE_HOST, ClockState
 from workload.model.layout import LAYOUT
-from workload.model.record import PointEntry, PointLoad, RunContext, read_raw_context, write_context
+from workload.model.record import (
+    CoordinatorRecord,
+    PointEntry,
+    PointLoad,
+    RunContext,
+    read_raw_context,
+    write_context,
+)
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
 from workload.node import processes_for
@@ -136,9 +143,11 @@ def build_context(
     system: BrokerSystem[Any],
     points: list[SweepPoint],
     broker: dict[str, Any],
+    coordinator: CoordinatorRecord | None = None,
 ) -> RunContext:
     """The context of a run of ``points`` (none yet for a capacity search: its probes are
-    added with :func:`point_entry` as they start)."""
+    added with :func:`point_entry` as they start); ``coordinator``: the process that runs
+    it, where it runs to the end (a local run), so that a reader can tell it is gone."""
     clients = {system.client(system.params_model.model_validate(p.params)) for p in points}
     if not points:  # a search: every probe uses the scenario's parameters
         clients.add(system.client(scenario.broker_params()))
@@ -165,5 +174,6 @@ def build_context(
             "finished": None,
             "status": "running",
             "errors": [],
+            "coordinator": coordinator,
         }
     )

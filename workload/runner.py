@@ -42,7 +42,7 @@ from workload.coordinator import Coordinator, SweepPlace, places
 from workload.local_fleet import LocalFleet, RunOutcome
 from workload.model.errors import RecordsNotWritten, one_line
 from workload.model.layout import LAYOUT
-from workload.model.record import ProbeRecord, RunContext
+from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint, describe_points
@@ -126,7 +126,15 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     preflight(results_root, points if search is None else _search_bound(scenario))
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
         broker_info = broker_entry(scenario, system, endpoints, scenario.broker.topology)
-        context = build_context(run_id, scenario, str(scenario_path), system, points, broker_info)
+        context = build_context(
+            run_id,
+            scenario,
+            str(scenario_path),
+            system,
+            points,
+            broker_info,
+            coordinator=CoordinatorRecord.this_process(),
+        )
         if search is not None:
             context.search = search.record  # saved as it stands at every save
         _save_context(run_dir, context)

@@ -1,6 +1,11 @@
 """How a run ends on a signal: SIGTERM and SIGHUP (what ``timeout``, CI, systemd and a closed
 terminal send) end it the way Ctrl-C does — workers stop, what was recorded is kept and
 analysed, brokers are stopped — and node processes never outlive their coordinator.
+
+A second stopping signal does not cut that short: while the run stops it is only
+remembered (:class:`Stopping`) — nodes and brokers are still stopped and the context is
+still written — and the run is then not analysed; during the analysis, one stops the
+analysis.
 """
 
 from __future__ import annotations
@@ -22,14 +27,39 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise(signum: int, frame: FrameType | None) -> None:
-    raise Terminated(signum)
+class Stopping:
+    """The coordinator's stopping signals (:data:`STOPPING`) through a run and its analysis.
 
+    * While the run runs, the first raises — KeyboardInterrupt for Ctrl-C,
+      :class:`Terminated` for the others — and the run stops, keeping what was recorded.
+    * While it stops after that, another is only remembered (:attr:`again`): the run goes
+      on stopping its nodes and brokers and writing its context, and is not analysed.
+    * Once the analysis starts (:meth:`analysing`), each raises: the analysis stops.
+    """
 
-def stop_on_termination() -> None:
-    """In the coordinator: SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt)."""
-    signal.signal(signal.SIGTERM, _raise)
-    signal.signal(signal.SIGHUP, _raise)
+    def __init__(self) -> None:
+        self.first: int | None = None
+        #: A signal that came while the run stopped after the first (None: none came).
+        self.again: int | None = None
+        self._analysing = False
+
+    def install(self) -> None:
+        for signum in STOPPING:
+            signal.signal(signum, self._arrived)
+
+    def analysing(self) -> None:
+        """The run is over: from now on a stopping signal stops the analysis."""
+        self._analysing = True
+
+    def _arrived(self, signum: int, frame: FrameType | None) -> None:
+        if not self._analysing:
+            if self.first is not None:
+                self.again = self.again or signum
+                return
+            self.first = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
 
 
 def signal_name(exc: BaseException) -> str:

@@ -4,7 +4,11 @@ sections (:mod:`workload.model.sections`) are built from.
 Limits (``brokerbench schema`` shows the per-key ones too):
 
 - the file: a regular file (not a pipe, device or directory) of at most 1 MiB, UTF-8;
-- ``name``: at most 64 characters; ``description``: at most 2,000;
+- ``name``: at most 64 characters, letters and digits with single ``.``, ``-`` or ``_``
+  between them (it becomes part of run ids, file names and S3 keys); ``description``: at
+  most 2,000;
+- ``broker.options``: only with ``deployment = "endpoints"`` (a broker started here takes
+  none);
 - ``broker.endpoints``: at most 100, each ``host:port``; the host is a DNS name, an IPv4
   address or an IPv6 address in brackets (``[::1]:9092``), the port 1–65535 in ASCII digits;
 - ``load.threads``: at most 10,000 workers per node; ``sender_nodes``: at most 1,000;
@@ -15,8 +19,13 @@ Limits (``brokerbench schema`` shows the per-key ones too):
 - ``messages``: at most 10¹² per worker; ``rate``: 0.001 to 10⁸ msgs/s per worker;
   ``max_in_flight``: at most 1,000; ``processes``: at most 1,024;
 - every duration finite and at most 7 days; the warm-up shorter than ``load.duration``;
-  ``measurement.step`` ≤ ``measurement.window``; a window given in the file at most
+  ``measurement.window`` and ``measurement.step`` whole seconds, at least 1 s (records are
+  per second), the step ≤ the window; a window given in the file at most
   ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
+  ``load.failure_timeout`` at least 1 s; ``search.slo_p99`` at least 1 µs (the
+  histograms' resolution);
+- a swept list without repeated values, and ``[[sweep.points]]`` without the same point
+  twice (``repeat`` runs points more than once) (:func:`~workload.model.checks.sweep_problems`);
 - a sweep of at most 10,000 points (the product of the list lengths, computed before
   anything is expanded), repeats included: ``repeat`` (1–100) times the points is at most
   10,000 too;
@@ -71,6 +80,12 @@ MAX_PROBES = 50
 MIN_PRECISION = 0.001
 MAX_FAULTS = 100
 MAX_FAULT_NODE = 1_000
+#: A worker gives up after failing this long at the least (seconds).
+MIN_FAILURE_TIMEOUT = 1.0
+#: The histograms' resolution (seconds): no latency SLO below it can be judged.
+MIN_LATENCY = 1e-6
+#: A scenario's name: letters and digits, single separators between them.
+NAME_PATTERN = r"^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$"
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"\s*([0-9]{1,15}(?:\.[0-9]{1,15})?)\s*(ms|s|min|m|h)?\s*", re.ASCII)
@@ -114,6 +129,51 @@ Duration = Annotated[
 ]
 PositiveDuration = Annotated[
     float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+]
+
+
+def _whole_seconds(seconds: float) -> float:
+    if seconds < 1 or abs(seconds - round(seconds)) > 1e-9:
+        raise ValueError(
+            f"{seconds:g} s: must be whole seconds, at least 1 s (records are per second)"
+        )
+    return float(round(seconds))
+
+
+#: A window or a step of the analysis: whole seconds, at least 1.
+WholeSeconds = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False, json_schema_extra={"minimum": 1}),
+    AfterValidator(_whole_seconds),
+]
+
+
+def at_least(minimum: float, shown: str, why: str) -> Any:
+    """A check that a duration is at least ``minimum`` seconds (``shown`` in messages)."""
+
+    def check(seconds: float) -> float:
+        if seconds < minimum:
+            raise ValueError(f"{seconds:g} s is below the minimum of {shown}: {why}")
+        return seconds
+
+    return AfterValidator(check)
+
+
+def _safe_name(value: str) -> str:
+    if not re.fullmatch(NAME_PATTERN, value):
+        raise ValueError(
+            f"{value!r}: a name is letters and digits, with single '.', '-' or '_' between "
+            "them (it becomes part of run ids, file names and S3 keys)"
+        )
+    return value
+
+
+#: A scenario's name (part of run ids, file names and S3 keys).
+Name = Annotated[
+    str,
+    Field(max_length=MAX_NAME, json_schema_extra={"pattern": NAME_PATTERN}),
+    AfterValidator(_safe_name),
 ]
 Threads = Annotated[int, Field(gt=0, le=MAX_THREADS)]
 SenderNodes = Annotated[int, Field(gt=0, le=MAX_SENDER_NODES)]

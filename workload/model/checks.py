@@ -1,5 +1,6 @@
 """The checks of a scenario across its sections, after each section checked its own keys:
-every sweep point validated whole (:func:`point_problems`), and what ``[[faults]]``
+every sweep point validated whole (:func:`point_problems`) and none twice
+(:func:`sweep_problems`), and what ``[[faults]]``
 (:func:`fault_problems`, :func:`drain_problems`) and ``[search]`` (:func:`search_problems`)
 ask of the rest. Each returns problems (key path and message), none when all is well;
 :func:`workload.model.scenario_file.parse_scenario` reports them together.
@@ -7,6 +8,7 @@ ask of the rest. Each returns problems (key path and message), none when all is 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +20,7 @@ from workload.model.bounds import MAX_RATE, MIN_RATE
 from workload.model.errors import Loc, Problem, key_path, problems_of
 from workload.model.faults import FaultSpec
 from workload.model.scenario import Scenario
+from workload.model.sweep import SWEEPABLE
 
 
 def point_problems(scenario: Scenario) -> list[Problem]:
@@ -59,6 +62,47 @@ def _at_point(
         return Problem(origin, inner)
     combined = " ".join(f"{k}={v!r}" for k, v in values.items())
     return Problem(at, f"{combined}: {inner}" if combined else inner)
+
+
+def sweep_problems(scenario: Scenario) -> list[Problem]:
+    """Sweep points that are the same point again: a value repeated in a swept list, or an
+    explicit point equal to an earlier one (``repeat`` is what runs points more than once;
+    a duplicate would run its point again under a second index, and compare with itself)."""
+    sweep = scenario.sweep
+    lists: list[tuple[Loc, list[Any]]] = [
+        (("sweep", key), values) for key in SWEEPABLE if (values := getattr(sweep, key)) is not None
+    ]
+    lists += [(("sweep", "params", key), values) for key, values in sweep.params.items()]
+    problems = []
+    for at, values in lists:
+        seen: dict[str, int] = {}
+        for i, value in enumerate(values):
+            first = seen.setdefault(_same(value), i)
+            if first != i:
+                problems.append(
+                    Problem(
+                        (*at, i),
+                        f"{value!r} is swept already ({key_path((*at, first))}): each value "
+                        "once — repeat runs every point more than once",
+                    )
+                )
+    seen = {}
+    for i, point in enumerate(sweep.points):
+        first = seen.setdefault(_same(point.model_dump()), i)
+        if first != i:
+            problems.append(
+                Problem(
+                    ("sweep", "points", i),
+                    f"the same point as sweep.points[{first}]: each point once — repeat runs "
+                    "every point more than once",
+                )
+            )
+    return problems
+
+
+def _same(value: Any) -> str:
+    """What makes two swept values the same (equal numbers, strings, tables)."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def search_problems(scenario: Scenario) -> list[Problem]:

@@ -12,11 +12,18 @@ whole), and a key an older version did not write takes its default (a point's ``
 ``base`` its own index, ``client`` and ``processes_per_node`` None). :meth:`RunContext.dump`
 gives the same mapping the runs of today write: a context that was read and dumped again is
 unchanged.
+
+A run's ``status`` reads "running" until its coordinator writes how it ended; a local run
+records its coordinator (:class:`CoordinatorRecord`), so a reader on its host can tell a
+run in progress from one whose coordinator is gone without writing its end
+(:attr:`RunContext.ended`, :attr:`RunContext.state`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -194,8 +201,66 @@ class SearchRecord(BaseModel):
     result: str = ""
 
 
+class CoordinatorRecord(Record):
+    """The process that coordinates a local run (``brokerbench run``), so that a reader can
+    tell a run in progress from one whose coordinator is gone without writing how it ended
+    (killed with SIGKILL or by the out-of-memory killer; a full disk when it came to write
+    it)."""
+
+    host: str = ""
+    #: The boot the process ran in (``/proc/sys/kernel/random/boot_id``; "" not known).
+    boot: str = ""
+    pid: int = 0
+    #: When the process started, in clock ticks after boot (``/proc/<pid>/stat``): a process
+    #: that got its pid since is not taken for it (None: not known).
+    started_ticks: int | None = None
+
+    @classmethod
+    def this_process(cls) -> CoordinatorRecord:
+        return cls.of_process(os.getpid())
+
+    @classmethod
+    def of_process(cls, pid: int) -> CoordinatorRecord:
+        """Process ``pid`` of this host."""
+        return cls(host=socket.gethostname(), boot=_boot(), pid=pid, started_ticks=_ticks(pid))
+
+    def gone(self) -> bool | None:
+        """Whether the process has ended (None: this host cannot tell — it ran elsewhere)."""
+        if not self.pid or self.host != socket.gethostname():
+            return None
+        if self.boot and _boot() and self.boot != _boot():
+            return True  # the machine restarted since
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # a process of another user has the pid: below, its start tells
+        ticks = _ticks(self.pid)
+        return ticks is not None and self.started_ticks is not None and ticks != self.started_ticks
+
+
+def _boot() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (None: not known)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        return int(stat.rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+#: What a reader says of a run recorded as running whose coordinator is gone.
+COORDINATOR_GONE = "interrupted (the coordinator is gone)"
+
 #: Keys a context has only when they apply: left out rather than written as null.
-_WHEN_GIVEN = ("search", "cost")
+_WHEN_GIVEN = ("search", "cost", "coordinator")
 
 
 class RunContext(Record):
@@ -221,6 +286,9 @@ class RunContext(Record):
     cost: CostRecord | None = None
     #: A capacity search's record.
     search: SearchRecord | None = None
+    #: The process coordinating a local run (None: not recorded — a run on AWS, an older
+    #: record).
+    coordinator: CoordinatorRecord | None = None
 
     @classmethod
     def of(cls, context: RunContext | Mapping[str, Any]) -> RunContext:
@@ -231,6 +299,46 @@ class RunContext(Record):
         """The context as ``context.json`` holds it (``search`` and ``cost`` only when set)."""
         absent = {key for key in _WHEN_GIVEN if getattr(self, key) is None}
         return self.model_dump(exclude=absent)
+
+    @property
+    def records_its_end(self) -> bool:
+        """Whether the run's status says how it ended once it ends: a local run records
+        its coordinator, which writes it (a run on AWS stays "running" — nothing writes
+        its end — as do records older than the coordinator's)."""
+        return self.status != "running" or self.coordinator is not None
+
+    @property
+    def coordinator_gone(self) -> bool:
+        """Recorded as running, but its coordinator has ended: the run did not finish and
+        nobody wrote how it ended."""
+        return (
+            self.status == "running"
+            and self.coordinator is not None
+            and bool(self.coordinator.gone())
+        )
+
+    @property
+    def ended(self) -> str | None:
+        """How the run ended as far as a reader can tell: its status, but "interrupted" for
+        a run recorded as running whose coordinator is gone."""
+        return "interrupted" if self.coordinator_gone else self.status
+
+    @property
+    def state(self) -> str:
+        """The run's status for people: "complete", "failed", "interrupted", "running" —
+        :data:`COORDINATOR_GONE` for one recorded as running whose coordinator is gone, and
+        a note where this host cannot tell."""
+        if self.coordinator_gone:
+            return COORDINATOR_GONE
+        if self.status is None:
+            return "not recorded"
+        coordinator = self.coordinator
+        if self.status == "running" and coordinator is not None and coordinator.gone() is None:
+            return (
+                f"running, or interrupted: its coordinator (pid {coordinator.pid} on "
+                f"{coordinator.host}) cannot be seen from here"
+            )
+        return self.status
 
     def point(self, index: int) -> PointEntry | None:
         """The sweep point of that index (None: not in the context)."""

@@ -26,9 +26,9 @@ from brokers.connection import BrokerParams
 from workload.model.bounds import (
     MAX_DESCRIPTION,
     MAX_FAULTS,
-    MAX_NAME,
     MAX_REPEAT,
     MAX_SWEEP_POINTS,
+    Name,
     Strict,
 )
 from workload.model.errors import conflict
@@ -46,10 +46,9 @@ from workload.model.sweep import NotASweep, SweepPoint, SweepSection
 class Scenario(Strict):
     """A whole scenario file."""
 
-    name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-        max_length=MAX_NAME,
-        description="Used in run ids and file names.",
+    name: Name = Field(
+        description="Used in run ids, file names and S3 keys: letters and digits, with "
+        "single '.', '-' or '_' between them."
     )
     description: str = Field("", max_length=MAX_DESCRIPTION)
     broker: BrokerSection

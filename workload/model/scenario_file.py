@@ -5,9 +5,10 @@ types (``threads = true`` or ``message_size = "100"`` are errors; durations take
 seconds or a string such as ``"30s"``), and every number has an upper bound. Each problem
 becomes one line naming the file, the key path and, where it can be found, the line. Broker
 parameters are validated against the chosen system's own model from the registry, and
-every sweep point is validated whole — its load section and its broker parameters — before
-anything runs. Everything past :func:`load_scenario` works on these models, never on raw
-dicts. The limits of every key are :mod:`workload.model.bounds`'.
+every sweep point is validated whole — its load section and its broker parameters — and
+none may be the same point twice, before anything runs. Everything past
+:func:`load_scenario` works on these models, never on raw dicts. The limits of every key
+are :mod:`workload.model.bounds`'.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from pydantic import ValidationError
 from brokers import registry
 from brokers.registry import UnknownSystem
 from workload.model.bounds import MAX_FILE_BYTES
-from workload.model.checks import drain_problems, fault_problems, point_problems, search_problems
+from workload.model.checks import (
+    drain_problems,
+    fault_problems,
+    point_problems,
+    search_problems,
+    sweep_problems,
+)
 from workload.model.errors import Problem, ScenarioError, one_line, problems_of
 from workload.model.scenario import Scenario
 
@@ -116,6 +123,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         raise ScenarioError.of(problems, source, text) from None
     problems = (
         point_problems(scenario)
+        + sweep_problems(scenario)
         + fault_problems(scenario)
         + drain_problems(scenario)
         + search_problems(scenario)

@@ -25,6 +25,8 @@ from workload.model.bounds import (
     MAX_PROBES,
     MAX_PROCESSES,
     MAX_RATE,
+    MIN_FAILURE_TIMEOUT,
+    MIN_LATENCY,
     MIN_PRECISION,
     MIN_PROBES,
     MIN_RATE,
@@ -37,7 +39,9 @@ from workload.model.bounds import (
     SenderNodes,
     Strict,
     Threads,
+    WholeSeconds,
     Word,
+    at_least,
 )
 from workload.model.errors import conflict
 
@@ -92,6 +96,12 @@ class BrokerSection(Strict):
             raise ValueError("deployment = 'endpoints' needs endpoints = [\"host:port\", …]")
         if self.deployment == "local" and self.endpoints:
             raise ValueError("endpoints are only used with deployment = 'endpoints'")
+        if self.deployment == "local" and self.options:
+            raise conflict(
+                ("options",),
+                "options are connection extras for deployment = 'endpoints': a broker "
+                "started here takes none; leave them out",
+            )
         if self.deployment == "local" and self.aws_topology is not None:
             raise ValueError("aws_topology is only used with deployment = 'endpoints'")
         system = registry.get(self.system)
@@ -169,8 +179,13 @@ class LoadSection(Strict):
     idle_timeout: PositiveDuration = Field(
         60.0, description="A receiver stops when nothing arrived for this long."
     )
-    failure_timeout: PositiveDuration = Field(
-        20.0, description="A worker gives up after failing continuously for this long."
+    failure_timeout: Annotated[
+        PositiveDuration,
+        at_least(MIN_FAILURE_TIMEOUT, "1 s", "a worker would give up at its first failed call"),
+    ] = Field(
+        20.0,
+        description="A worker gives up after failing continuously for this long; at least 1 s.",
+        json_schema_extra={"minimum": MIN_FAILURE_TIMEOUT},
     )
 
     @property
@@ -205,12 +220,14 @@ class MeasurementSection(Strict):
         "headline figures and whole-run percentiles; default 10 s (a fifth of load.duration "
         "when that is under 50 s).",
     )
-    window: PositiveDuration = Field(
+    window: WholeSeconds = Field(
         60.0,
-        description="Latency window length; when given, at most load.duration (a run shorter "
-        "than the default 60 s is measured as one window of its own length).",
+        description="Latency window length, whole seconds; when given, at most load.duration "
+        "(a run shorter than the default 60 s is measured as one window of its own length).",
     )
-    step: PositiveDuration = Field(10.0, description="Window slide step; at most the window.")
+    step: WholeSeconds = Field(
+        10.0, description="Window slide step, whole seconds; at most the window."
+    )
     telemetry_interval: PositiveDuration = Field(
         1.0,
         le=60.0,
@@ -239,9 +256,13 @@ class SearchSection(Strict):
     a processing-latency SLO, by bisection between ``low`` and ``high``
     (:mod:`workload.search`). Rates are msgs/s in total, over every sender worker."""
 
-    slo_p99: PositiveDuration = Field(
+    slo_p99: Annotated[
+        PositiveDuration,
+        at_least(MIN_LATENCY, "1 µs", "the latency histograms resolve nothing finer"),
+    ] = Field(
         description="The SLO: whole-run processing-latency p99 (after the warm-up) a rate "
-        'must hold, e.g. "50ms" or 0.05.'
+        'must hold, e.g. "50ms" or 0.05; at least 1 µs.',
+        json_schema_extra={"minimum": MIN_LATENCY},
     )
     low: float = Field(
         ge=MIN_RATE,

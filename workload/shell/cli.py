@@ -8,6 +8,7 @@ SIGTERM, 129 SIGHUP). User errors are one line each, never a stack trace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import signal
@@ -22,6 +23,7 @@ from workload.model.errors import RunFailed, ScenarioError, UserError
 from workload.model.layout import LAYOUT
 
 if TYPE_CHECKING:
+    from analysis.session import Session
     from workload.model.scenario import Scenario
 
 DEFAULT_RESULTS = Path("results")
@@ -48,43 +50,58 @@ def _require_spark(alternative: str = "") -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from workload.runner import run_scenario
-    from workload.signals import exit_code, stop_on_termination
+    from workload.signals import Stopping, exit_code, signal_name
 
     if not args.no_analysis:
         _require_spark(" (or record only: --no-analysis)")
-    stop_on_termination()
+    stopping = Stopping()
+    stopping.install()
     outcome = run_scenario(args.scenario, args.results, console=_say)
+    run_dir = outcome.run_dir
+    later = f"analyse it with: brokerbench report {run_dir}"
     code = 0
     for error in outcome.errors:
         _err(error)
         code = 1
     if outcome.interrupted:
-        _err(f"interrupted ({outcome.signal}); what was recorded is kept and analysed")
+        kept = "kept" if args.no_analysis or stopping.again else "kept and analysed"
+        _err(f"interrupted ({outcome.signal}); what was recorded is {kept}")
         code = exit_code(signal.Signals[outcome.signal])
+    if stopping.again:
+        name = signal.Signals(stopping.again).name
+        _err(f"interrupted again ({name}): not analysed; {later}")
+        return exit_code(stopping.again)
     if not args.no_analysis:
-        _report(outcome.run_dir)
+        stopping.analysing()
+        try:
+            with _spark() as spark:
+                _report(spark, run_dir)
+        except KeyboardInterrupt as exc:
+            name = signal_name(exc)
+            _err(f"interrupted ({name}) during the analysis: not analysed; {later}")
+            return exit_code(signal.Signals[name])
     else:
-        _say(
-            f"recorded in {outcome.run_dir}; analyse it with: brokerbench report {outcome.run_dir}"
-        )
+        _say(f"recorded in {run_dir}; {later}")
     if code == 1:
-        _err(f"the run failed; results so far are in {outcome.run_dir}")
+        _err(f"the run failed; results so far are in {run_dir}")
     return code
 
 
-def _report(run_dir: Path) -> None:
+def _spark() -> contextlib.AbstractContextManager[Session]:
+    """The analysis's Spark session; its local JVM ends with the block."""
+    from analysis.session import owned_session
+
+    _say("analysing with Spark (local mode)…")
+    return owned_session()
+
+
+def _report(spark: Session, run_dir: Path) -> None:
     from analysis.console import run_summary
     from analysis.job import analyse
     from analysis.report import write_html
-    from analysis.session import spark_session
     from workload.context import read_context
 
-    _say("analysing with Spark (local mode)…")
-    spark = spark_session()
-    try:
-        rows = analyse(spark, run_dir)
-    finally:
-        spark.stop()
+    rows = analyse(spark, run_dir)
     context = read_context(run_dir)
     print()
     print(run_summary(context, rows))
@@ -94,6 +111,8 @@ def _report(run_dir: Path) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from workload.signals import Stopping
+
     _require_spark()
     run_dirs = (
         [args.results]
@@ -102,8 +121,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     if not run_dirs:
         raise UserError(f"{args.results}: no runs found (a run directory holds {LAYOUT.context})")
-    for run_dir in run_dirs:
-        _report(run_dir)
+    stopping = Stopping()
+    stopping.install()
+    stopping.analysing()
+    with _spark() as spark:
+        for run_dir in run_dirs:
+            _report(spark, run_dir)
     if len(run_dirs) > 1:
         from analysis.overview import write_overview
 
