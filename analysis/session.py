@@ -97,7 +97,17 @@ def spark_session(
         else:
             session = _local_session(app, cores, settings or {})
     session.sparkContext.setLogLevel("ERROR")
+    _quiet_accumulators(session.sparkContext)
     return session
+
+
+def _quiet_accumulators(context: SparkContext) -> None:
+    """The driver's accumulator server reads updates from the JVM on a socket; when the JVM
+    is stopped (a failed analysis, an interrupt) its connection ends mid-read and the
+    server would print the ``EOFError``'s stack trace. That end is expected: say nothing."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, address: None
 
 
 @contextlib.contextmanager

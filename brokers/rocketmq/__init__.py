@@ -12,9 +12,10 @@ from brokers.rocketmq.local import RocketMQLocal
 from brokers.rocketmq.params import RocketMQParams
 
 DURABILITY_CAVEAT = (
-    "A confirmed send is fsynced on the master (SYNC_FLUSH) and, with a slave, copied to the "
-    "slave before the master answers (SYNC_MASTER with inSyncReplicas=2: RocketMQ 5 waits "
-    "for no slave with its default of 1); the slave's copy is not fsynced before that answer. The 'single' topology has no slave (ASYNC_MASTER, no replication)."
+    "A confirmed send is fsynced on the master (SYNC_FLUSH). With a slave the master is a "
+    "SYNC_MASTER, but RocketMQ 5 awaits the slave only with inSyncReplicas >= 2 and the "
+    "configuration keeps its default of 1: a confirmed send may not be on the slave yet "
+    "when the master fails. The 'single' topology has no slave (ASYNC_MASTER, no replication)."
 )
 FAILOVER_CAVEAT = (
     "Master-slave pairs do not fail over automatically (no controller/DLedger): while a "

@@ -21,7 +21,7 @@ from .process import run_tool
 
 POM = Path(__file__).resolve().parent / "maven" / "kafka-tools" / "pom.xml"
 PARTITIONS = 16
-PROBE_RECORDS = 100_000
+PROBE_RECORDS = 1_000_000
 HEAP = "512m"
 #: Longest gap between two records the consumer waits before giving up.
 CONSUMER_GAP_MS = 30_000
