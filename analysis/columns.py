@@ -274,6 +274,17 @@ COLUMNS: tuple[Column, ...] = (
         better=Better.LOWER,
     ),
     Column(
+        "client_cpu_us_per_msg",
+        "client CPU time per confirmed message, all sender and receiver nodes (what sending "
+        "and receiving one message cost the harness and its client library)",
+        Scope.RUN,
+        unit="µs",
+        title="client CPU µs/msg",
+        long="client CPU per message",
+        fmt="{:,.1f}",
+        better=Better.LOWER,
+    ),
+    Column(
         "broker_disk_bytes_per_msg",
         "bytes written to the broker's data devices per confirmed message, all broker nodes",
         Scope.RUN,
@@ -374,6 +385,7 @@ COMPARED: tuple[str, ...] = (
     "fault_duplicated",
     "fault_redelivered",
     "broker_cpu_us_per_msg",
+    "client_cpu_us_per_msg",
     "broker_disk_bytes_per_msg",
     "broker_gc_ms_per_s",
 )
