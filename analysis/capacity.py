@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.column_model import run_column
-from analysis.columns import number
+from analysis.summary_row import number
 from workload.model.record import RunContext, SearchRecord
 from workload.model.slo import format_ms, format_rate, verdict
 from workload.model.verdict import Verdict

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from analysis.capacity import Capacity, capacity
 from analysis.column_model import Better, Column
-from analysis.columns import COLUMN, COMPARED, SummaryRow, read_summary_csv
+from analysis.columns import COLUMN, COMPARED
 from analysis.repeats import Spread, spread
+from analysis.summary_row import SummaryRow, read_summary_csv
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext

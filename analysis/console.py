@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis import repeats
 from analysis.capacity import capacity
-from analysis.columns import SummaryRow
+from analysis.summary_row import SummaryRow
 from analysis.summary_table import fault_lines, text_table
 from workload.model.record import RunContext
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from analysis.columns import SummaryRow, number
+from analysis.summary_row import SummaryRow, number
 from analysis.summary_table import formatted
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from analysis.column_model import RUN_QUANTILES, run_column
-from analysis.columns import SummaryRow, number
 from analysis.repeats import spread
+from analysis.summary_row import SummaryRow, number
 from analysis.summary_table import bound_label
 from workload.model.record import PointEntry
 from workload.model.sections import LoadSection

@@ -29,11 +29,12 @@ from pyspark.sql import DataFrame, SparkSession
 from analysis import capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
 from analysis.column_model import RUN_QUANTILES, run_column
-from analysis.columns import SUMMARY_COLUMNS, SummaryRow
+from analysis.columns import SUMMARY_COLUMNS
 from analysis.prices import cost_per_million, load_prices
 from analysis.raw_tables import arrow_schema, read_table, read_telemetry
 from analysis.records import clock_offsets, delivery_label, point_records, run_records
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
+from analysis.summary_row import SummaryRow
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from analysis import charts
 from analysis.column_model import Better
-from analysis.columns import COLUMN, HEADLINE, SummaryRow, number, read_summary_csv
+from analysis.columns import COLUMN, HEADLINE
 from analysis.curve import KNEE_RULE, CurvePoint, knee_text
 from analysis.curve import curve_points as report_curve_points
 from analysis.report import Charts, page
+from analysis.summary_row import SummaryRow, number, read_summary_csv
 from analysis.summary_table import TABLE, cell
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext

@@ -15,7 +15,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.columns import COLUMN, HEADLINE, REPEATED, number
+from analysis.columns import COLUMN, HEADLINE, REPEATED
+from analysis.summary_row import number
 
 #: The metrics summarised over repeats (rates, latencies, delivery), in ``repeats.csv``'s
 #: order: :data:`analysis.columns.REPEATED`.

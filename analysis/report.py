@@ -25,10 +25,11 @@ from analysis import charts, faults, point_charts, repeats
 from analysis.capacity import Capacity, capacity
 from analysis.chart_data import read_histograms, read_resources, read_windows
 from analysis.column_model import METRIC_TITLES
-from analysis.columns import COLUMN, SummaryRow
+from analysis.columns import COLUMN
 from analysis.context_tables import as_text, context_tables, where_it_ran
 from analysis.curve import KNEE_RULE, CurvePoint, curve_points, knee_text, levels
 from analysis.hdr import Bucket
+from analysis.summary_row import SummaryRow
 from analysis.summary_table import (
     SCOPES,
     bound_label,

@@ -58,6 +58,9 @@ def resource_columns(usage: Usage, send_msgs_per_s: float | None) -> dict[str, A
         found["broker_rss_mb"] = busiest.rss_bytes / MB
         found["broker_gc_ms_per_s"] = busiest.gc_pause_ms_s
     client = usage.busiest("sender", "receiver")
+    if client is not None and send_msgs_per_s:
+        clients = sum(n.cpu_pct for n in usage.of("sender", "receiver")) / 100.0
+        found["client_cpu_us_per_msg"] = clients * 1e6 / send_msgs_per_s
     if client is not None:
         found["client_cpu_pct"] = client.cpu_pct
         found["client_process_cpu_pct"] = max(

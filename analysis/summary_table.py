@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from analysis.column_model import run_column, window_column
-from analysis.columns import COLUMN, SummaryRow
+from analysis.columns import COLUMN
+from analysis.summary_row import SummaryRow
 from workload.model.verdict import Verdict
 
 #: The terminal table's columns, (column, title, format) as each column declares them.

@@ -50,6 +50,28 @@ class Received(Generic[R]):
     redelivered: bool = False
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class GroupedReceipts(Sequence[tuple[K, V]]):
+    """The receipts of one received batch kept by group — each partition's offsets, each
+    stream key's entry ids, in the order handed out — rather than as a pair per message;
+    its length is the number of messages. An adapter acknowledges a group at once."""
+
+    __slots__ = ("groups", "size")
+
+    def __init__(self, groups: dict[K, list[V]], size: int) -> None:
+        self.groups = groups
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        return [(k, v) for k, values in self.groups.items() for v in values][index]
+
+
 @dataclass(slots=True)
 class ReceivedBatch(Generic[R]):
     """What one receive call handed out, column by column (no object per message): the

@@ -451,8 +451,8 @@ def test_the_report_gives_each_points_largest_clock_offset(tmp_path: Path) -> No
 def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     spark, tmp_path: Path
 ) -> None:
-    from analysis.columns import read_summary_csv
     from analysis.job import analyse
+    from analysis.summary_row import read_summary_csv
 
     ctx = context(scenario={"measurement": {"warmup": 0, "window": 5, "step": 1}})
     ctx["broker"] = {"system": "redis", "title": "Redis"}

@@ -10,18 +10,9 @@ import pytest
 
 from analysis import compare, overview, repeats, summary_table
 from analysis.column_model import Better, Scope, latency_columns, run_column, window_column
-from analysis.columns import (
-    COLUMN,
-    COLUMNS,
-    COMPARED,
-    REPEATED,
-    SUMMARY_COLUMNS,
-    SummaryRow,
-    glossary,
-    read_summary_csv,
-    upgrade,
-)
+from analysis.columns import COLUMN, COLUMNS, COMPARED, REPEATED, SUMMARY_COLUMNS, glossary
 from analysis.hdr import Bucket, hgrm
+from analysis.summary_row import SummaryRow, read_summary_csv, upgrade
 from workload.model.layout import LAYOUT
 
 README = Path(__file__).resolve().parents[1] / "README.md"

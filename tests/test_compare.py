@@ -157,7 +157,7 @@ def test_write_csv_round_trip(tmp_path: Path) -> None:
 
 
 def test_compare_says_where_what_set_the_pace_differs() -> None:
-    from analysis.columns import SummaryRow
+    from analysis.summary_row import SummaryRow
 
     base = [
         SummaryRow(row(1, limited_by="none saturated")),

@@ -94,6 +94,8 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
     assert float(row["host_cpu_pct"]) == pytest.approx(host["cpu_pct"] / host["cores"], abs=1e-3)
     broker_cpu = sum(m["cpu_pct"] for m in brokers.values()) / 100
     assert float(row["broker_cpu_us_per_msg"]) == pytest.approx(broker_cpu * 1e6 / rate, rel=1e-3)
+    client_cpu = sum(m["cpu_pct"] for m in clients.values()) / 100
+    assert float(row["client_cpu_us_per_msg"]) == pytest.approx(client_cpu * 1e6 / rate, rel=1e-3)
     written = next(iter(brokers.values()))["device_write_bytes_s"]  # one machine, one disk
     assert float(row["broker_disk_bytes_per_msg"]) == pytest.approx(written / rate, abs=1e-3)
     # the verdict, by the rules as the README states them

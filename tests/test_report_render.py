@@ -317,8 +317,8 @@ def test_run_report_flags_receivers_that_did_not_keep_up(tmp_path: Path) -> None
 
 
 def test_a_knee_the_clients_or_the_machine_set_is_labelled_so() -> None:
-    from analysis.columns import SummaryRow
     from analysis.curve import curve_points, knee_text
+    from analysis.summary_row import SummaryRow
 
     def shaped(point: int, threads: int, receive: float, p99: float, limit: str) -> SummaryRow:
         return SummaryRow(

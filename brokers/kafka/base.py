@@ -20,7 +20,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
+from brokers.base import (
+    Adapter,
+    Confirmation,
+    Destination,
+    Endpoints,
+    GroupedReceipts,
+    Received,
+    ReceivedBatch,
+)
 from brokers.errors import BrokerConnectionError
 from brokers.kafka import client
 from brokers.kafka.offsets import AckTracker, group_of
@@ -46,26 +54,6 @@ class Record(Protocol):
     def value(self) -> bytes: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes]] | None: ...
-
-
-class PartitionOffsets(Sequence[PartitionOffset]):
-    """The receipts of one received batch, kept by partition (offsets in the order handed
-    out) rather than as a pair per message; its length is the number of messages."""
-
-    __slots__ = ("by_partition", "size")
-
-    def __init__(self, by_partition: dict[int, list[int]], size: int) -> None:
-        self.by_partition = by_partition
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def _pairs(self) -> list[PartitionOffset]:
-        return [(p, o) for p, offsets in self.by_partition.items() for o in offsets]
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._pairs()[index]
 
 
 class KafkaAdapterBase(Adapter[PartitionOffset]):
@@ -163,11 +151,11 @@ class KafkaAdapterBase(Adapter[PartitionOffset]):
         values, by_partition = self.fetch_columns(max_n)
         for partition, offsets in by_partition.items():
             self.acks.handed_out_many(partition, offsets)
-        return ReceivedBatch(values, PartitionOffsets(by_partition, len(values)))
+        return ReceivedBatch(values, GroupedReceipts(by_partition, len(values)))
 
     def ack(self, receipts: Sequence[PartitionOffset]) -> None:
-        if isinstance(receipts, PartitionOffsets):
-            for partition, offsets in receipts.by_partition.items():
+        if isinstance(receipts, GroupedReceipts):
+            for partition, offsets in receipts.groups.items():
                 self.acks.acked_many(partition, offsets)
         else:
             for partition, offset in receipts:

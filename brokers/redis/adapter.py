@@ -29,7 +29,15 @@ import redis
 import redis.cluster
 
 from brokers import credentials
-from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
+from brokers.base import (
+    Adapter,
+    Confirmation,
+    Destination,
+    Endpoints,
+    GroupedReceipts,
+    Received,
+    ReceivedBatch,
+)
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.redis.protocol import FIELD, REPLY_TIMEOUT, ReplyChannel, Written, XaddPacker, pack
 
@@ -208,7 +216,7 @@ class RedisAdapter(_StreamsAdapter):
             if entries:
                 by_key[key] = [entry_id for entry_id, _ in entries]
                 bodies += [fields[1] for _, fields in entries]
-        return ReceivedBatch(bodies, EntriesByKey(by_key, len(bodies)))
+        return ReceivedBatch(bodies, GroupedReceipts(by_key, len(bodies)))
 
     def _read(self, max_n: int) -> Any:
         """One XREADGROUP of every key: its reply, ``[(key, [(entry id, fields)…])…]``."""
@@ -320,27 +328,10 @@ class RedisClusterAdapter(_StreamsAdapter):
         pipe.execute()
 
 
-class EntriesByKey(Sequence[StreamEntry]):
-    """The receipts of one received batch kept by stream key (entry ids in the order read)
-    rather than as a pair per message; its length is the number of messages."""
-
-    __slots__ = ("by_key", "size")
-
-    def __init__(self, by_key: dict[bytes, list[bytes]], size: int) -> None:
-        self.by_key = by_key
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: Any) -> Any:
-        return [(k, i) for k, ids in self.by_key.items() for i in ids][index]
-
-
 def _by_key(receipts: Sequence[StreamEntry]) -> dict[bytes, list[bytes]]:
     """Entry ids by stream key, from ``(key, entry id)`` receipts."""
-    if isinstance(receipts, EntriesByKey):
-        return receipts.by_key
+    if isinstance(receipts, GroupedReceipts):
+        return receipts.groups
     by_key: dict[bytes, list[bytes]] = defaultdict(list)
     for key, entry_id in receipts:
         by_key[key].append(entry_id)

@@ -43,8 +43,8 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
 def print_summary(run_dir: Path) -> bool:
     """The fetched run's table, as a local run prints it (incomplete and not-drained points
     say so); False when the run has no analysis yet."""
-    from analysis.columns import read_summary_csv
     from analysis.console import run_summary
+    from analysis.summary_row import read_summary_csv
     from workload.model.record import BrokerRecord, RunContext
 
     summary = run_dir / LAYOUT.summary
