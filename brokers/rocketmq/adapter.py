@@ -1,9 +1,10 @@
 """The RocketMQ client of one worker: rocketmq-python-client over gRPC through the proxy.
 
 * ``send``: every message of the batch is sent with ``send_async``; the call returns when
-  every send receipt arrived, i.e. the master has the message fsynced (``SYNC_FLUSH``) and,
-  as ``SYNC_MASTER``, replicated to its slave. A failed status raises, and the next send
-  uses a new producer (one that asks for the topic's route afresh).
+  every send receipt arrived, i.e. the master has the message fsynced (``SYNC_FLUSH``; see
+  the durability line for the slave). A failed send, or one the client could not start
+  (no writable queue in the route it holds), raises, and the next send uses a new producer
+  (one that asks for the topic's route afresh).
 * ``receive``: a ``SimpleConsumer`` of the point's consumer group (clustering mode) long-polls
   for up to ``long_polling`` seconds; what it returns stays invisible to the other
   receivers for ``invisible_duration`` and comes back if it is not acknowledged by then.
@@ -84,11 +85,21 @@ class RocketMQAdapter(Adapter[int]):
     def send(self, batch: Sequence[bytes]) -> None:
         producer = self._producer_for_send()
         futures = []
-        for body in batch:
-            message = self._rocketmq.Message()
-            message.topic = self.topic
-            message.body = body
-            futures.append(producer.send_async(message))
+        try:
+            for body in batch:
+                message = self._rocketmq.Message()
+                message.topic = self.topic
+                message.body = body
+                futures.append(producer.send_async(message))
+        except Exception as exc:
+            # The client picks a queue before it sends, from the route it holds; one taken
+            # while the master was down has no writable queue, and it keeps that (empty)
+            # choice until its next route refresh (30 s): start a new producer, which asks.
+            self._drop_producer()
+            wait(futures, timeout=self.params.send_timeout * 3 + 5)
+            raise BrokerError(
+                f"RocketMQ: send of {len(batch)} not started: {_one_line(exc)}"
+            ) from None
         timeout = self.params.send_timeout * 3 + 5  # the client retries up to 3 times
         done, pending = wait(futures, timeout=timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
