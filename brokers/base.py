@@ -230,6 +230,30 @@ FAULT_ROLES = ("leader", "follower")
 
 
 @dataclass(frozen=True, slots=True)
+class ParamProblem:
+    """A broker parameter the topology cannot honour: its key in ``[broker.params]`` and
+    one line saying why and what would fit."""
+
+    key: str
+    message: str
+
+
+def more_than_nodes(
+    key: str, value: int | None, nodes: int, topology: str, what: str
+) -> list[ParamProblem]:
+    """``value`` (of ``key``, counting ``what``) above the ``nodes`` a topology has."""
+    if value is None or value <= nodes:
+        return []
+    return [
+        ParamProblem(
+            key,
+            f"{value} {what} on topology {topology!r}, which has {nodes} "
+            f"{'node' if nodes == 1 else 'nodes'}: at most {nodes}",
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
 class FaultSupport:
     """What faults one local topology of a system can take; checked before anything starts.
 
@@ -345,6 +369,12 @@ class LocalDeployment(abc.ABC, Generic[P_contra]):
     def fault_support(self, topology: str) -> FaultSupport | None:
         """The faults ``topology`` can take here; None when the system takes none yet."""
         return None
+
+    def param_problems(self, topology: str, params: P_contra) -> list[ParamProblem]:
+        """What ``params`` ask that ``topology`` cannot give (more replicas than nodes, a
+        quorum larger than the cluster…); checked with the scenario, before anything
+        starts. None by default."""
+        return []
 
 
 #: ``connect`` of a system whose workers run in threads: a connected :class:`Adapter`.

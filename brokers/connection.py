@@ -7,16 +7,41 @@ base of every system's parameter model) and the queue/topic/stream/table of a sw
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class BrokerParams(BaseModel):
-    """Base of every system's ``[broker.params]`` model: strict, frozen, no unknown keys."""
+    """Base of every system's ``[broker.params]`` model: strict (``"2"``, ``2.0`` and
+    ``true`` are not the integer 2; an integer is a number of seconds), finite (no ``inf``
+    or ``nan``), frozen, no unknown keys. Each field's bounds are in its declaration; what a
+    value asks of the topology (replicas ≤ nodes) is checked by the system's local
+    deployment (:meth:`brokers.base.LocalDeployment.param_problems`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: The smallest and largest JVM heap a parameter may give (MiB): below, no broker starts;
+#: above, no machine brokerbench runs on has the memory.
+HEAP_MIB = (64, 512 * 1024)
+
+
+def _heap_in_bounds(value: str) -> str:
+    match = re.fullmatch(r"([0-9]+)([mg])", value)
+    if match is None:
+        raise ValueError("a JVM heap size such as '512m' or '2g'")
+    mib = int(match[1]) * (1024 if match[2] == "g" else 1)
+    low, high = HEAP_MIB
+    if not low <= mib <= high:
+        raise ValueError(f"between {low}m and {high // 1024}g (got {value})")
+    return value
+
+
+#: A JVM heap (``-Xmx``) parameter: ``<n>m`` or ``<n>g``, within :data:`HEAP_MIB`.
+Heap = Annotated[str, AfterValidator(_heap_in_bounds)]
 
 
 P = TypeVar("P", bound=BrokerParams)

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, Heap
 
 
 class ActiveMQParams(BrokerParams):
     """``[broker.params]`` for ActiveMQ Classic; the defaults are the safe configuration."""
 
     prefetch: int = Field(
-        100, ge=1, description="Messages the broker pushes ahead to a consumer (unacked)."
+        100, ge=1, le=65535, description="Messages the broker pushes ahead to a consumer (unacked)."
     )
     send_timeout: float = Field(
-        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
+        30.0, ge=0.1, le=3600, description="Seconds to wait for the receipts of one batch."
     )
-    heap: str = Field("512m", pattern=r"^\d+[mg]$", description="Java heap of the local broker.")
+    heap: Heap = Field("512m", description="Java heap of the local broker.")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, Heap
 
 
 class ArtemisParams(BrokerParams):
@@ -16,17 +16,16 @@ class ArtemisParams(BrokerParams):
     consumer_window_size: int = Field(
         10240,
         ge=-1,
+        le=2**31 - 1,
         description="STOMP consumer credit in bytes: messages pushed ahead of receive (-1 = unbounded).",
     )
     send_timeout: float = Field(
-        30.0, gt=0, description="Seconds to wait for the receipts of one batch."
+        30.0, ge=0.1, le=3600, description="Seconds to wait for the receipts of one batch."
     )
     pairs: int = Field(
         1, ge=1, le=2, description="Local 'cluster' topology: number of live–backup pairs."
     )
-    heap: str = Field(
-        "512m", pattern=r"^\d+[mg]$", description="Java heap (-Xmx) of each local broker."
-    )
+    heap: Heap = Field("512m", description="Java heap (-Xmx) of each local broker.")
     journal_type: Literal["NIO", "ASYNCIO"] = Field(
         "NIO", description="Journal I/O (ASYNCIO needs libaio; NIO works everywhere)."
     )

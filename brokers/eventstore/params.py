@@ -11,39 +11,54 @@ from brokers.connection import BrokerParams
 
 
 class EventStoreParams(BrokerParams):
-    group: str = Field("brokerbench", min_length=1, description="Consumer group name.")
+    group: str = Field(
+        "brokerbench", pattern=r"^[A-Za-z0-9_.-]{1,100}$", description="Consumer group name."
+    )
     consumer_strategy: Literal["RoundRobin", "DispatchToSingle", "Pinned"] = Field(
         "RoundRobin", description="How the group spreads events over its consumers."
     )
     message_timeout: float = Field(
-        30.0, gt=0, description="Seconds before an unacknowledged event is delivered again."
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds before an unacknowledged event is delivered again.",
     )
     max_retry_count: int = Field(
         1000,
         ge=0,
+        le=1_000_000,
         description="Deliveries before an event is parked (parked events would count as lost).",
     )
     max_subscriber_count: int = Field(
-        0, ge=0, description="Consumers the group accepts (0 = unbounded)."
+        0, ge=0, le=10_000, description="Consumers the group accepts (0 = unbounded)."
     )
     # Buffers larger than the client's defaults (500 / 200 / 500 / 150) so that a busy
     # group does not starve its consumers between reads.
-    live_buffer_size: int = Field(5000, ge=1, description="Server: live events buffered.")
-    read_batch_size: int = Field(500, ge=1, description="Server: events read per batch.")
-    history_buffer_size: int = Field(5000, ge=1, description="Server: history events buffered.")
+    live_buffer_size: int = Field(
+        5000, ge=1, le=1_000_000, description="Server: live events buffered."
+    )
+    read_batch_size: int = Field(
+        500, ge=1, le=100_000, description="Server: events read per batch."
+    )
+    history_buffer_size: int = Field(
+        5000, ge=1, le=1_000_000, description="Server: history events buffered."
+    )
     checkpoint_after: float = Field(
-        2.0, gt=0, description="Seconds between the group's checkpoints."
+        2.0, ge=0.1, le=3600, description="Seconds between the group's checkpoints."
     )
     event_buffer_size: int = Field(
-        1000, ge=1, description="Client: unacknowledged events in flight per consumer."
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Client: unacknowledged events in flight per consumer.",
     )
-    max_ack_batch_size: int = Field(100, ge=1, description="Client: acks sent together.")
+    max_ack_batch_size: int = Field(100, ge=1, le=10_000, description="Client: acks sent together.")
     max_ack_delay: float = Field(
-        0.1, gt=0, le=1, description="Client: seconds an ack may wait to join a batch."
+        0.1, ge=0.001, le=1, description="Client: seconds an ack may wait to join a batch."
     )
     receive_wait: float = Field(
-        1.0, gt=0, le=1, description="Seconds a receive waits for the first event."
+        1.0, ge=0.01, le=1, description="Seconds a receive waits for the first event."
     )
     append_timeout: float = Field(
-        10.0, gt=0, description="Seconds an append may take before it fails."
+        10.0, ge=0.1, le=3600, description="Seconds an append may take before it fails."
     )

@@ -15,9 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brokers import templating
-from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.base import (
+    Destination,
+    Endpoints,
+    FaultSupport,
+    LocalDeployment,
+    ParamProblem,
+    more_than_nodes,
+)
 from brokers.errors import BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
+from brokers.kafka.params import replication_for
 from brokers.local import (
     Deadline,
     ManagedProcess,
@@ -152,6 +160,10 @@ def node_name(node_id: int) -> str:
     return f"kafka node{node_id}"
 
 
+#: Brokers of each local topology.
+BROKERS = {"single": 1, "cluster": 3}
+
+
 class KafkaLocal(LocalDeployment["KafkaParams"]):
     """KRaft clusters started from the jars fetched by ``install``."""
 
@@ -171,12 +183,32 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
 
     def fault_support(self, topology: str) -> FaultSupport:
         return FaultSupport(
-            nodes=3 if topology == "cluster" else 1,
+            nodes=BROKERS[topology],
             leader="the leader of partition 0 of the point's topic",
             follower="a node that does not lead partition 0",
             fails_over=True,
             isolates=True,
         )
+
+    def param_problems(self, topology: str, params: KafkaParams) -> list[ParamProblem]:
+        """Replicas within the brokers; min.insync.replicas within the replicas."""
+        brokers = BROKERS[topology]
+        too_many = more_than_nodes(
+            "replication_factor", params.replication_factor, brokers, topology, "replicas"
+        )
+        if too_many:
+            return too_many
+        replicas = replication_for(params, brokers)
+        wanted = params.min_insync_replicas
+        if wanted is not None and wanted > replicas:
+            return [
+                ParamProblem(
+                    "min_insync_replicas",
+                    f"{wanted} in-sync replicas of {replicas} (the replication factor on "
+                    f"topology {topology!r}): every send would fail; at most {replicas}",
+                )
+            ]
+        return []
 
     def start(
         self, topology: str, params: KafkaParams, workdir: Path, hosts: NodeHosts | None = None

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, Heap
 
 #: The Python clients a worker may use, by distribution name.
 KafkaClient = Literal["confluent-kafka", "kafka-python"]
+#: More replicas than any cluster brokerbench starts or declares on AWS.
+MAX_REPLICAS = 16
 
 
 class KafkaClientParams(BrokerParams):
@@ -28,6 +30,7 @@ class KafkaClientParams(BrokerParams):
     replication_factor: int | None = Field(
         None,
         ge=1,
+        le=MAX_REPLICAS,
         description="Replicas of each partition; unset: 3, or the number of brokers when "
         "the cluster has fewer (a single node: 1).",
     )
@@ -38,12 +41,13 @@ class KafkaClientParams(BrokerParams):
     )
     commit_interval: float = Field(
         10.0,
-        gt=0,
+        ge=0.1,
+        le=3600,
         description="Seconds between offset commits of a receiver (commits cover only "
         "acknowledged messages; no receive while committing).",
     )
     request_timeout: float = Field(
-        30.0, gt=0, le=300, description="Seconds a send or commit may take before it fails."
+        30.0, ge=0.1, le=300, description="Seconds a send or commit may take before it fails."
     )
 
 
@@ -51,19 +55,27 @@ class KafkaParams(KafkaClientParams):
     min_insync_replicas: int | None = Field(
         None,
         ge=1,
+        le=MAX_REPLICAS,
         description="Topic min.insync.replicas; unset: 2, or 1 with a single replica.",
     )
     log_flush_interval_messages: int | None = Field(
         None,
         ge=1,
+        le=2**31 - 1,
         description="Topic flush.messages (log.flush.interval.messages): fsync after this "
         "many messages; 1 = every message. Unset: Kafka's default (leave it to the OS).",
     )
-    heap: str = Field(
-        "512m",
-        pattern=r"^[0-9]+[mg]$",
-        description="-Xmx of each locally started broker JVM.",
-    )
+    heap: Heap = Field("512m", description="-Xmx of each locally started broker JVM.")
+
+    @model_validator(mode="after")
+    def _insync_within_replicas(self) -> KafkaParams:
+        wanted, replicas = self.min_insync_replicas, self.replication_factor
+        if wanted is not None and replicas is not None and wanted > replicas:
+            raise ValueError(
+                f"min_insync_replicas = {wanted} is more than replication_factor = {replicas}: "
+                "every send would fail"
+            )
+        return self
 
 
 def replication_for(params: KafkaClientParams, brokers: int) -> int:

@@ -10,6 +10,7 @@ from brokers.kafka.params import KafkaParams
 class KmqParams(KafkaParams):
     redelivery_timeout: float = Field(
         15.0,
-        gt=0,
+        ge=0.1,
+        le=3600,
         description="Seconds after which a received, unacknowledged message is sent again.",
     )

@@ -18,11 +18,17 @@ class MongoParams(BrokerParams):
     )
     journal: bool = Field(True, description="j: acknowledge only once the write is journaled.")
     wtimeout_ms: int = Field(
-        10_000, ge=0, description="wtimeout: a write not replicated within this fails (0 = wait)."
+        10_000,
+        ge=0,
+        le=3_600_000,
+        description="wtimeout: a write not replicated within this fails (0 = wait).",
     )
     visibility_timeout: float = Field(
-        30.0, gt=0, description="Seconds a received message stays hidden before redelivery."
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds a received message stays hidden before redelivery.",
     )
     poll_interval: float = Field(
-        0.05, gt=0, le=1, description="Seconds to wait after a receive that found nothing."
+        0.05, ge=0.001, le=1, description="Seconds to wait after a receive that found nothing."
     )

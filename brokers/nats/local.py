@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brokers import templating
-from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.base import (
+    Destination,
+    Endpoints,
+    FaultSupport,
+    LocalDeployment,
+    ParamProblem,
+    more_than_nodes,
+)
 from brokers.credentials import generate, write_private
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.local import (
@@ -142,6 +149,11 @@ def process_name(server: str) -> str:
 class NatsLocal(LocalDeployment["NatsParams"]):
     topologies = ("single", "cluster")
     debian_packages = (PACKAGE,)
+
+    def param_problems(self, topology: str, params: NatsParams) -> list[ParamProblem]:
+        """A stream's replicas are servers."""
+        nodes = self.fault_support(topology).nodes
+        return more_than_nodes("replicas", params.replicas, nodes, topology, "replicas")
 
     def fault_support(self, topology: str) -> FaultSupport:
         return FaultSupport(

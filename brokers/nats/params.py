@@ -19,11 +19,20 @@ class NatsParams(BrokerParams):
     )
     storage: Literal["file", "memory"] = Field("file", description="Stream storage.")
     ack_wait: float = Field(
-        30.0, gt=0, description="Seconds a delivered, unacked message waits before redelivery."
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds a delivered, unacked message waits before redelivery.",
     )
     max_ack_pending: int = Field(
-        20_000, ge=1, description="Delivered but unacked messages the consumer allows."
+        20_000,
+        ge=1,
+        le=10_000_000,
+        description="Delivered but unacked messages the consumer allows.",
     )
     publish_timeout: float = Field(
-        10.0, gt=0, description="Seconds a publish waits for the stream's acknowledgement."
+        10.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds a publish waits for the stream's acknowledgement.",
     )

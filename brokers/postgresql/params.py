@@ -17,8 +17,11 @@ class PostgresParams(BrokerParams):
         "asynchronous: the primary alone (the reference study's async variant).",
     )
     visibility_timeout: float = Field(
-        30.0, gt=0, description="Seconds a received message stays hidden before redelivery."
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds a received message stays hidden before redelivery.",
     )
     poll_interval: float = Field(
-        0.05, gt=0, le=1, description="Seconds between polls when the table is empty."
+        0.05, ge=0.001, le=1, description="Seconds between polls when the table is empty."
     )

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.base import (
+    Destination,
+    Endpoints,
+    FaultSupport,
+    LocalDeployment,
+    ParamProblem,
+    more_than_nodes,
+)
 from brokers.errors import BrokerError, BrokerStartError
 from brokers.jvm import cache_dir, java_command, jvm_missing, maven_fetch
 from brokers.local import (
@@ -140,6 +147,13 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
 
     def install(self, log: Callable[[str], None]) -> None:
         maven_fetch(POM, dist_root(), log, goal_args=["dependency:unpack"])
+
+    def param_problems(self, topology: str, params: PulsarParams) -> list[ParamProblem]:
+        """A ledger's ensemble is bookies (one in the standalone ``single``)."""
+        bookies = BOOKIES if topology == "cluster" else 1
+        return more_than_nodes(
+            "ensemble_size", params.ensemble_size, bookies, topology, "bookies per ledger"
+        )
 
     def fault_support(self, topology: str) -> FaultSupport:
         return FaultSupport(

@@ -17,11 +17,14 @@ class PulsarParams(BrokerParams):
     """
 
     ensemble_size: int | None = Field(
-        None, ge=1, description="Bookies each ledger is striped over (None: cluster default)."
+        None,
+        ge=1,
+        le=16,
+        description="Bookies each ledger is striped over (None: cluster default).",
     )
-    write_quorum: int | None = Field(None, ge=1, description="Copies of every entry.")
+    write_quorum: int | None = Field(None, ge=1, le=16, description="Copies of every entry.")
     ack_quorum: int | None = Field(
-        None, ge=1, description="Bookie acknowledgements before a send is confirmed."
+        None, ge=1, le=16, description="Bookie acknowledgements before a send is confirmed."
     )
     partitions: int = Field(
         0, ge=0, le=1024, description="Partitions of the topic; 0 = a non-partitioned topic."
@@ -30,15 +33,23 @@ class PulsarParams(BrokerParams):
         True, description="Producer batching: a send's messages travel as one entry."
     )
     receiver_queue_size: int = Field(
-        100, ge=1, description="Messages the broker pushes ahead to each consumer."
+        100, ge=1, le=1_000_000, description="Messages the broker pushes ahead to each consumer."
     )
     ack_timeout: float = Field(
-        30.0, ge=10.0, description="Seconds before an unacknowledged message is redelivered."
+        30.0,
+        ge=10.0,
+        le=3600,
+        description="Seconds before an unacknowledged message is redelivered.",
     )
     negative_ack_delay: float = Field(
-        1.0, gt=0, description="Seconds before a negatively acknowledged message comes back."
+        1.0,
+        ge=0.01,
+        le=3600,
+        description="Seconds before a negatively acknowledged message comes back.",
     )
-    send_timeout: float = Field(30.0, gt=0, description="Seconds a send may take before failing.")
+    send_timeout: float = Field(
+        30.0, ge=0.1, le=3600, description="Seconds a send may take before failing."
+    )
     namespace: str = Field(
         "public/brokerbench",
         pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",

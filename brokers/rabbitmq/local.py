@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from brokers import templating
-from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.base import (
+    Destination,
+    Endpoints,
+    FaultSupport,
+    LocalDeployment,
+    ParamProblem,
+    more_than_nodes,
+)
 from brokers.credentials import Credentials, generate, write_private
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.local import (
@@ -123,6 +130,11 @@ class RabbitMQLocal(LocalDeployment["RabbitMQParams"]):
         except BrokerUnavailable as exc:
             return str(exc)
         return None
+
+    def param_problems(self, topology: str, params: RabbitMQParams) -> list[ParamProblem]:
+        """A quorum queue's members are cluster nodes."""
+        nodes = self.fault_support(topology).nodes
+        return more_than_nodes("quorum_size", params.quorum_size, nodes, topology, "members")
 
     def fault_support(self, topology: str) -> FaultSupport:
         return FaultSupport(

@@ -17,11 +17,11 @@ class RabbitMQParams(BrokerParams):
         "classic: one node only, not replicated.",
     )
     quorum_size: int | None = Field(
-        None, ge=1, description="Initial quorum queue members; unset = every cluster node."
+        None, ge=1, le=16, description="Initial quorum queue members; unset = every cluster node."
     )
     persistent: bool = Field(True, description="Publish with delivery_mode 2 (persistent).")
     prefetch: int = Field(100, ge=1, le=65535, description="Consumer prefetch (basic.qos).")
     confirm_timeout: float = Field(
-        30.0, gt=0, description="Seconds a batch may wait for its publisher confirms."
+        30.0, ge=0.1, le=3600, description="Seconds a batch may wait for its publisher confirms."
     )
-    heartbeat: int = Field(60, ge=0, description="AMQP heartbeat in seconds (0 = off).")
+    heartbeat: int = Field(60, ge=0, le=3600, description="AMQP heartbeat in seconds (0 = off).")

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brokers import templating
-from brokers.base import Destination, Endpoints, FaultSupport, LocalDeployment
+from brokers.base import (
+    Destination,
+    Endpoints,
+    FaultSupport,
+    LocalDeployment,
+    ParamProblem,
+)
 from brokers.credentials import Credentials, generate, write_private
 from brokers.errors import BrokerUnavailable
 from brokers.local import (
@@ -82,6 +88,19 @@ class ReplicatedRedis(ProcessCluster):
 class RedisLocal(LocalDeployment["RedisParams"]):
     topologies = ("single", "cluster", "sharded")
     debian_packages = ("redis-server",)
+
+    def param_problems(self, topology: str, params: RedisParams) -> list[ParamProblem]:
+        """WAIT counts the replicas of the master a stream is on."""
+        replicas = {"single": 0, "cluster": 2, "sharded": REPLICAS_PER_SHARD}[topology]
+        if params.wait_replicas <= replicas:
+            return []
+        return [
+            ParamProblem(
+                "wait_replicas",
+                f"{params.wait_replicas} replicas to WAIT for on topology {topology!r}, where a "
+                f"master has {replicas}: every batch would time out; at most {replicas}",
+            )
+        ]
 
     def fault_support(self, topology: str) -> FaultSupport | None:
         if topology == "sharded":

@@ -13,11 +13,19 @@ from brokers.connection import BrokerParams
 class RedisParams(BrokerParams):
     streams: int = Field(1, ge=1, le=10_000, description="Stream keys messages are spread over.")
     wait_replicas: int = Field(
-        0, ge=0, description="WAIT for this many replicas after each batch (0 = do not wait)."
+        0,
+        ge=0,
+        le=16,
+        description="WAIT for this many replicas after each batch (0 = do not wait).",
     )
-    wait_timeout_ms: int = Field(1000, ge=0, description="Timeout of WAIT; fewer acks = failure.")
+    wait_timeout_ms: int = Field(
+        1000, ge=0, le=3_600_000, description="Timeout of WAIT; fewer acks = failure."
+    )
     claim_after: float = Field(
-        30.0, gt=0, description="Seconds a delivered, unacked message waits before XAUTOCLAIM."
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="Seconds a delivered, unacked message waits before XAUTOCLAIM.",
     )
     appendfsync: Literal["always", "everysec", "no"] = Field(
         "everysec", description="AOF fsync policy of locally started servers."

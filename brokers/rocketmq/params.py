@@ -22,7 +22,10 @@ class RocketMQParams(BrokerParams):
         "sync", description="SYNC_FLUSH (fsync before a send is confirmed) or ASYNC_FLUSH."
     )
     invisible_duration: float = Field(
-        30.0, ge=10.0, description="Seconds a received message stays hidden before redelivery."
+        30.0,
+        ge=10.0,
+        le=3600,
+        description="Seconds a received message stays hidden before redelivery.",
     )
     long_polling: int = Field(
         1, ge=1, le=20, description="Seconds a receive call waits for messages."

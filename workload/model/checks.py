@@ -1,6 +1,6 @@
 """The checks of a scenario across its sections, after each section checked its own keys:
-every sweep point validated whole (:func:`point_problems`) and none twice
-(:func:`sweep_problems`), and what ``[[faults]]``
+every sweep point validated whole (:func:`point_problems`), its broker parameters against
+the topology (:func:`topology_problems`) and none twice (:func:`sweep_problems`), and what ``[[faults]]``
 (:func:`fault_problems`, :func:`drain_problems`) and ``[search]`` (:func:`search_problems`)
 ask of the rest. Each returns problems (key path and message), none when all is well;
 :func:`workload.model.scenario_file.parse_scenario` reports them together.
@@ -62,6 +62,27 @@ def _at_point(
         return Problem(origin, inner)
     combined = " ".join(f"{k}={v!r}" for k, v in values.items())
     return Problem(at, f"{combined}: {inner}" if combined else inner)
+
+
+def topology_problems(scenario: Scenario) -> list[Problem]:
+    """What each sweep point's broker parameters ask that the local topology cannot give
+    (more replicas than nodes…), from the system's local deployment; named after the swept
+    value where a point's own value causes it. Brokers brokerbench does not start
+    (``deployment = "endpoints"``) are the user's to size."""
+    section = scenario.broker
+    system = registry.get(section.system)
+    if section.deployment != "local" or system.local is None:
+        return []
+    found: dict[Problem, None] = {}
+    for combo in scenario.sweep.combinations():
+        try:
+            params = scenario.broker_params(combo.params)
+        except ValidationError:
+            continue  # point_problems names it
+        for problem in system.local.param_problems(section.topology, params):
+            where = combo.params_at.get(problem.key, ("broker", "params", problem.key))
+            found[Problem(where, problem.message)] = None
+    return list(found)
 
 
 def sweep_problems(scenario: Scenario) -> list[Problem]:

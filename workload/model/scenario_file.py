@@ -30,6 +30,7 @@ from workload.model.checks import (
     point_problems,
     search_problems,
     sweep_problems,
+    topology_problems,
 )
 from workload.model.errors import Problem, ScenarioError, one_line, problems_of
 from workload.model.scenario import Scenario
@@ -123,6 +124,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         raise ScenarioError.of(problems, source, text) from None
     problems = (
         point_problems(scenario)
+        + topology_problems(scenario)
         + sweep_problems(scenario)
         + fault_problems(scenario)
         + drain_problems(scenario)
