@@ -85,6 +85,8 @@ class FaultEffect:
     @property
     def label(self) -> str:
         """What was done to which node, e.g. ``kill n2 (leader)``."""
+        if self.record.undeclared:
+            return f"{self.record.node} died (undeclared)"
         role = "leader" if self.record.leader else "not the leader"
         return f"{self.record.action} {self.record.node} ({role})"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, brokerbench, read_summary
+from workload.model.faults import read_timelines
 from workload.model.record import load_context
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.redis]
@@ -97,6 +98,17 @@ def test_broker_dying_mid_run_names_the_node_and_keeps_results(tmp_path: Path) -
     assert "Traceback" not in stderr
     (row,) = read_summary(results)
     assert int(row["sent"]) > 0  # what was confirmed before the crash is kept and analysed
+    # The death is analysed as a declared fault's effect is, and marked undeclared: the
+    # master died at its first second or later and nothing was confirmed after it.
+    assert re.fullmatch(
+        r"redis master died at [\d.]+ s \(undeclared\) \(redis master\)", row["faults"]
+    )
+    assert float(row["send_gap_s"]) > 0
+    (timeline,) = read_timelines(next(results.iterdir())).values()
+    (death,) = timeline.faults
+    assert death.undeclared and death.action == "died" and death.down_at_end
+    # Nothing replaces a lone master: what it held is unavailable, not lost.
+    assert death.leaves_data_unavailable and row["lost"] in ("", "0")
 
 
 @pytest.mark.parametrize(

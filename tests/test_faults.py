@@ -30,6 +30,7 @@ from workload.model.faults import (
     FaultSpec,
     PointTimeline,
     read_timelines,
+    undeclared_death,
     write_timeline,
 )
 from workload.node_records import write_node
@@ -339,6 +340,24 @@ def test_missing_messages_of_a_leader_that_never_came_back_are_unavailable(
 def test_otherwise_missing_messages_are_lost(leader: bool, fails_over: bool, ended: bool) -> None:
     assert split_missing(7, kill(leader, fails_over, ended)) == (7, 0)
     assert split_missing(7, None) == (7, 0)
+
+
+@pytest.mark.parametrize(("fails_over", "lost", "unavailable"), [(False, 0, 5), (True, 5, 0)])
+def test_an_undeclared_death_is_analysed_like_a_fault_and_marked(
+    tmp_path: Path, fails_over: bool, lost: int, unavailable: int
+) -> None:
+    died = undeclared_death(0, "n0", (T0 + 4) * NS + NS // 4, T0 * NS, fails_over)
+    assert (died.at_s, died.action, died.down_at_end) == (4.2, "died", True)
+    run = synthetic_run(tmp_path, PointTimeline(point=0, sending_ns=T0 * NS, faults=[died]), 65)
+    (result,) = analyse_faults(run).values()
+    (effect,) = result.faults
+    assert (effect.send_gap.seconds, effect.errors) == (3.9, 6)
+    # Whether the dead node led is not known: where nothing fails over, what it held is
+    # unavailable rather than lost.
+    assert (result.missing, result.lost, result.unavailable) == (5, lost, unavailable)
+    assert summary_columns(result)["faults"] == "n0 died at 4.2 s (undeclared) (n0)"
+    (line,) = timeline_lines(result.faults)
+    assert line.startswith("fault 0: n0 died (undeclared) at 4.2 s, not back;")
 
 
 def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
 from workload.coordinator import SweepPlace
 from workload.faults import FaultClock, start_faults
 from workload.model.errors import RecordsNotWritten
-from workload.model.faults import write_timeline
+from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
 from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
 from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
@@ -71,6 +71,10 @@ class _Running:
     #: When the senders were seen done (monotonic; 0 while they send).
     senders_done_at: float = 0.0
     dead_reported: set[str] = field(default_factory=set)
+    #: Broker nodes that died without a declared fault, and when they were seen dead.
+    deaths: list[tuple[str, int]] = field(default_factory=list)
+    #: When the coordinator first heard of a confirmed send (wall-clock ns; the faults' clock).
+    sending_ns: int | None = None
 
 
 @dataclass
@@ -219,14 +223,17 @@ class LocalFleet:
             if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
                 running.senders_done.set()
                 running.senders_done_at = time.time()
-            if faults is not None and view.totals()[0] > 0:
-                faults.start()
+            if running.sending_ns is None and view.totals()[0] > 0:
+                running.sending_ns = time.time_ns()
+                if faults is not None:
+                    faults.start()
             if self.cluster is not None:
                 # A node down by a declared fault is no failure; any other death is.
                 declared = faults.declared_down() if faults is not None else set()
                 dead = set(self.cluster.dead_nodes()) - declared - running.dead_reported
                 for name in dead:
                     running.dead_reported.add(name)
+                    running.deaths.append((name, time.time_ns()))
                     self.outcome.errors.append(f"broker node {name} died during the run")
 
     def await_nodes(self, place: SweepPlace) -> None:
@@ -237,16 +244,34 @@ class LocalFleet:
     def finish_faults(self, place: SweepPlace, restore: bool) -> None:
         """End the point's faults (bringing nodes back when ``restore`` and the point was
         not interrupted) and keep the timeline."""
-        faults = self._current().faults
-        if faults is None:
+        running = self._current()
+        faults = running.faults
+        if faults is None and not running.deaths:
             return
         complete = not self.outcome.interrupted
-        timeline = faults.finish(restore=restore and complete, complete=complete)
-        self.outcome.errors.extend(faults.errors)
+        if faults is not None:
+            timeline = faults.finish(restore=restore and complete, complete=complete)
+            self.outcome.errors.extend(faults.errors)
+            sending_ns = faults.sending_ns
+        else:
+            timeline = PointTimeline(point=place.point.index, faults=[])
+            sending_ns = timeline.sending_ns = running.sending_ns
+        timeline.faults += self._deaths(running, len(timeline.faults), sending_ns)
         try:
             write_timeline(self.outcome.run_dir, timeline)
         except RecordsNotWritten as exc:
             self.outcome.errors.append(str(exc))
+
+    def _deaths(self, running: _Running, first: int, sending_ns: int | None) -> list[FaultRecord]:
+        """Undeclared deaths as fault records after the declared ones (``first`` on), so
+        that the analysis says what they did (gaps, lost or unavailable, duplicates)."""
+        local = self.system.local
+        support = local.fault_support(self.scenario.broker.topology) if local else None
+        fails_over = support.fails_over if support is not None else False
+        return [
+            undeclared_death(first + i, name, died_ns, sending_ns, fails_over)
+            for i, (name, died_ns) in enumerate(running.deaths)
+        ]
 
     def collect(self, place: SweepPlace) -> None:
         """Every node part's status: a failed one is an error, a missing one is written

@@ -106,6 +106,9 @@ class FaultRecord(BaseModel):
     restored_ns: int | None = None
     #: Why the fault was not performed or the node could not be brought back.
     error: str = ""
+    #: Not in the scenario: a broker node that died by itself (action ``"died"``; the run
+    #: fails, but what the death did is analysed as a declared fault's effect is).
+    undeclared: bool = False
 
     @property
     def down_at_end(self) -> bool:
@@ -114,12 +117,33 @@ class FaultRecord(BaseModel):
 
     @property
     def leaves_data_unavailable(self) -> bool:
-        """It left a leader down that nothing replaced: what only it could serve was
-        unavailable to the receivers until the point ended."""
-        return self.down_at_end and self.leader and not self.fails_over
+        """It left a leader down that nothing replaced — or a node that died undeclared
+        (whether it led is not known) on a system that does not fail over: what only it
+        could serve was unavailable to the receivers until the point ended."""
+        return self.down_at_end and (self.leader or self.undeclared) and not self.fails_over
 
     def describe(self) -> str:
+        if self.undeclared:
+            return f"{self.node} died at {self.at_s:g} s (undeclared)"
         return describe_fault(self.action, self.selector, self.at_s, self.until_s)
+
+
+def undeclared_death(
+    index: int, node: str, died_ns: int, sending_ns: int | None, fails_over: bool
+) -> FaultRecord:
+    """The record of a broker node seen dead at ``died_ns`` without a declared fault
+    (``sending_ns``: the point's clock; None before the first confirmed send)."""
+    at = max(0.0, (died_ns - sending_ns) / 1e9) if sending_ns is not None else 0.0
+    return FaultRecord(
+        index=index,
+        action="died",
+        selector=node,
+        at_s=round(at, 1),
+        node=node,
+        fails_over=fails_over,
+        began_ns=died_ns,
+        undeclared=True,
+    )
 
 
 class PointTimeline(BaseModel):
