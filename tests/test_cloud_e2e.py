@@ -17,6 +17,7 @@ from moto import mock_aws
 from brokers import registry
 from brokers.base import Endpoints
 from workload.aws.agent import CliCommands, ClientAgent, RunStore
+from workload.model.record import load_context
 from workload.model.sections import PASSWORD_ENV
 from workload.shell import cloud_fetch, cloud_run
 
@@ -100,6 +101,9 @@ def test_client_agents_run_a_sweep_into_s3_and_it_analyses(
         assert codes == [0, 0, 0], "\n".join(logs)
         run = cloud_run.CloudRun(BUCKET, RUN, REGION)
         run_dir = cloud_fetch.fetch_run(s3, run, tmp_path / "fetched", raw=True)
+    # The coordinating agent wrote how the run ended: readers do not see "running".
+    context = load_context(run_dir)
+    assert (context.status, context.ended) == ("complete", "complete") and context.finished
 
     from analysis.job import analyse
 

@@ -46,9 +46,11 @@ import psutil
 from workload.aws.fault_driver import RunFaults
 from workload.aws.fleet import S3Fleet, participants
 from workload.aws.store import Log, RunStore, StoreDenied, Uploader, now
+from workload.context import now_iso
 from workload.coordinator import Coordinator, places
 from workload.model.errors import RecordsNotWritten, UserError
 from workload.model.layout import LAYOUT
+from workload.model.record import load_context, write_context
 from workload.model.results import write_telemetry
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
@@ -265,7 +267,29 @@ class ClientAgent:
         Coordinator(fleet).run(places(points))
         if faults is not None and points:
             faults.finish()
+        self._record_end(fleet.ok)
         return fleet.ok
+
+    def _record_end(self, ok: bool) -> None:
+        """Write how the run ended into its context and upload it: "complete", or
+        "failed" when a node failed or posted nothing in time (``cloud status`` says
+        which). A run whose coordinating machine stopped first stays "running"."""
+        if not (self.run_dir / LAYOUT.context).exists():
+            return  # point 0 was never prepared: there is no context to end
+        context = load_context(self.run_dir)
+        context.finished = now_iso()
+        context.status = "complete" if ok else "failed"
+        if not ok and not context.errors:
+            context.errors = [
+                "a node failed or posted no results in time (brokerbench cloud status)"
+            ]
+        try:
+            write_context(self.run_dir, context)
+        except OSError as exc:
+            self.log(f"the run's end not recorded: {exc}")
+            return
+        for name in self.upload_new():
+            self.log(f"not uploaded: {name}")
 
     def _follow(self, points: list[SweepPoint], mine: list[int]) -> bool:
         """Any other node: wait for each point's ready marker, run the points it takes

@@ -303,8 +303,9 @@ class RunContext(Record):
     @property
     def records_its_end(self) -> bool:
         """Whether the run's status says how it ended once it ends: a local run records
-        its coordinator, which writes it (a run on AWS stays "running" — nothing writes
-        its end — as do records older than the coordinator's)."""
+        its coordinator, which writes it; on AWS the coordinating agent writes it after
+        the last point, so a run still "running" there may be in progress or may have lost
+        its coordinating machine (as may records older than the coordinator's)."""
         return self.status != "running" or self.coordinator is not None
 
     @property

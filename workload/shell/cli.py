@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.no_analysis:
         stopping.analysing()
         try:
-            with _spark() as spark:
+            with _spark([run_dir]) as spark:
                 _report(spark, run_dir)
         except KeyboardInterrupt as exc:
             name = signal_name(exc)
@@ -87,12 +87,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _spark() -> contextlib.AbstractContextManager[Session]:
-    """The analysis's Spark session; its local JVM ends with the block."""
-    from analysis.session import owned_session
+def _spark(run_dirs: list[Path]) -> contextlib.AbstractContextManager[Session]:
+    """The analysis's Spark session for ``run_dirs``; its local JVM ends with the block."""
+    from analysis.session import owned_session, raw_bytes
 
     _say("analysing with Spark (local mode)…")
-    return owned_session()
+    return owned_session(raw=raw_bytes(run_dirs))
 
 
 def _report(spark: Session, run_dir: Path) -> None:
@@ -124,7 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     stopping = Stopping()
     stopping.install()
     stopping.analysing()
-    with _spark() as spark:
+    with _spark(run_dirs) as spark:
         for run_dir in run_dirs:
             _report(spark, run_dir)
     if len(run_dirs) > 1:
