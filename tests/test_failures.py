@@ -36,7 +36,7 @@ step = "1s"
 
 
 def start_run(
-    tmp_path: Path, results: Path | None = None, text: str = SCENARIO
+    tmp_path: Path, results: Path | None = None, text: str = SCENARIO, *options: str
 ) -> tuple[subprocess.Popen[str], Path]:
     scenario = tmp_path / "failure.toml"
     scenario.write_text(text)
@@ -50,6 +50,7 @@ def start_run(
             str(scenario),
             "--results",
             str(results),
+            *options,
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -112,18 +113,20 @@ def test_broker_dying_mid_run_names_the_node_and_keeps_results(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("signum", "whole_group", "code"),
+    ("signum", "whole_group", "code", "analysed"),
     [
-        (signal.SIGINT, True, 130),  # what a terminal's Ctrl-C sends
-        (signal.SIGTERM, True, 143),  # what `timeout`, CI and systemd send
-        (signal.SIGHUP, False, 129),  # a closed terminal
+        (signal.SIGINT, True, 130, True),  # what a terminal's Ctrl-C sends
+        (signal.SIGTERM, True, 143, False),  # what `timeout`, CI and systemd send
+        (signal.SIGHUP, False, 129, False),  # a closed terminal
     ],
     ids=["ctrl-c", "sigterm", "sighup"],
 )
 def test_a_stopping_signal_stops_cleanly_and_keeps_what_was_recorded(
-    tmp_path: Path, signum: int, whole_group: bool, code: int
+    tmp_path: Path, signum: int, whole_group: bool, code: int, analysed: bool
 ) -> None:
-    proc, results = start_run(tmp_path)
+    # Each signal stops the run the same way; the analysis after it is the same for all
+    # (Ctrl-C's run has it: the others record only).
+    proc, results = start_run(tmp_path, None, SCENARIO, *([] if analysed else ["--no-analysis"]))
     wait_for_messages(results, proc)
     if whole_group:
         os.killpg(proc.pid, signum)
@@ -134,9 +137,15 @@ def test_a_stopping_signal_stops_cleanly_and_keeps_what_was_recorded(
     assert proc.returncode == code, stderr
     assert f"interrupted ({signal.Signals(signum).name})" in stderr
     assert "Traceback" not in stderr and "without results" not in stderr
-    (row,) = read_summary(results)
-    assert int(row["sent"]) > 0 and int(row["lost"]) >= 0
     assert not redis_servers_of(proc), "the broker was not stopped"
+    (run_dir,) = results.iterdir()
+    assert load_context(run_dir).status == "interrupted"
+    if analysed:
+        (row,) = read_summary(results)
+        assert int(row["sent"]) > 0 and int(row["lost"]) >= 0
+    else:
+        assert "what was recorded is kept" in stderr and "kept and analysed" not in stderr
+        assert list(run_dir.glob("raw/seconds/*.parquet")), "the records were not kept"
 
 
 @pytest.mark.parametrize("when", ["1s-after-the-first", "during-the-analysis"])
@@ -209,7 +218,7 @@ def _marked(mark: str) -> list[int]:
 
 
 def test_a_closed_terminal_does_not_leave_the_run_or_the_broker_behind(tmp_path: Path) -> None:
-    proc, results = start_run(tmp_path)
+    proc, results = start_run(tmp_path, None, SCENARIO.replace('"40s"', '"12s"'))
     wait_for_messages(results, proc)
     brokers = redis_servers_of(proc)
     assert brokers
