@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
-from infra.checks import Declared
+from infra.checks import Declared, Options
 from infra.queue import RESOURCES
 
 ZONES = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
@@ -29,6 +31,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.region = region
         self.declared: list[Declared] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        #: The options of the resource being registered on this thread (:class:`OptionsMonitor`).
+        self.registering = threading.local()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         kind = args.typ.split(":")[-1]
@@ -62,7 +66,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.setdefault("arn", f"arn:aws:mock:{self.region}:{ACCOUNT}:{kind}/{args.name}")
         if args.custom:
             self.declared.append(
-                Declared(args.typ, args.name, dict(args.inputs), resource_id, state)
+                Declared(
+                    args.typ,
+                    args.name,
+                    dict(args.inputs),
+                    resource_id,
+                    state,
+                    getattr(self.registering, "options", Options()),
+                )
             )
         return resource_id, state
 
@@ -78,6 +89,23 @@ class RecordingMocks(pulumi.runtime.Mocks):
         raise NotImplementedError(f"no mock for {args.token}")
 
 
+class OptionsMonitor(MockMonitor):
+    """Pulumi's mock monitor, handing each resource's options (which the mocks' own
+    arguments leave out) to the :class:`RecordingMocks` while it registers."""
+
+    mocks: RecordingMocks
+
+    def RegisterResource(self, request: Any) -> Any:  # the gRPC method, by its name
+        self.mocks.registering.options = Options(
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            retain_on_delete=bool(request.retainOnDelete),
+        )
+        try:
+            return super().RegisterResource(request)
+        finally:
+            self.mocks.registering.options = Options()
+
+
 def deploy(
     program: Callable[[], Any],
     stack: str = "test",
@@ -91,7 +119,9 @@ def deploy(
     """
     _ensure_event_loop()
     mocks = RecordingMocks(region)
-    pulumi.runtime.set_mocks(mocks, project="brokerbench", stack=stack, preview=False)
+    pulumi.runtime.set_mocks(
+        mocks, project="brokerbench", stack=stack, preview=False, monitor=OptionsMonitor(mocks)
+    )
     pulumi.runtime.set_all_config(dict(config or {}))
     result: dict[str, Any] = {}
 

@@ -1,0 +1,66 @@
+"""A stack's second day under Pulumi's mocks: a new run on an existing stack, and what
+``pulumi destroy`` deletes or keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra import checks
+from infra.checks import Declared, Options
+from infra.mocking import deploy
+from infra.program import build
+from tests.test_infra_stacks import REGION, deployable, with_recipes
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*has been deprecated in favor of:DeprecationWarning"  # pulumi_aws's own aliases
+)
+INSTANCE = "aws:ec2/instance:Instance"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dist") / "brokerbench-0.1.0-py3-none-any.whl"
+    path.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    return path
+
+
+def deployed(name: str, wheel: Path, **update: object) -> list[Declared]:
+    settings = deployable(name).model_copy(update=update)
+    _, resources = deploy(lambda: build(settings, name, REGION, wheel=wheel), stack=name)
+    return resources
+
+
+def test_a_fixed_address_without_delete_before_replace_is_found() -> None:
+    fixed = Declared(INSTANCE, "broker-0", {"privateIp": "10.42.1.10"})
+    ordered = Declared(
+        INSTANCE, "broker-1", {"privateIp": "10.42.1.11"}, options=Options(True, False)
+    )
+    floating = Declared(INSTANCE, "client-0", {})
+    assert checks.fixed_address_problems([fixed, ordered, floating]) == [
+        "broker-0: fixed private address 10.42.1.10 but no delete_before_replace: "
+        "a replacement fails with InvalidIPAddress.InUse"
+    ]
+    changed = Declared(
+        INSTANCE, "broker-0", {"privateIp": "10.42.1.10", "userData": "b"}, options=Options()
+    )
+    before = Declared(INSTANCE, "broker-0", {"privateIp": "10.42.1.10", "userData": "a"})
+    assert checks.replaced_instances([before], [changed]) == []  # user-data updated in place
+    replacing = Declared(INSTANCE, "broker-0", {**changed.inputs, "userDataReplaceOnChange": True})
+    assert checks.replaced_instances([before], [replacing]) == ["broker-0"]
+
+
+def test_a_second_run_on_a_stack_deletes_each_machine_before_it_recreates_it(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    first = deployed("postgresql", wheel, run_id="pg-run-1")
+    second = deployed("postgresql", wheel, run_id="pg-run-2")
+    machines = checks.of_type(second, INSTANCE)
+    # A new run id changes every machine's user-data, and so replaces every machine …
+    assert sorted(checks.replaced_instances(first, second)) == sorted(m.name for m in machines)
+    # … each at its planned address, which the old machine holds until it is deleted.
+    assert all(m.inputs["privateIp"] for m in machines)
+    assert all(m.options.delete_before_replace for m in machines)
+    assert checks.fixed_address_problems(second) == []
