@@ -329,6 +329,35 @@ def bucket_problems(resources: Iterable[Declared]) -> list[str]:
     return problems
 
 
+#: Resources that hold content in a bucket rather than configure it (a run's artifacts).
+BUCKET_CONTENT = ("s3/bucketObject:BucketObject", "s3/bucketObjectv2:BucketObjectv2")
+
+
+def kept_bucket_problems(resources: Iterable[Declared]) -> list[str]:
+    """A bucket kept on ``pulumi destroy`` (``retain_on_delete``) keeps every resource that
+    configures it too — public-access block, ownership controls, policy, versioning,
+    encryption, lifecycle …: each is a resource of its own, and one left out is deleted
+    from the kept bucket, leaving it without that protection."""
+    resources = list(resources)
+    problems = []
+    for bucket in of_type(resources, "s3/bucket:Bucket", "s3/bucketV2:BucketV2"):
+        if not bucket.options.retain_on_delete:
+            continue
+        for r in resources:
+            if (
+                r is not bucket
+                and r.type.startswith("aws:s3/")
+                and not r.type.endswith(BUCKET_CONTENT)
+                and bucket.refers_to(r.inputs.get("bucket"))
+                and not r.options.retain_on_delete
+            ):
+                problems.append(
+                    f"{r.name}: configures the kept bucket {bucket.name} but is deleted "
+                    "on pulumi destroy (no retain_on_delete)"
+                )
+    return problems
+
+
 # -- IAM ---------------------------------------------------------------------------------
 
 

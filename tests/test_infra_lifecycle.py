@@ -64,3 +64,45 @@ def test_a_second_run_on_a_stack_deletes_each_machine_before_it_recreates_it(
     assert all(m.inputs["privateIp"] for m in machines)
     assert all(m.options.delete_before_replace for m in machines)
     assert checks.fixed_address_problems(second) == []
+
+
+def test_a_kept_bucket_without_its_protections_is_found() -> None:
+    kept = Options(retain_on_delete=True)
+    bucket = Declared("aws:s3/bucket:Bucket", "results", {}, "results-x1", options=kept)
+    block = Declared("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "block",
+                     {"bucket": "results-x1"})  # fmt: skip
+    kept_policy = Declared("aws:s3/bucketPolicy:BucketPolicy", "tls", {"bucket": "results-x1"},
+                           options=kept)  # fmt: skip
+    artifact = Declared("aws:s3/bucketObjectv2:BucketObjectv2", "wheel", {"bucket": "results-x1"})
+    assert checks.kept_bucket_problems([bucket, block, kept_policy, artifact]) == [
+        "block: configures the kept bucket results but is deleted on pulumi destroy "
+        "(no retain_on_delete)"
+    ]
+    dropped = Declared("aws:s3/bucket:Bucket", "results", {}, "results-x1")
+    assert checks.kept_bucket_problems([dropped, block]) == []
+
+
+def test_the_kept_results_bucket_keeps_every_protection_on_destroy(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    resources = deployed("redis", wheel)
+    (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
+    assert bucket.options.retain_on_delete
+    companions = {
+        r.type.split(":")[-1]: r.options.retain_on_delete
+        for r in resources
+        if r.type.startswith("aws:s3/")
+        and not r.type.endswith(checks.BUCKET_CONTENT)
+        and r is not bucket
+        and bucket.refers_to(r.inputs.get("bucket"))
+    }
+    assert companions == {
+        "BucketOwnershipControls": True,
+        "BucketPublicAccessBlock": True,
+        "BucketServerSideEncryptionConfiguration": True,
+        "BucketVersioning": True,
+        "BucketPolicy": True,
+    }
+    assert checks.kept_bucket_problems(resources) == []
+    assert checks.bucket_problems(resources) == []

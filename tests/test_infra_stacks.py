@@ -157,6 +157,7 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.volume_problems(resources) == []
     assert checks.public_ip_problems(resources, settings.admin_cidr) == []
     assert checks.bucket_problems(resources) == []
+    assert checks.kept_bucket_problems(resources) == []
     assert checks.fixed_address_problems(resources) == []
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
     assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
