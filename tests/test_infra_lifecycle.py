@@ -106,3 +106,14 @@ def test_the_kept_results_bucket_keeps_every_protection_on_destroy(
     }
     assert checks.kept_bucket_problems(resources) == []
     assert checks.bucket_problems(resources) == []
+
+
+def test_the_analysis_application_stops_itself_soon_after_its_last_job(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    (app,) = checks.of_type(deployed("redis", wheel), "emrserverless/application:Application")
+    # EMR Serverless deletes only a STOPPED (or CREATED) application: pulumi destroy after
+    # an analysis waits at most the idle timeout (1 minute, the least EMR allows).
+    assert app.inputs["autoStopConfiguration"] == {"enabled": True, "idleTimeoutMinutes": 1}
+    assert app.inputs["autoStartConfiguration"] == {"enabled": True}
