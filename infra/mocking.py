@@ -2,8 +2,7 @@
 
 :func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
 answer like AWS would in the ways the program relies on (bucket names, ARNs, the names and
-URLs of managed services, Elastic IP allocation ids, the availability zones, the Debian
-image) and returns the :class:`~infra.checks.Declared` resources with their resolved
+URLs of managed services, Elastic IP allocation ids, the availability zones) and returns the :class:`~infra.checks.Declared` resources with their resolved
 inputs, ready for the validators in :mod:`infra.checks`.
 """
 
@@ -22,6 +21,7 @@ from infra.checks import Declared, Options
 from infra.queue import RESOURCES
 
 ZONES = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+#: The machine image the tests pin (``brokerbench:ami``).
 AMI = "ami-0debian12mock"
 ACCOUNT = "123456789012"
 
@@ -84,8 +84,6 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zone_ids = [f"euw1-az{i}" for i in range(1, 4)]
             return {"names": ZONES, "zoneIds": zone_ids, "id": "zones"}, []
-        if args.token == "aws:ec2/getAmi:getAmi":
-            return {"id": AMI, "name": "debian-12-amd64-mock", "architecture": "x86_64"}, []
         raise NotImplementedError(f"no mock for {args.token}")
 
 

@@ -53,6 +53,7 @@ from infra.settings import (
     StackSettings,
     deprecations,
     settings_from_config,
+    unpinned_ami,
 )
 from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
 from infra.userdata import (
@@ -70,8 +71,6 @@ from workload.model.manifest import (
 )
 from workload.model.scenario import Scenario, expand
 
-DEBIAN_OWNER = "136693071363"
-DEBIAN_IMAGE = "debian-12-amd64-*"
 #: Without a cloud recipe nothing listens on the brokers; clients are placeholders too.
 PLACEHOLDER_PORT = 1
 
@@ -183,6 +182,8 @@ def build(
     settings: StackSettings, stack: str, region: str, wheel: Path | None = None
 ) -> Deployment:
     """Declare every resource of one stack."""
+    if not settings.ami:  # a looked-up image would change under a running fleet
+        raise StackConfigError([unpinned_ami(region)])
     target = plan_stack(settings, stack, wheel)
     scenario, plan, layout, tags = target.scenario, target.plan, target.layout, target.tags
     managed = target.managed
@@ -227,7 +228,7 @@ def build(
     )
     context = _run_context(settings, target, region, secrets)
     machines = MachineDefaults(
-        ami=settings.ami or _debian_ami(),
+        ami=settings.ami,
         subnet_id=network.subnet_id,
         security_group_id=network.security_group_id,
         root_volume_gib=settings.root_volume_gib,
@@ -428,18 +429,6 @@ def _manifest(
         endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
         emr_python=settings.emr_python,
     ).to_json()
-
-
-def _debian_ami() -> str:
-    image = aws.ec2.get_ami(
-        most_recent=True,
-        owners=[DEBIAN_OWNER],
-        filters=[
-            aws.ec2.GetAmiFilterArgs(name="name", values=[DEBIAN_IMAGE]),
-            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
-        ],
-    )
-    return image.id
 
 
 def build_wheel(out_dir: Path | None = None) -> Path:

@@ -11,6 +11,7 @@ from infra import checks
 from infra.checks import Declared, Options
 from infra.mocking import deploy
 from infra.program import build
+from infra.settings import StackConfigError
 from tests.test_infra_stacks import REGION, deployable, with_recipes
 
 pytestmark = pytest.mark.filterwarnings(
@@ -117,3 +118,19 @@ def test_the_analysis_application_stops_itself_soon_after_its_last_job(
     # an analysis waits at most the idle timeout (1 minute, the least EMR allows).
     assert app.inputs["autoStopConfiguration"] == {"enabled": True, "idleTimeoutMinutes": 1}
     assert app.inputs["autoStartConfiguration"] == {"enabled": True}
+
+
+def test_the_machine_image_is_pinned_never_looked_up(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    floating = deployable("redis").model_copy(update={"ami": None})
+    with pytest.raises(StackConfigError) as raised:
+        build(floating, "redis", REGION, wheel=wheel)
+    assert raised.value.lines == [
+        "brokerbench:ami is not set: pin the machine image, e.g. pulumi config set "
+        f"brokerbench:ami $(brokerbench cloud ami --region {REGION})"
+    ]
+    # Pinned, every machine boots exactly it (the mocks answer no image look-up).
+    machines = checks.of_type(deployed("redis", wheel, ami="ami-0pinned"), INSTANCE)
+    assert {m.inputs["ami"] for m in machines} == {"ami-0pinned"}
