@@ -109,6 +109,11 @@ class StackSettings(BaseModel):
     wheel: Path | None = Field(
         None, description="brokerbench wheel to install on clients; default: built at deploy."
     )
+    allow_dirty: bool = Field(
+        False,
+        description="Deploy a working tree that differs from its commit (the manifest says "
+        "so); by default pulumi up refuses it.",
+    )
     analysis_module: str = Field(
         "analysis.job", description="Python module the EMR job runs (as __main__)."
     )
