@@ -92,7 +92,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     """Add the ``cloud`` command group (handlers: ``args.handler(args) -> exit code``)."""
     cloud = subparsers.add_parser(
-        "cloud", help="AWS runs: wait for results, analyse on EMR, fetch the report"
+        "cloud", help="AWS runs: pin the image, wait for results, analyse on EMR, fetch the report"
     )
     sub = cloud.add_subparsers(dest="cloud_command", required=True, metavar="CLOUD_COMMAND")
 
