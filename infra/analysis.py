@@ -1,7 +1,9 @@
 """The EMR Serverless application that runs the analysis job of a run.
 
-It starts on job submission (``brokerbench cloud analyze``) and stops when idle, so it
-costs nothing between runs. The job's execution role comes from :mod:`infra.access`.
+It starts on job submission (``brokerbench cloud analyze``) and stops itself one minute
+after its last job (the least idle timeout EMR allows), so it costs nothing between runs and
+``pulumi destroy`` finds it STOPPED — EMR Serverless deletes only a STOPPED or CREATED
+application. The job's execution role comes from :mod:`infra.access`.
 
 The job needs Python ≥ 3.11 with pyarrow, pydantic and boto3, which EMR's own images do not
 promise: it runs only on a custom image (``brokerbench:emrImage``, built as README.md, "On
@@ -21,7 +23,8 @@ class AnalysisAppArgs:
     release_label: str
     max_vcpu: int
     tags: dict[str, str]
-    idle_minutes: int = 15
+    #: Minutes without a job before it stops itself (EMR allows 1 to 10080).
+    idle_minutes: int = 1
     #: The custom image (ECR URI) the job runs on; None = EMR's own, which cannot run it.
     image_uri: str | None = None
 

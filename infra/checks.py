@@ -33,6 +33,17 @@ GP3_MIBPS_PER_IOPS = 0.25
 
 
 @dataclass(frozen=True)
+class Options:
+    """The resource options of a declared resource that decide what an update or a
+    ``pulumi destroy`` does to it (as the engine receives them)."""
+
+    #: On replacement, delete the old resource before creating the new one.
+    delete_before_replace: bool = False
+    #: ``pulumi destroy`` (or a replacement) leaves the resource in the cloud.
+    retain_on_delete: bool = False
+
+
+@dataclass(frozen=True)
 class Declared:
     """One declared resource: type token, logical name, inputs; id/outputs when known."""
 
@@ -41,6 +52,7 @@ class Declared:
     inputs: dict[str, Any]
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
+    options: Options = field(default_factory=Options)
 
     def refers_to(self, value: Any) -> bool:
         return bool(value) and value in (self.id, self.outputs.get("bucket"), self.name)
@@ -229,6 +241,40 @@ def _gp3_problems(label: str, volume_type: Any, spec: dict[str, Any]) -> list[st
     return []
 
 
+#: Inputs of an instance whose change makes AWS replace it (a new instance, a new id).
+INSTANCE_REPLACED_ON = ("ami", "privateIp", "subnetId", "availabilityZone")
+
+
+def replaced_instances(before: Iterable[Declared], after: Iterable[Declared]) -> list[str]:
+    """The instances an update from ``before`` to ``after`` replaces: the same logical name
+    with a changed input that forces a new instance (user-data only where it is declared
+    to replace on change)."""
+    old = {r.name: r for r in of_type(before, "ec2/instance:Instance")}
+    replaced = []
+    for new in of_type(after, "ec2/instance:Instance"):
+        previous = old.get(new.name)
+        if previous is None:
+            continue
+        keys = list(INSTANCE_REPLACED_ON)
+        if _is_true(new.inputs.get("userDataReplaceOnChange")):
+            keys.append("userData")
+        if any(previous.inputs.get(k) != new.inputs.get(k) for k in keys):
+            replaced.append(new.name)
+    return replaced
+
+
+def fixed_address_problems(resources: Iterable[Declared]) -> list[str]:
+    """An instance at a fixed private address must be deleted before its replacement is
+    created: Pulumi's default order (create, then delete) asks AWS for an address the old
+    instance still holds, and AWS refuses it (``InvalidIPAddress.InUse``)."""
+    return [
+        f"{r.name}: fixed private address {r.inputs['privateIp']} but no "
+        "delete_before_replace: a replacement fails with InvalidIPAddress.InUse"
+        for r in of_type(resources, "ec2/instance:Instance")
+        if r.inputs.get("privateIp") and not r.options.delete_before_replace
+    ]
+
+
 # -- storage -----------------------------------------------------------------------------
 
 
@@ -280,6 +326,35 @@ def bucket_problems(resources: Iterable[Declared]) -> list[str]:
                     {"AWS": "*"},
                 ):
                     problems.append(f"{policy.name}: allows anyone")
+    return problems
+
+
+#: Resources that hold content in a bucket rather than configure it (a run's artifacts).
+BUCKET_CONTENT = ("s3/bucketObject:BucketObject", "s3/bucketObjectv2:BucketObjectv2")
+
+
+def kept_bucket_problems(resources: Iterable[Declared]) -> list[str]:
+    """A bucket kept on ``pulumi destroy`` (``retain_on_delete``) keeps every resource that
+    configures it too — public-access block, ownership controls, policy, versioning,
+    encryption, lifecycle …: each is a resource of its own, and one left out is deleted
+    from the kept bucket, leaving it without that protection."""
+    resources = list(resources)
+    problems = []
+    for bucket in of_type(resources, "s3/bucket:Bucket", "s3/bucketV2:BucketV2"):
+        if not bucket.options.retain_on_delete:
+            continue
+        for r in resources:
+            if (
+                r is not bucket
+                and r.type.startswith("aws:s3/")
+                and not r.type.endswith(BUCKET_CONTENT)
+                and bucket.refers_to(r.inputs.get("bucket"))
+                and not r.options.retain_on_delete
+            ):
+                problems.append(
+                    f"{r.name}: configures the kept bucket {bucket.name} but is deleted "
+                    "on pulumi destroy (no retain_on_delete)"
+                )
     return problems
 
 

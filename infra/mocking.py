@@ -2,8 +2,7 @@
 
 :func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
 answer like AWS would in the ways the program relies on (bucket names, ARNs, the names and
-URLs of managed services, Elastic IP allocation ids, the availability zones, the Debian
-image) and returns the :class:`~infra.checks.Declared` resources with their resolved
+URLs of managed services, Elastic IP allocation ids, the availability zones) and returns the :class:`~infra.checks.Declared` resources with their resolved
 inputs, ready for the validators in :mod:`infra.checks`.
 """
 
@@ -11,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
-from infra.checks import Declared
+from infra.checks import Declared, Options
 from infra.queue import RESOURCES
 
 ZONES = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+#: The machine image the tests pin (``brokerbench:ami``).
 AMI = "ami-0debian12mock"
 ACCOUNT = "123456789012"
 
@@ -29,6 +31,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.region = region
         self.declared: list[Declared] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        #: The options of the resource being registered on this thread (:class:`OptionsMonitor`).
+        self.registering = threading.local()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         kind = args.typ.split(":")[-1]
@@ -62,7 +66,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.setdefault("arn", f"arn:aws:mock:{self.region}:{ACCOUNT}:{kind}/{args.name}")
         if args.custom:
             self.declared.append(
-                Declared(args.typ, args.name, dict(args.inputs), resource_id, state)
+                Declared(
+                    args.typ,
+                    args.name,
+                    dict(args.inputs),
+                    resource_id,
+                    state,
+                    getattr(self.registering, "options", Options()),
+                )
             )
         return resource_id, state
 
@@ -73,9 +84,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zone_ids = [f"euw1-az{i}" for i in range(1, 4)]
             return {"names": ZONES, "zoneIds": zone_ids, "id": "zones"}, []
-        if args.token == "aws:ec2/getAmi:getAmi":
-            return {"id": AMI, "name": "debian-12-amd64-mock", "architecture": "x86_64"}, []
         raise NotImplementedError(f"no mock for {args.token}")
+
+
+class OptionsMonitor(MockMonitor):
+    """Pulumi's mock monitor, handing each resource's options (which the mocks' own
+    arguments leave out) to the :class:`RecordingMocks` while it registers."""
+
+    mocks: RecordingMocks
+
+    def RegisterResource(self, request: Any) -> Any:  # the gRPC method, by its name
+        self.mocks.registering.options = Options(
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            retain_on_delete=bool(request.retainOnDelete),
+        )
+        try:
+            return super().RegisterResource(request)
+        finally:
+            self.mocks.registering.options = Options()
 
 
 def deploy(
@@ -91,7 +117,9 @@ def deploy(
     """
     _ensure_event_loop()
     mocks = RecordingMocks(region)
-    pulumi.runtime.set_mocks(mocks, project="brokerbench", stack=stack, preview=False)
+    pulumi.runtime.set_mocks(
+        mocks, project="brokerbench", stack=stack, preview=False, monitor=OptionsMonitor(mocks)
+    )
     pulumi.runtime.set_all_config(dict(config or {}))
     result: dict[str, Any] = {}
 

@@ -4,7 +4,9 @@ fleet (sender and receiver machines).
 Every machine sits in the benchmark subnet at its planned private address, has a public
 address only when the network says so (an admin CIDR is configured), requires IMDSv2
 session tokens, has encrypted volumes, and is replaced when its user-data changes (a new
-run gets fresh machines).
+run gets fresh machines). A replacement deletes the old machine before it creates the new
+one: the new one takes the same private address, which AWS refuses while the old one holds
+it (``InvalidIPAddress.InUse``).
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ def _machine(
         ),
         ebs_block_devices=volumes,
         tags={**defaults.tags, "Name": name, "brokerbench:role": role},
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=depends_on or [], delete_before_replace=True
+        ),
     )
 
 

@@ -10,8 +10,6 @@ the clients use (:mod:`infra.queue`).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,12 +46,16 @@ from infra.plan import (
 from infra.queue import ManagedQueue, ManagedQueueArgs
 from infra.secrets import StackSecrets, StackSecretsArgs
 from infra.settings import (
+    NAMESPACE,
     ROOT,
     StackConfigError,
     StackSettings,
     deprecations,
     settings_from_config,
+    unpinned_ami,
 )
+from infra.source import SourceError, SourceState, source_state
+from infra.source import build_wheel as _build
 from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
 from infra.userdata import (
     RunContext,
@@ -65,13 +67,12 @@ from infra.userdata import (
 from workload.model.manifest import (
     ManifestEndpoints,
     ManifestNode,
+    ManifestSource,
     ManifestVolume,
     RunManifest,
 )
 from workload.model.scenario import Scenario, expand
 
-DEBIAN_OWNER = "136693071363"
-DEBIAN_IMAGE = "debian-12-amd64-*"
 #: Without a cloud recipe nothing listens on the brokers; clients are placeholders too.
 PLACEHOLDER_PORT = 1
 
@@ -114,7 +115,13 @@ def main() -> None:
     region = pulumi.Config("aws").get("region")
     if not region:
         raise StackConfigError(["aws:region is not set: pulumi config set aws:region us-east-1"])
-    deployment = build(settings, pulumi.get_stack(), region)
+    source = source_state(ROOT)
+    refusal = source.refusal(f"{NAMESPACE}:allowDirty")
+    if refusal and not settings.allow_dirty:
+        raise StackConfigError([refusal])
+    if refusal:
+        pulumi.log.warn(f"deploying as {NAMESPACE}:allowDirty allows: {refusal.split(':')[0]}")
+    deployment = build(settings, pulumi.get_stack(), region, source=source)
     for key, value in deployment.exports().items():
         pulumi.export(key, value)
 
@@ -133,6 +140,8 @@ class StackPlan:
     tags: dict[str, str]
     #: The system has no cloud recipe: the broker machines are placeholders.
     placeholder: bool
+    #: The checkout the wheel and this program come from.
+    source: SourceState
 
     @property
     def recipe(self) -> CloudRecipe | None:
@@ -143,7 +152,12 @@ class StackPlan:
         return self.recipe.managed if self.recipe is not None else None
 
 
-def plan_stack(settings: StackSettings, stack: str, wheel: Path | None = None) -> StackPlan:
+def plan_stack(
+    settings: StackSettings,
+    stack: str,
+    wheel: Path | None = None,
+    source: SourceState | None = None,
+) -> StackPlan:
     """The stack's plan (warnings logged); a :class:`StackConfigError` for a scenario of
     another system or a topology without broker nodes and no managed service."""
     system = registry.get(settings.system)
@@ -155,7 +169,8 @@ def plan_stack(settings: StackSettings, stack: str, wheel: Path | None = None) -
         )
     plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
     run_id = settings.resolved_run_id(stack, scenario.name)
-    wheel = wheel or settings.wheel or build_wheel()
+    source = source or source_state(ROOT)
+    wheel = wheel or settings.wheel or build_wheel(source=source)
     tags = {
         "brokerbench:run": run_id,
         "brokerbench:system": system.name,
@@ -176,14 +191,20 @@ def plan_stack(settings: StackSettings, stack: str, wheel: Path | None = None) -
             ]
         )
     layout = BucketLayout(run_id, wheel.name)
-    return StackPlan(system, scenario, plan, run_id, layout, wheel, tags, placeholder)
+    return StackPlan(system, scenario, plan, run_id, layout, wheel, tags, placeholder, source)
 
 
 def build(
-    settings: StackSettings, stack: str, region: str, wheel: Path | None = None
+    settings: StackSettings,
+    stack: str,
+    region: str,
+    wheel: Path | None = None,
+    source: SourceState | None = None,
 ) -> Deployment:
-    """Declare every resource of one stack."""
-    target = plan_stack(settings, stack, wheel)
+    """Declare every resource of one stack (``source``: the checkout, read when None)."""
+    if not settings.ami:  # a looked-up image would change under a running fleet
+        raise StackConfigError([unpinned_ami(region)])
+    target = plan_stack(settings, stack, wheel, source)
     scenario, plan, layout, tags = target.scenario, target.plan, target.layout, target.tags
     managed = target.managed
     zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
@@ -227,7 +248,7 @@ def build(
     )
     context = _run_context(settings, target, region, secrets)
     machines = MachineDefaults(
-        ami=settings.ami or _debian_ami(),
+        ami=settings.ami,
         subnet_id=network.subnet_id,
         security_group_id=network.security_group_id,
         root_volume_gib=settings.root_volume_gib,
@@ -312,9 +333,7 @@ def _machines(
         lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
     )
     manifest = pulumi.Output.all(bucket.name, endpoints).apply(
-        lambda v: _manifest(
-            v[0], v[1], settings, system, target.scenario, plan, layout, stack, region
-        )
+        lambda v: _manifest(v[0], v[1], settings, target, stack, region)
     )
     artifacts = RunArtifacts(
         "artifacts",
@@ -398,14 +417,12 @@ def _manifest(
     bucket: str,
     endpoints: Endpoints,
     settings: StackSettings,
-    system: BrokerSystem[Any],
-    scenario: Scenario,
-    plan: FleetPlan,
-    layout: BucketLayout,
+    target: StackPlan,
     stack: str,
     region: str,
 ) -> str:
     """What the cloud commands (and the run context) need to know about this deployment."""
+    system, scenario, plan, layout = target.system, target.scenario, target.plan, target.layout
     return RunManifest(
         run_id=layout.run_id,
         stack=stack,
@@ -427,46 +444,15 @@ def _manifest(
         points=list(plan.points),
         endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
         emr_python=settings.emr_python,
+        source=ManifestSource(commit=target.source.commit, dirty=target.source.dirty),
     ).to_json()
 
 
-def _debian_ami() -> str:
-    image = aws.ec2.get_ami(
-        most_recent=True,
-        owners=[DEBIAN_OWNER],
-        filters=[
-            aws.ec2.GetAmiFilterArgs(name="name", values=[DEBIAN_IMAGE]),
-            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
-        ],
-    )
-    return image.id
-
-
-def build_wheel(out_dir: Path | None = None) -> Path:
-    """Build the brokerbench wheel the client machines install (from this checkout)."""
-    out_dir = out_dir or ROOT / ".cache" / "wheel"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("brokerbench-*.whl"):
-        old.unlink()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--quiet",
-            "--wheel-dir",
-            str(out_dir),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wheels = sorted(out_dir.glob("brokerbench-*.whl"))
-    if done.returncode != 0 or not wheels:
-        raise StackConfigError(
-            [f"building the brokerbench wheel failed: {done.stderr.strip()[-500:]}"]
-        )
-    return wheels[-1]
+def build_wheel(out_dir: Path | None = None, source: SourceState | None = None) -> Path:
+    """This checkout's wheel (into ``.cache/wheel/`` by default), the same bytes for the
+    same commit (:mod:`infra.source`)."""
+    source = source or source_state(ROOT)
+    try:
+        return _build(ROOT, out_dir or ROOT / ".cache" / "wheel", source.commit_time)
+    except SourceError as exc:
+        raise StackConfigError([str(exc)]) from None

@@ -32,6 +32,10 @@ GP3_DEFAULT_THROUGHPUT = GP3_MAX_THROUGHPUT
 GP3_IOPS_PER_MIBPS = 4
 #: The public subnet of the NAT gateway: the smallest subnet AWS allows.
 NAT_SUBNET_PREFIX = 28
+#: The machine image every machine boots (user-data is written for it): Debian 12 for
+#: x86_64, published by Debian's AWS account. ``brokerbench cloud ami`` finds its newest.
+DEBIAN_OWNER = "136693071363"
+DEBIAN_IMAGE = "debian-12-amd64-*"
 
 
 #: Keys still accepted but ignored (field name → why); a stack that sets one is told so
@@ -89,7 +93,11 @@ class StackSettings(BaseModel):
         None, description="CIDR allowed to reach the nodes (SSH); none by default."
     )
     key_name: str | None = Field(None, description="EC2 key pair for SSH (with adminCidr).")
-    ami: str | None = Field(None, description="AMI id; default the latest Debian 12 (amd64).")
+    ami: str | None = Field(
+        None,
+        description="AMI id of Debian 12 (amd64), pinned: required at deploy; "
+        "brokerbench cloud ami --region R prints the current one.",
+    )
     availability_zone: str | None = None
     vpc_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.1.0/24"
@@ -100,6 +108,11 @@ class StackSettings(BaseModel):
     )
     wheel: Path | None = Field(
         None, description="brokerbench wheel to install on clients; default: built at deploy."
+    )
+    allow_dirty: bool = Field(
+        False,
+        description="Deploy a working tree that differs from its commit (the manifest says "
+        "so); by default pulumi up refuses it.",
     )
     analysis_module: str = Field(
         "analysis.job", description="Python module the EMR job runs (as __main__)."
@@ -189,6 +202,14 @@ def settings_from_config(values: Mapping[str, Any], source: str = "stack config"
     if problems:
         raise StackConfigError([f"{source}: {line}" for line in problems])
     return settings
+
+
+def unpinned_ami(region: str) -> str:
+    """The one line for a stack without ``ami``: the image is pinned, never looked up."""
+    return (
+        f"{NAMESPACE}:ami is not set: pin the machine image, e.g. pulumi config set "
+        f"{NAMESPACE}:ami $(brokerbench cloud ami --region {region})"
+    )
 
 
 def deprecations(settings: StackSettings) -> list[str]:

@@ -2,7 +2,8 @@
 
 The bucket is private (ACLs disabled, every public-access block on), encrypted by default
 (SSE-S3 with bucket keys), versioned, reachable over TLS only, and kept when the stack is
-destroyed so that results outlive the fleet. The artifacts are what client machines and the
+destroyed so that results outlive the fleet — with every one of those protections, each a
+resource of its own that is kept with it. The artifacts are what client machines and the
 analysis job read: the brokerbench wheel, the pip constraints that pin what client machines
 install with it, the scenario, the run manifest and the EMR entry script, all under
 ``artifacts/<run-id>/``.
@@ -37,13 +38,9 @@ class ResultsBucket(pulumi.ComponentResource):
         self, name: str, args: ResultsBucketArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("brokerbench:infra:ResultsBucket", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        bucket = aws.s3.Bucket(
-            name,
-            force_destroy=False,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_on_destroy),
-        )
+        # The bucket and everything that configures it share one fate on pulumi destroy.
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_on_destroy)
+        bucket = aws.s3.Bucket(name, force_destroy=False, tags=args.tags, opts=child)
         aws.s3.BucketOwnershipControls(
             f"{name}-ownership",
             bucket=bucket.id,
@@ -84,7 +81,7 @@ class ResultsBucket(pulumi.ComponentResource):
             f"{name}-tls-only",
             bucket=bucket.id,
             policy=bucket.arn.apply(_tls_only_policy),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[block]),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[block])),
         )
         self.name = bucket.bucket
         self.arn = bucket.arn

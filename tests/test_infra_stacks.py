@@ -21,7 +21,7 @@ from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedS
 from infra import checks, userdata_checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
-from infra.mocking import ZONES, deploy
+from infra.mocking import AMI, ZONES, deploy
 from infra.network import Network, NetworkArgs
 from infra.plan import plan_fleet
 from infra.program import Deployment, build, fleet_composition
@@ -76,7 +76,8 @@ def _get(systems: dict[str, Any], name: str) -> Any:
 
 
 def deployable(name: str) -> StackSettings:
-    settings = load_stack_file(STACKS[name])
+    """The stack's settings, its machine image pinned (as ``brokerbench cloud ami`` would)."""
+    settings = load_stack_file(STACKS[name]).model_copy(update={"ami": AMI})
     if settings.system not in registry.systems():
         pytest.skip(f"stack {name}: system {settings.system!r} is not in the registry yet")
     if not settings.scenario_path().exists():
@@ -157,6 +158,8 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.volume_problems(resources) == []
     assert checks.public_ip_problems(resources, settings.admin_cidr) == []
     assert checks.bucket_problems(resources) == []
+    assert checks.kept_bucket_problems(resources) == []
+    assert checks.fixed_address_problems(resources) == []
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
     assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
     assert len(checks.of_type(resources, "emrserverless/application:Application")) == 1
@@ -285,7 +288,7 @@ def test_admin_cidr_opens_ssh_only_from_there(wheel: Path, monkeypatch: pytest.M
 def test_redis_cluster_stack_shards(wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with_recipes(monkeypatch)
     settings = load_stack_file(STACKS["redis-cluster"]).model_copy(
-        update={"scenario": ROOT / "workload/scenarios/redis-sweep.toml"}
+        update={"scenario": ROOT / "workload/scenarios/redis-sweep.toml", "ami": AMI}
     )
     if not settings.scenario_path().exists():
         pytest.skip("workload/scenarios/redis-sweep.toml does not exist")
@@ -310,6 +313,8 @@ def test_program_entry_point_reads_the_stack_config(
         for key, value in yaml.safe_load(STACKS["postgresql"].read_text())["config"].items()
     }
     config["brokerbench:wheel"] = str(wheel)
+    config["brokerbench:ami"] = AMI
+    config["brokerbench:allowDirty"] = "true"  # whatever state this checkout is in
     config["brokerbench:runId"] = "pg-entry-1"
     exported: dict[str, Any] = {}
     import pulumi

@@ -62,6 +62,15 @@ class ManifestEndpoints(ManifestPart):
     extra: dict[str, str] = Field(default_factory=dict)
 
 
+class ManifestSource(ManifestPart):
+    """The code a run deployed: its commit, and whether the tree differed from it."""
+
+    #: The commit the wheel was built from ("" when unknown: no git checkout).
+    commit: str = ""
+    #: The tree had changes not in the commit (deployed with ``brokerbench:allowDirty``).
+    dirty: bool = False
+
+
 class RunManifest(ManifestPart):
     """What a stack deployed for one run (see the module)."""
 
@@ -87,6 +96,7 @@ class RunManifest(ManifestPart):
     endpoints: ManifestEndpoints = Field(default_factory=ManifestEndpoints)
     #: The interpreter of the analysis job on EMR (the stack's ``emrPython``).
     emr_python: str = ""
+    source: ManifestSource = Field(default_factory=ManifestSource)
 
     def to_json(self) -> str:
         """The manifest as the stack uploads it."""

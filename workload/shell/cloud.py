@@ -6,6 +6,7 @@
   follow it to the end.
 * ``fetch``: download the analysis (and with ``--raw`` the raw records) into
   ``results/<run-id>/`` and print the summary table.
+* ``ami``: the current Debian 12 image of a region, to pin in a stack (``brokerbench:ami``).
 * ``client``: the client-machine agent (:mod:`workload.aws.agent`), started by cloud-init.
 
 A run is named by ``--stack NAME`` (read from ``pulumi stack output``) or by ``--bucket``
@@ -25,6 +26,7 @@ from workload.model.bounds import parse_duration
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
 from workload.model.sections import PASSWORD_ENV
+from workload.shell.cloud_ami import cmd_ami
 from workload.shell.cloud_analyze import cmd_analyze
 from workload.shell.cloud_fetch import cmd_fetch
 from workload.shell.cloud_run import aws_client
@@ -90,7 +92,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     """Add the ``cloud`` command group (handlers: ``args.handler(args) -> exit code``)."""
     cloud = subparsers.add_parser(
-        "cloud", help="AWS runs: wait for results, analyse on EMR, fetch the report"
+        "cloud", help="AWS runs: pin the image, wait for results, analyse on EMR, fetch the report"
     )
     sub = cloud.add_subparsers(dest="cloud_command", required=True, metavar="CLOUD_COMMAND")
 
@@ -118,6 +120,12 @@ def register(subparsers: Any) -> None:
     fetch.add_argument("--results", type=Path, default=Path("results"), help="default: results/")
     fetch.add_argument("--raw", action="store_true", help="also the raw records (large)")
     fetch.set_defaults(handler=cmd_fetch)
+
+    ami = sub.add_parser(
+        "ami", help="print the current Debian 12 image id of a region (for brokerbench:ami)"
+    )
+    ami.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
+    ami.set_defaults(handler=cmd_ami)
 
     client = sub.add_parser("client", help="(on a client machine) run this node's part of a run")
     client.add_argument("scenario", type=Path, help="the scenario TOML written by cloud-init")
