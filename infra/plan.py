@@ -17,10 +17,12 @@ from typing import Any
 
 import toml
 
-from brokers.base import Endpoints
+from brokers import registry
+from brokers.base import BrokerSystem, Endpoints
+from infra.settings import StackSettings
 from workload.model.layout import LAYOUT
 from workload.model.manifest import ManifestPoint
-from workload.model.scenario import Scenario
+from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import parse_scenario
 from workload.model.sweep import SweepPoint
 
@@ -198,3 +200,34 @@ def client_scenario(
     rendered = header + toml.dumps(data)
     parse_scenario(tomllib.loads(rendered), f"{scenario_file.name} (for AWS)")
     return rendered
+
+
+@dataclass(frozen=True)
+class StackFleet:
+    """The machines a stack's settings deploy: the system, the scenario as the client
+    machines get it, and the fleet planned for it."""
+
+    system: BrokerSystem[Any]
+    scenario: Scenario
+    plan: FleetPlan
+
+
+def stack_fleet(settings: StackSettings, scenario_file: Path | None = None) -> StackFleet:
+    """What ``settings`` deploy (``scenario_file`` in place of the stack's scenario): the
+    system's reference topology unless ``roles`` replaces it, clients for the largest point."""
+    system = registry.get(settings.system)
+    roles = settings.roles if settings.roles is not None else system.reference_topology.roles
+    scenario = stack_scenario(scenario_file or settings.scenario_path(), roles)
+    return StackFleet(system, scenario, plan_fleet(roles, expand(scenario), settings.subnet_cidr))
+
+
+def fleet_composition(plan: FleetPlan, broker_type: str, client_type: str) -> dict[str, int]:
+    """Instance type → count over the broker cluster and the client fleet."""
+    fleet: dict[str, int] = {}
+    for instance_type, count in (
+        (broker_type, len(plan.brokers)),
+        (client_type, len(plan.clients)),
+    ):
+        if count:
+            fleet[instance_type] = fleet.get(instance_type, 0) + count
+    return fleet

@@ -18,7 +18,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from brokers import registry
 from brokers.base import BrokerSystem, Endpoints
 from brokers.cloud import CloudRecipe, ManagedService
 from infra.access import RunAccess, RunAccessArgs
@@ -40,8 +39,8 @@ from infra.plan import (
     FleetPlan,
     client_scenario,
     default_endpoints,
-    plan_fleet,
-    stack_scenario,
+    fleet_composition,
+    stack_fleet,
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
 from infra.secrets import StackSecrets, StackSecretsArgs
@@ -71,7 +70,7 @@ from workload.model.manifest import (
     ManifestVolume,
     RunManifest,
 )
-from workload.model.scenario import Scenario, expand
+from workload.model.scenario import Scenario
 
 #: Without a cloud recipe nothing listens on the brokers; clients are placeholders too.
 PLACEHOLDER_PORT = 1
@@ -160,14 +159,12 @@ def plan_stack(
 ) -> StackPlan:
     """The stack's plan (warnings logged); a :class:`StackConfigError` for a scenario of
     another system or a topology without broker nodes and no managed service."""
-    system = registry.get(settings.system)
-    roles = settings.roles if settings.roles is not None else system.reference_topology.roles
-    scenario = stack_scenario(settings.scenario_path(), roles)
+    fleet = stack_fleet(settings)
+    system, scenario, plan = fleet.system, fleet.scenario, fleet.plan
     if scenario.broker.system != system.name:
         raise StackConfigError(
             [f"{settings.scenario}: is a {scenario.broker.system} scenario, not {system.name}"]
         )
-    plan = plan_fleet(roles, expand(scenario), settings.subnet_cidr)
     run_id = settings.resolved_run_id(stack, scenario.name)
     source = source or source_state(ROOT)
     wheel = wheel or settings.wheel or build_wheel(source=source)
@@ -361,18 +358,6 @@ def _machines(
             after=(artifacts, brokers),
         ),
     )
-
-
-def fleet_composition(plan: FleetPlan, broker_type: str, client_type: str) -> dict[str, int]:
-    """Instance type → count over the broker cluster and the client fleet."""
-    fleet: dict[str, int] = {}
-    for instance_type, count in (
-        (broker_type, len(plan.brokers)),
-        (client_type, len(plan.clients)),
-    ):
-        if count:
-            fleet[instance_type] = fleet.get(instance_type, 0) + count
-    return fleet
 
 
 def _broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:

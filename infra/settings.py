@@ -299,7 +299,47 @@ def _decode(value: Any) -> Any:
 
 def load_stack_file(path: Path) -> StackSettings:
     """Settings of a ``Pulumi.<stack>.yaml`` file (for tests and tooling)."""
+    return load_stack_config(path).settings
+
+
+#: Where ``Pulumi.yaml`` keeps the stack files (``stackConfigDir``).
+STACKS_DIR = ROOT / "stacks"
+
+
+class StackConfig(BaseModel):
+    """A stack's file as tooling reads it without Pulumi: its settings and region."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    settings: StackSettings
+    region: str | None = None
+
+
+def load_stack_config(path: Path) -> StackConfig:
+    """The settings and ``aws:region`` of a ``Pulumi.<stack>.yaml`` file, read as the
+    program reads them (:func:`settings_from_config`)."""
     import yaml
 
     document = yaml.safe_load(path.read_text()) or {}
-    return settings_from_config(document.get("config") or {}, source=path.name)
+    config = document.get("config") or {}
+    region = config.get("aws:region")
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    settings = settings_from_config(config, source=path.name)
+    return StackConfig(name=name, settings=settings, region=str(region) if region else None)
+
+
+def stack_path(name: str, directory: Path | None = None) -> Path:
+    """The file of stack ``name`` (a :class:`StackConfigError` naming the known stacks when
+    there is none)."""
+    directory = directory or STACKS_DIR
+    path = directory / f"Pulumi.{name}.yaml"
+    if "/" in name or not path.is_file():
+        known = sorted(
+            p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+            for p in directory.glob("Pulumi.*.yaml")
+        )
+        raise StackConfigError(
+            [f"unknown stack {name!r}: no {path.name} in {directory}; stacks: {', '.join(known)}"]
+        )
+    return path

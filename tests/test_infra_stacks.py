@@ -706,3 +706,16 @@ def test_a_managed_service_of_an_unknown_resource_type_is_a_config_error(
     settings = deployable("sqs")
     with pytest.raises(StackConfigError, match="'aws:mq/broker:Broker': not an AWS resource type"):
         deploy(lambda: build(settings, "sqs", REGION, wheel=wheel))
+
+
+def test_a_stack_file_is_read_without_pulumi(tmp_path: Path) -> None:
+    from infra.plan import stack_fleet
+    from infra.settings import StackConfigError, load_stack_config, stack_path
+
+    config = load_stack_config(stack_path("kafka"))
+    assert (config.name, config.region, config.settings.system) == ("kafka", "us-east-1", "kafka")
+    fleet = stack_fleet(config.settings)
+    assert fleet.plan.roles == {"broker": 3}
+    assert (len(fleet.plan.senders), len(fleet.plan.receivers)) == (4, 8)
+    with pytest.raises(StackConfigError, match="unknown stack 'nope'.*kafka"):
+        stack_path("nope")
