@@ -5,14 +5,15 @@ USD per instance-hour by region and instance type), read through :mod:`importlib
 so that it is found wherever the package is imported from: a source tree, an installed
 wheel, or the wheel itself on ``sys.path`` (Spark's ``--py-files`` on EMR). A run is priced
 only when its context says which instances ran for how long. The newest table is used
-unless a version is named.
+unless a version is named. The table also says how many vCPUs each of its instance types
+has (the same in every region), what EC2's vCPU quotas count.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 
 #: The folder of price tables inside the package (a directory or a folder in a zip).
@@ -24,6 +25,10 @@ class PriceTable:
     version: str
     currency: str
     regions: dict[str, dict[str, float]]
+    #: Instance type → vCPUs.
+    vcpus: dict[str, int] = field(default_factory=dict)
+    #: Where the prices come from and when they were published.
+    source: str = ""
 
     def hourly(self, region: str, instance_type: str) -> float:
         try:
@@ -32,6 +37,12 @@ class PriceTable:
             raise KeyError(
                 f"no on-demand price for {instance_type} in {region} in table {self.version}"
             ) from None
+
+    def vcpus_of(self, instance_type: str) -> int:
+        try:
+            return self.vcpus[instance_type]
+        except KeyError:
+            raise KeyError(f"no vCPU count for {instance_type} in table {self.version}") from None
 
 
 def load_prices(version: str | None = None) -> PriceTable:
@@ -42,7 +53,13 @@ def load_prices(version: str | None = None) -> PriceTable:
     if not paths:
         raise FileNotFoundError(f"no price table {version or ''} in {TABLES}")
     data = json.loads(paths[-1].read_text())
-    return PriceTable(data["version"], data["currency"], data["regions"])
+    return PriceTable(
+        data["version"],
+        data["currency"],
+        data["regions"],
+        vcpus=data.get("vcpus", {}),
+        source=data.get("source", ""),
+    )
 
 
 def fleet_cost(

@@ -54,3 +54,13 @@ def test_the_table_shows_cost_only_for_priced_runs() -> None:
     row = {"threads": 1, "send_msgs_per_s": 10.0, "cost_per_million_usd": ""}
     assert "$ per M msgs" not in text_table("Kafka", [row])
     assert "0.2667" in text_table("Kafka", [{**row, "cost_per_million_usd": 0.96 / 3.6}])
+
+
+def test_the_table_counts_the_vcpus_of_every_priced_type() -> None:
+    prices = load_prices()
+    assert prices.vcpus_of("r5.2xlarge") == 8
+    assert prices.vcpus_of("t3.medium") == 2
+    assert {t for region in prices.regions.values() for t in region} <= set(prices.vcpus)
+    assert "June 2024" in prices.source
+    with pytest.raises(KeyError, match=r"x9\.huge"):
+        prices.vcpus_of("x9.huge")
