@@ -717,5 +717,5 @@ def test_a_stack_file_is_read_without_pulumi(tmp_path: Path) -> None:
     fleet = stack_fleet(config.settings)
     assert fleet.plan.roles == {"broker": 3}
     assert (len(fleet.plan.senders), len(fleet.plan.receivers)) == (4, 8)
-    with pytest.raises(StackConfigError, match="unknown stack 'nope'.*kafka"):
+    with pytest.raises(StackConfigError, match=r"unknown stack 'nope'.*kafka"):
         stack_path("nope")

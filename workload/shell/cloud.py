@@ -6,6 +6,10 @@
   follow it to the end.
 * ``fetch``: download the analysis (and with ``--raw`` the raw records) into
   ``results/<run-id>/`` and print the summary table.
+* ``plan``: before ``pulumi up``, a stack's machines, its price per hour, the estimated
+  cost of its sweep and the account quotas it needs (checked where credentials allow).
+* ``down``: after the run, stop the stack's machines; keep the results bucket, or with
+  ``--empty-bucket`` delete all its versions and then it.
 * ``ami``: the current Debian 12 image of a region, to pin in a stack (``brokerbench:ami``).
 * ``client``: the client-machine agent (:mod:`workload.aws.agent`), started by cloud-init.
 
@@ -28,7 +32,9 @@ from workload.model.layout import LAYOUT
 from workload.model.sections import PASSWORD_ENV
 from workload.shell.cloud_ami import cmd_ami
 from workload.shell.cloud_analyze import cmd_analyze
+from workload.shell.cloud_down import cmd_down
 from workload.shell.cloud_fetch import cmd_fetch
+from workload.shell.cloud_plan import cmd_plan
 from workload.shell.cloud_run import aws_client
 from workload.shell.cloud_status import cmd_status, cmd_wait
 
@@ -92,9 +98,24 @@ def _target(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     """Add the ``cloud`` command group (handlers: ``args.handler(args) -> exit code``)."""
     cloud = subparsers.add_parser(
-        "cloud", help="AWS runs: pin the image, wait for results, analyse on EMR, fetch the report"
+        "cloud",
+        help="AWS runs: plan and pin the image, wait for results, analyse on EMR, fetch the "
+        "report, stop the stack",
     )
     sub = cloud.add_subparsers(dest="cloud_command", required=True, metavar="CLOUD_COMMAND")
+
+    plan = sub.add_parser(
+        "plan",
+        help="before pulumi up: a stack's machines, $/hour, the sweep's cost, quota needs",
+    )
+    plan.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml)")
+    plan.add_argument(
+        "--scenario",
+        type=Path,
+        help="price this scenario instead of the stack's brokerbench:scenario",
+    )
+    plan.add_argument("--region", help="region of the quota check (default: the stack's)")
+    plan.set_defaults(handler=cmd_plan)
 
     status = sub.add_parser("status", help="show which nodes of a run have posted results")
     _target(status)
@@ -120,6 +141,23 @@ def register(subparsers: Any) -> None:
     fetch.add_argument("--results", type=Path, default=Path("results"), help="default: results/")
     fetch.add_argument("--raw", action="store_true", help="also the raw records (large)")
     fetch.set_defaults(handler=cmd_fetch)
+
+    down = sub.add_parser(
+        "down",
+        help="after a run: stop the stack's machines; keep the results bucket, or empty and "
+        "delete it",
+    )
+    down.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml)")
+    down.add_argument(
+        "--empty-bucket",
+        action="store_true",
+        help="delete every object version and delete marker of the results bucket, then it",
+    )
+    down.add_argument(
+        "--bucket", help="the results bucket (default: the one tagged with the stack)"
+    )
+    down.add_argument("--region", help="AWS region (default: the stack's aws:region)")
+    down.set_defaults(handler=cmd_down)
 
     ami = sub.add_parser(
         "ami", help="print the current Debian 12 image id of a region (for brokerbench:ami)"
