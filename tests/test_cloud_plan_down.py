@@ -219,3 +219,24 @@ def test_down_errors_are_one_line(capsys: pytest.CaptureFixture[str], no_credent
     assert cloud.main(["cloud", "down", "--stack", "kafka", "--empty-bucket"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no AWS credentials" in err
+
+
+def test_down_never_uses_credentials_resolved_before(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process whose default boto3 session once resolved credentials (another command, a
+    test) still looks them up afresh: without any, nothing is sent anywhere."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "earlier")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "earlier")
+    boto3.setup_default_session()
+    assert boto3.client("s3", region_name=REGION)._request_signer._credentials is not None
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    try:
+        assert cloud.main(["cloud", "down", "--stack", "kafka", "--empty-bucket"]) == 2
+        assert "no AWS credentials" in capsys.readouterr().err
+    finally:
+        boto3.DEFAULT_SESSION = None

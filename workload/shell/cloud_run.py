@@ -92,9 +92,11 @@ def resolve_run(args: argparse.Namespace) -> CloudRun:
 
 
 def aws_client(service: str, region: str | None) -> Any:
+    """A client from a session of its own: credentials are looked up now, never taken
+    from a session an earlier call of this process resolved with other ones."""
     import boto3
 
-    return boto3.client(service, region_name=region)
+    return boto3.session.Session(region_name=region).client(service)
 
 
 def read_manifest(s3: Any, run: CloudRun) -> RunManifest:
