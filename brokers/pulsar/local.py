@@ -88,9 +88,15 @@ def classpath() -> list[str]:
     return [str(home() / "lib" / "*")]
 
 
+def _bookies(topology: str) -> int:
+    """Bookies of a local topology: three in ``cluster``, the standalone's one otherwise."""
+    return BOOKIES if topology == "cluster" else 1
+
+
 def _quorum(params: Any, topology: str) -> Quorum:
     """The cluster default quorum; a scenario's quorum must fit the local bookies."""
-    default, bookies = (REPLICATED, BOOKIES) if topology == "cluster" else (UNREPLICATED, 1)
+    default = REPLICATED if topology == "cluster" else UNREPLICATED
+    bookies = _bookies(topology)
     wanted = params.quorum if isinstance(params, PulsarParams) else None
     if wanted is not None and wanted.ensemble > bookies:
         raise BrokerStartError(
@@ -150,9 +156,12 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
 
     def param_problems(self, topology: str, params: PulsarParams) -> list[ParamProblem]:
         """A ledger's ensemble is bookies (one in the standalone ``single``)."""
-        bookies = BOOKIES if topology == "cluster" else 1
         return more_than_nodes(
-            "ensemble_size", params.ensemble_size, bookies, topology, "bookies per ledger"
+            "ensemble_size",
+            params.ensemble_size,
+            _bookies(topology),
+            topology,
+            "bookies per ledger",
         )
 
     def fault_support(self, topology: str) -> FaultSupport:

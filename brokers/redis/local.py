@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 SHARDS = 3
 REPLICAS_PER_SHARD = 2
+#: Replicas of the master in the ``cluster`` topology.
+CLUSTER_REPLICAS = 2
 #: Redis's built-in user: ``requirepass`` gives it the run's password.
 USER = "default"
 #: The process name of the master of the ``single`` and ``cluster`` topologies.
@@ -91,7 +93,9 @@ class RedisLocal(LocalDeployment["RedisParams"]):
 
     def param_problems(self, topology: str, params: RedisParams) -> list[ParamProblem]:
         """WAIT counts the replicas of the master a stream is on."""
-        replicas = {"single": 0, "cluster": 2, "sharded": REPLICAS_PER_SHARD}[topology]
+        replicas = {"single": 0, "cluster": CLUSTER_REPLICAS, "sharded": REPLICAS_PER_SHARD}[
+            topology
+        ]
         if params.wait_replicas <= replicas:
             return []
         return [
@@ -106,7 +110,7 @@ class RedisLocal(LocalDeployment["RedisParams"]):
         if topology == "sharded":
             return None
         return FaultSupport(
-            nodes=3 if topology == "cluster" else 1,
+            nodes=1 + CLUSTER_REPLICAS if topology == "cluster" else 1,
             leader="the master (node 0)",
             follower="a replica",
             fails_over=False,
@@ -213,7 +217,8 @@ class RedisLocal(LocalDeployment["RedisParams"]):
         credentials: Credentials,
         replicated: bool,
     ) -> None:
-        names = ["master", "replica1", "replica2"] if replicated else ["master"]
+        replicas = CLUSTER_REPLICAS if replicated else 0
+        names = ["master", *(f"replica{i}" for i in range(1, replicas + 1))]
         ports = free_ports(len(names))
         for i, (name, port) in enumerate(zip(names, ports, strict=True)):
             replica_of = "" if name == "master" else f"{cluster.host(0)} {ports[0]}"

@@ -82,6 +82,11 @@ class RocketMQAdapter(Adapter[int]):
             self._consumer_started = time.monotonic()
         return self._consumer
 
+    @property
+    def _confirm_timeout(self) -> float:
+        """How long a batch's sends may take: the client retries each up to 3 times."""
+        return self.params.send_timeout * 3 + 5
+
     def send(self, batch: Sequence[bytes]) -> None:
         producer = self._producer_for_send()
         futures = []
@@ -96,11 +101,11 @@ class RocketMQAdapter(Adapter[int]):
             # while the master was down has no writable queue, and it keeps that (empty)
             # choice until its next route refresh (30 s): start a new producer, which asks.
             self._drop_producer()
-            wait(futures, timeout=self.params.send_timeout * 3 + 5)
+            wait(futures, timeout=self._confirm_timeout)
             raise BrokerError(
                 f"RocketMQ: send of {len(batch)} not started: {_one_line(exc)}"
             ) from None
-        timeout = self.params.send_timeout * 3 + 5  # the client retries up to 3 times
+        timeout = self._confirm_timeout
         done, pending = wait(futures, timeout=timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
         if pending or errors:
