@@ -71,6 +71,35 @@ def test_an_unknown_key_names_the_likely_one_and_params_are_checked_in_the_same_
     assert "unknown key (misspelt?)" in line  # nothing close enough to suggest
 
 
+def test_checks_across_keys_are_reported_in_the_same_pass_as_wrong_values(
+    tmp_path: Path,
+) -> None:
+    text = """
+name = "x"
+[broker]
+system = "kafka"
+topology = "cluster"
+[broker.params]
+replication_factor = 5
+[load]
+threads = "two"
+duration = "5s"
+[measurement]
+window = "30s"
+"""
+    lines = error_lines(tmp_path, text)
+    assert any("load.threads: Input should be a valid integer" in line for line in lines)
+    # Found although a value above is wrong: the window against the measured period,
+    # the replicas against the topology's nodes.
+    assert any("measurement.window: the latency window (30 s)" in line for line in lines)
+    assert any("broker.params.replication_factor: 5 replicas" in line for line in lines)
+    assert len(lines) == 3
+    # A check that involves a wrong key is not made with the default standing in for it.
+    lines = error_lines(tmp_path, text.replace('duration = "5s"', 'duration = "5 parsecs"'))
+    assert any(line.split(": ")[1] == "load.duration" for line in lines)
+    assert not any("measurement.window" in line for line in lines)
+
+
 def test_misspelt_key_names_file_key_and_line(tmp_path: Path) -> None:
     (line,) = error_lines(tmp_path, GOOD.replace("threads = 3", "thredas = 3"))
     assert line.startswith(str(tmp_path / "s.toml"))

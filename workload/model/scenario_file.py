@@ -13,6 +13,7 @@ are :mod:`workload.model.bounds`'.
 
 from __future__ import annotations
 
+import copy
 import os
 import stat
 import tomllib
@@ -32,7 +33,7 @@ from workload.model.checks import (
     sweep_problems,
     topology_problems,
 )
-from workload.model.errors import Problem, ScenarioError, one_line, problems_of
+from workload.model.errors import Loc, Problem, ScenarioError, one_line, problems_of
 from workload.model.scenario import Scenario
 
 
@@ -115,14 +116,23 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         problems = problems_of(exc, model=Scenario) + _params_problems(data)
+        problems += _problems_beyond(data, problems)
         raise ScenarioError.of(problems, source, text) from None
     try:
         scenario.broker_params()
     except ValidationError as exc:
         params_model = registry.get(scenario.broker.system).params_model
         problems = problems_of(exc, ("broker", "params"), params_model)
-        raise ScenarioError.of(problems, source, text) from None
-    problems = (
+        raise ScenarioError.of(problems + _problems_beyond(data, problems), source, text) from None
+    problems = _cross_problems(scenario)
+    if problems:
+        raise ScenarioError.of(problems, source, text)
+    return scenario
+
+
+def _cross_problems(scenario: Scenario) -> list[Problem]:
+    """The checks across keys and sections of a scenario whose every key is valid."""
+    return (
         point_problems(scenario)
         + topology_problems(scenario)
         + sweep_problems(scenario)
@@ -130,6 +140,75 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         + drain_problems(scenario)
         + search_problems(scenario)
     )
-    if problems:
-        raise ScenarioError.of(problems, source, text)
-    return scenario
+
+
+#: Rounds of leaving out the keys found wrong before the rest is given up on.
+_ROUNDS = 3
+
+
+def _problems_beyond(data: dict[str, Any], found: list[Problem]) -> list[Problem]:
+    """Problems the first pass could not see, so that one pass reports them all.
+
+    The keys already found wrong are left out (their defaults stand in) and the rest is
+    validated again, up to the checks across keys. Only problems that involve none of the
+    keys left out are kept: a default standing in for a wrong value proves nothing.
+    """
+    trial = copy.deepcopy(data)
+    removed: list[Loc] = []
+    seen = {(p.loc, p.message) for p in found}
+    more: list[Problem] = []
+    problems = found
+    for _ in range(_ROUNDS):
+        left_out = [loc for p in problems for loc in (p.loc, *p.keys) if _drop(trial, loc)]
+        if not left_out:
+            break
+        removed += left_out
+        valid = False
+        try:
+            scenario = Scenario.model_validate(trial)
+            scenario.broker_params()
+            valid = True
+        except ValidationError as exc:
+            problems = problems_of(exc, model=Scenario) + _params_problems(trial)
+        if valid:
+            problems = _cross_problems(scenario)
+        fresh = [
+            p
+            for p in problems
+            if (p.loc, p.message) not in seen
+            and not any(_related(key, gone) for key in (p.loc, *p.keys) for gone in removed)
+        ]
+        seen.update((p.loc, p.message) for p in fresh)
+        more += fresh
+        if valid:
+            break
+    return more
+
+
+def _drop(data: Any, loc: Loc) -> bool:
+    """Remove the key at ``loc`` from nested TOML data (for an item of an array, the whole
+    array: the others' positions must not move); whether there was one."""
+    while loc and isinstance(loc[-1], int):
+        loc = loc[:-1]
+    if not loc:
+        return False
+    *parents, last = loc
+    for part in parents:
+        inside = part in data if isinstance(data, dict) else _index(data, part)
+        if not inside:
+            return False
+        data = data[part]
+    if isinstance(data, dict) and last in data:
+        del data[last]
+        return True
+    return False
+
+
+def _index(data: Any, part: str | int) -> bool:
+    return isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+
+
+def _related(a: Loc, b: Loc) -> bool:
+    """Whether one key path is the other or lies inside it."""
+    n = min(len(a), len(b))
+    return tuple(a[:n]) == tuple(b[:n])
