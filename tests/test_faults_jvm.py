@@ -78,11 +78,11 @@ def test_artemis_backup_takes_over_from_a_killed_live(tmp_path: Path) -> None:
 @pytest.mark.rocketmq
 def test_rocketmq_master_kill_stops_the_topic_until_the_master_is_back(tmp_path: Path) -> None:
     # The master is back 15–25 s after its restart at 6 s (it registers with the name server
-    # 10 s after it started), so the run lasts 40 s; a message received as it died comes back
-    # after 10 s.
+    # 10 s after it started; sends resumed 9–18 s after the kill in the runs measured), so
+    # the run lasts 32 s; a message received as it died comes back after 10 s.
     params = "queues = 4\nsend_timeout = 2\ninvisible_duration = 10.0"
     fault = one_kill(
-        tmp_path, "rocketmq", params, "leader", 3, 6, duration=40, load='failure_timeout = "60s"'
+        tmp_path, "rocketmq", params, "leader", 3, 6, duration=32, load='failure_timeout = "60s"'
     )
     assert fault.record.leader and fault.record.node == "broker-a-master"
     assert not fault.record.fails_over
