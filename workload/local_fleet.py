@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from workload.caught_up import CaughtUp
 from workload.coordinator import SweepPlace
 from workload.faults import FaultClock, start_faults
 from workload.model.errors import RecordsNotWritten
@@ -217,12 +218,24 @@ class LocalFleet:
         senders = [
             p for p, spec in zip(processes, running.specs, strict=True) if spec.role == "sender"
         ]
+        caught_up = CaughtUp.for_idle_timeout(running.load.idle_timeout)
         while any(p.is_alive() for p in processes):
             _drain(running.progress, view, timeout=0.25)
             view.tick()
             if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
                 running.senders_done.set()
                 running.senders_done_at = time.time()
+            sent, received, errors = view.totals()
+            if not running.stop.is_set() and caught_up.check(
+                time.monotonic(),
+                senders_done=running.senders_done.is_set(),
+                clean=faults is None and not running.deaths,
+                sent=sent,
+                received=received,
+                redelivered=view.redelivered,
+                errors=errors,
+            ):
+                running.stop.set()  # every confirmed message is in: no idle timeout to wait
             if running.sending_ns is None and view.totals()[0] > 0:
                 running.sending_ns = time.time_ns()
                 if faults is not None:

@@ -177,7 +177,10 @@ class LoadSection(Strict):
         "core of the node, at most `threads`.",
     )
     idle_timeout: PositiveDuration = Field(
-        60.0, description="A receiver stops when nothing arrived for this long."
+        60.0,
+        description="A receiver stops when nothing arrived for this long (once the senders are "
+        "done); at a point without faults or errors, 2 s after every confirmed message is counted "
+        "received.",
     )
     failure_timeout: Annotated[
         PositiveDuration,
