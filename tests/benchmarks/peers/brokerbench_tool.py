@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -58,7 +59,8 @@ def scenario_toml(
 ) -> str:
     """The scenario of one brokerbench row, on the running broker's endpoints."""
     warmup = warmup_for(load.duration)
-    window = max(1.0, load.duration - warmup)
+    # One window over the measured period, in whole seconds as windows must be.
+    window = float(max(1, math.floor(load.duration - warmup)))
     load_section: dict[str, Any] = {
         "threads": load.threads,
         "sender_nodes": 1,
