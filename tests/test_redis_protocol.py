@@ -1,5 +1,6 @@
 """The Redis adapter's own RESP encoding of a batch of XADDs: byte for byte what redis-py
-would write, keys taking turns across batches. No server is started."""
+would write, keys taking turns across batches; and the entry ids of XACK and XDEL. No
+server is started."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import itertools
 
 import redis
 
-from brokers.redis.protocol import FIELD, XaddPacker, pack
+from brokers.redis.protocol import FIELD, XaddPacker, pack, pack_with_ids
 
 KEYS = [b"bb_x_p0:{0}", b"bb_x_p0:{1}", b"bb_x_p0:{2}"]
 
@@ -32,3 +33,12 @@ def test_bodies_of_different_sizes_and_a_wait() -> None:
     assert packer.pack(bodies) == redis_py(expected)  # type: ignore[arg-type]
     assert packer.pack([]) == b""
     assert pack(b"WAIT", 1, 500) == redis_py([(b"WAIT", 1, 500)])
+
+
+def test_entry_ids_are_packed_as_redis_py_packs_them_grouped_by_length() -> None:
+    ids = [b"1795740272123-%d" % i for i in (0, 12, 3, 999, 45, 7)]
+    packed = pack_with_ids((b"XACK", KEYS[0], b"brokerbench"), ids)
+    # The ids of one length are joined together; the commands do not care about order.
+    in_length_order = sorted(ids, key=len)
+    assert packed == redis_py([(b"XACK", KEYS[0], b"brokerbench", *in_length_order)])
+    assert pack_with_ids((b"XDEL", KEYS[0]), ids[:1]) == redis_py([(b"XDEL", KEYS[0], ids[0])])

@@ -39,7 +39,15 @@ from brokers.base import (
     ReceivedBatch,
 )
 from brokers.errors import BrokerConnectionError, BrokerError
-from brokers.redis.protocol import FIELD, REPLY_TIMEOUT, ReplyChannel, Written, XaddPacker, pack
+from brokers.redis.protocol import (
+    FIELD,
+    REPLY_TIMEOUT,
+    ReplyChannel,
+    Written,
+    XaddPacker,
+    pack,
+    pack_with_ids,
+)
 
 if TYPE_CHECKING:
     from brokers.redis.params import RedisParams
@@ -251,16 +259,19 @@ class RedisAdapter(_StreamsAdapter):
         return out
 
     def ack(self, receipts: Sequence[StreamEntry]) -> None:
-        commands = [
+        packed = [
             command
             for key, ids in _by_key(receipts).items()
-            for command in ((b"XACK", key, GROUP, *ids), (b"XDEL", key, *ids))
+            for command in (
+                pack_with_ids((b"XACK", key, GROUP), ids),
+                pack_with_ids((b"XDEL", key), ids),
+            )
         ]
         earlier, self._acking = self._acking, None
         if earlier is not None and earlier.error is not None:
             raise BrokerError(f"an earlier acknowledgement failed: {earlier.error}")
-        if commands:
-            self._acking = self._channel().write(commands, len(commands))
+        if packed:
+            self._acking = self._channel().write_packed(b"".join(packed), len(packed))
 
     def close(self) -> None:
         if self._acking is not None and self._receiving is not None:

@@ -13,9 +13,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
 
 from brokers.base import Confirmation
 from brokers.errors import BrokerConnectionError, BrokerError
+
+#: What redis-py's hiredis reader returns while a reply is not complete yet.
+_MORE = NOT_ENOUGH_DATA
 
 FIELD = b"m"
 #: Socket timeout, and how long a written batch may wait for its replies.
@@ -50,6 +54,18 @@ def pack(*args: bytes | int) -> bytes:
     """One command in RESP: an array of bulk strings."""
     items = [a if isinstance(a, bytes) else str(a).encode() for a in args]
     return b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
+
+
+def pack_with_ids(head: Sequence[bytes], ids: Sequence[bytes]) -> bytes:
+    """``pack(*head, *ids)`` for a long list of entry ids (XACK, XDEL): ids of one length
+    are joined in one call, not encoded one by one (their order does not matter to these
+    commands)."""
+    parts = [b"*%d\r\n" % (len(head) + len(ids))]
+    parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in head]
+    for size, group in itertools.groupby(sorted(ids, key=len), len):
+        prefix = b"$%d\r\n" % size
+        parts += [prefix, (b"\r\n" + prefix).join(group), b"\r\n"]
+    return b"".join(parts)
 
 
 class XaddPacker:
@@ -140,17 +156,11 @@ class ReplyChannel:
                     if time.monotonic() > head.deadline:
                         raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
                     return None
-                reply = connection.read_response()
-            except redis.ResponseError as exc:
-                reply = exc
-                head.error = head.error or BrokerError(f"Redis: {exc}")
+                reply = self._read_group(head)
             except BaseException as exc:
                 self._fail_all(exc)
                 if not isinstance(exc, Exception):
                     raise  # an interrupt goes on; the batches waiting have failed
-                continue
-            head.left -= 1
-            if head.left:
                 continue
             waiting.popleft()
             head.reply = reply
@@ -159,6 +169,33 @@ class ReplyChannel:
             if head.error is None:
                 head.done_ns = time.time_ns()
         return written.done_ns
+
+    def _read_group(self, head: Written) -> Any:
+        """Read the rest of ``head``'s replies; its last one. A failed command's error is
+        kept as ``head.error`` (its group fails; the replies after it are still read).
+
+        With redis-py's hiredis parser each reply is one call into the reader once the
+        socket's bytes are in (redis-py's read_response costs microseconds a reply, which
+        a batch of small messages pays per message); else read_response.
+        """
+        parser = self.connection._parser
+        reader = getattr(parser, "_reader", None) if isinstance(parser, _HiredisParser) else None
+        reply: Any = None
+        while head.left:
+            if reader is None:
+                try:
+                    reply = self.connection.read_response()
+                except redis.ResponseError as exc:
+                    reply = exc
+            else:
+                reply = reader.gets()
+                while reply is _MORE:
+                    parser.read_from_socket()  # raises when the connection is lost
+                    reply = reader.gets()
+            if isinstance(reply, redis.ResponseError):
+                head.error = head.error or BrokerError(f"Redis: {reply}")
+            head.left -= 1
+        return reply
 
     def _fail_all(self, exc: BaseException) -> None:
         """The connection is in an unknown state: drop it and fail what waits on it."""
