@@ -23,6 +23,7 @@ from brokers.cloud import CloudRecipe, ManagedService
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
 from infra.constraints import client_constraints
+from infra.instances import bandwidth_problems
 from infra.network import Network, NetworkArgs
 from infra.nodes import (
     BrokerCluster,
@@ -31,6 +32,7 @@ from infra.nodes import (
     ClientFleetArgs,
     DataVolume,
     MachineDefaults,
+    cluster_placement_group,
 )
 from infra.plan import (
     BrokerNode,
@@ -244,6 +246,10 @@ def build(
         else pulumi.Output.from_input(_broker_endpoints(target.recipe, plan))
     )
     context = _run_context(settings, target, region, secrets)
+    for instance_type in sorted({settings.broker_instance_type, settings.client_instance_type}):
+        for line in bandwidth_problems(instance_type):
+            pulumi.log.warn(line)
+    placement = cluster_placement_group("machines", tags) if settings.placement_group else None
     machines = MachineDefaults(
         ami=settings.ami,
         subnet_id=network.subnet_id,
@@ -252,6 +258,7 @@ def build(
         tags=tags,
         key_name=settings.key_name,
         public_ip=network.public_nodes,
+        placement_group=placement.name if placement is not None else None,
     )
     _machines(settings, target, context, machines, access, bucket, endpoints, stack, region)
     return Deployment(

@@ -68,8 +68,21 @@ class StackSettings(BaseModel):
     roles: dict[str, int] | None = Field(
         None, description="Broker nodes by role, replacing the system's reference topology."
     )
-    broker_instance_type: str = "r5.2xlarge"
-    client_instance_type: str = "c5.2xlarge"
+    broker_instance_type: str = Field(
+        "r6i.8xlarge",
+        description="Instance type of the broker machines; default one with sustained network "
+        "and EBS bandwidth (infra/instances.py).",
+    )
+    client_instance_type: str = Field(
+        "c6i.8xlarge",
+        description="Instance type of the client machines; default one with sustained network "
+        "bandwidth (infra/instances.py).",
+    )
+    placement_group: bool = Field(
+        True,
+        description="Launch every machine in one placement group of the cluster strategy "
+        "(false: when AWS has no capacity for the whole fleet in one).",
+    )
     data_volume_gib: int = Field(200, ge=8, le=16384)
     data_volume_type: Literal["gp3", "io2"] = "gp3"
     data_volume_throughput: int | None = Field(

@@ -15,7 +15,7 @@ from analysis.prices import load_prices
 from workload.shell import cloud, cloud_down, cloud_plan
 
 REGION = "us-east-1"  # stacks/Pulumi.kafka.yaml's
-QUOTAS = {"L-1216C47A": 256.0, "L-F678F1CE": 5.0, "L-0263D0A3": 5.0}
+QUOTAS = {"L-1216C47A": 512.0, "L-F678F1CE": 5.0, "L-0263D0A3": 5.0}
 SERVICES = {"L-1216C47A": "ec2", "L-F678F1CE": "vpc", "L-0263D0A3": "ec2"}
 
 
@@ -54,17 +54,19 @@ def test_plan_prices_the_fleet_and_its_sweep_and_checks_quotas(
     assert cloud.main(["cloud", "plan", "--stack", "kafka"]) == 0
     stubber.assert_no_pending_responses()
     out = capsys.readouterr().out
-    # 3 brokers r5.2xlarge, senders and receivers for the largest point (4 + 8) c5.2xlarge
-    assert "broker         3 × r5.2xlarge" in out
-    assert "sender         4 × c5.2xlarge" in out and "receiver       8 × c5.2xlarge" in out
+    # 3 brokers r6i.8xlarge, senders and receivers for the largest point (4 + 8) c6i.8xlarge
+    assert "broker         3 × r6i.8xlarge" in out
+    assert "sender         4 × c6i.8xlarge" in out and "receiver       8 × c6i.8xlarge" in out
+    assert "bandwidth: r6i.8xlarge: network 12.5 Gbit/s, EBS 10,000 Mbit/s" in out
+    assert "placement: every machine in one cluster placement group" in out
     prices = load_prices()
-    hourly = 3 * prices.hourly(REGION, "r5.2xlarge") + 12 * prices.hourly(REGION, "c5.2xlarge")
+    hourly = 3 * prices.hourly(REGION, "r6i.8xlarge") + 12 * prices.hourly(REGION, "c6i.8xlarge")
     assert f"fleet: 15 machines, {hourly:.2f} USD/hour" in out and prices.version in out
     # 9 points × (120 s + 90 s) = 31.5 min
     assert "9 point(s)" in out and "+ 90 s (assumed" in out
     assert f"31.5 min, {hourly * 9 * 210 / 3600:.2f} USD" in out
-    assert "Running On-Demand Standard instances, vCPUs (L-1216C47A): 120" in out
-    assert "need 120, quota 256: ok" in out and "quotas: checked" in out
+    assert "Running On-Demand Standard instances, vCPUs (L-1216C47A): 480" in out
+    assert "need 480, quota 512: ok" in out and "quotas: checked" in out
 
 
 def test_plan_fails_on_each_quota_too_small(
@@ -74,7 +76,7 @@ def test_plan_fails_on_each_quota_too_small(
     assert cloud.main(["cloud", "plan", "--stack", "kafka"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
-    assert "L-1216C47A): the stack needs 120, the quota is 64" in err[0]
+    assert "L-1216C47A): the stack needs 480, the quota is 64" in err[0]
     assert "L-0263D0A3): the stack needs 1, the quota is 0" in err[1]
 
 
@@ -104,6 +106,15 @@ def test_plan_of_another_scenario_and_of_an_unknown_stack(
     assert "kafka-smoke.toml" in out and "1 point(s)" in out
     assert cloud.main(["cloud", "plan", "--stack", "nope"]) == 2
     assert "unknown stack 'nope'" in capsys.readouterr().err
+
+
+def test_plan_says_which_types_burst_and_where_machines_are_placed() -> None:
+    roles = [cloud_plan.MachineRole("broker", 3, "r5.2xlarge")]
+    assert cloud_plan.machine_lines(roles, placement_group=False) == [
+        "bandwidth: r5.2xlarge: network up to 10 Gbit/s, EBS up to 4,750 Mbit/s: burstable, "
+        "a long sweep slows down when its credits run out",
+        "placement: no placement group (brokerbench:placementGroup false)",
+    ]
 
 
 def test_quota_needs_count_an_eip_only_for_the_nat_gateway() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.prices import PriceTable, load_prices
+from infra.instances import BANDWIDTH, bandwidth_problems
 from infra.plan import StackFleet, stack_fleet
 from infra.settings import StackConfig, StackConfigError, load_stack_config, stack_path
 from workload.model.errors import UserError, one_line
@@ -163,6 +164,23 @@ def fleet_lines(
     return lines, total
 
 
+def machine_lines(roles: list[MachineRole], placement_group: bool) -> list[str]:
+    """Each instance type's bandwidth (sustained or burst) and where the machines are placed."""
+    lines = []
+    for instance_type in sorted({r.instance_type for r in roles}):
+        problems = bandwidth_problems(instance_type)
+        if problems:
+            lines += [f"bandwidth: {line}" for line in problems]
+        else:
+            lines.append(f"bandwidth: {instance_type}: {BANDWIDTH[instance_type].describe()}")
+    lines.append(
+        "placement: every machine in one cluster placement group"
+        if placement_group
+        else "placement: no placement group (brokerbench:placementGroup false)"
+    )
+    return lines
+
+
 def plan_report(config: StackConfig, scenario: Path | None) -> tuple[list[str], list[QuotaNeed]]:
     """The lines of the plan (without the quota check) and the quota needs."""
     settings = config.settings
@@ -178,7 +196,8 @@ def plan_report(config: StackConfig, scenario: Path | None) -> tuple[list[str], 
         "machines:",
     ]
     role_lines, hourly = fleet_lines(roles, prices, config.region)
-    lines += role_lines + sweep_lines(fleet, hourly, prices.currency)
+    lines += role_lines + machine_lines(roles, settings.placement_group)
+    lines += sweep_lines(fleet, hourly, prices.currency)
     needs, notes = quota_needs(roles, prices, nat_gateway=settings.admin_cidr is None)
     lines += [f"quota needs: {n.title} ({n.code}): {n.need}" for n in needs] + notes
     return lines, needs
