@@ -85,6 +85,8 @@ def _machine(
         iam_instance_profile=profile,
         user_data=user_data,
         user_data_replace_on_change=True,
+        # A machine that powers itself off (its time to live) stops; it is not terminated.
+        instance_initiated_shutdown_behavior="stop",
         metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
         ),

@@ -298,6 +298,7 @@ def _run_context(
         ),
         secret_parameters=secrets.names if secrets is not None else {},
         faults=bool(target.scenario.faults),
+        ttl_hours=settings.ttl_hours,
     )
 
 
@@ -436,6 +437,7 @@ def _manifest(
         points=list(plan.points),
         endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
         emr_python=settings.emr_python,
+        ttl_hours=settings.ttl_hours,
         source=ManifestSource(commit=target.source.commit, dirty=target.source.dirty),
     ).to_json()
 

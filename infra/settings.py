@@ -139,6 +139,13 @@ class StackSettings(BaseModel):
     )
     emr_max_vcpu: int = Field(64, ge=4, le=4000)
     broker_wait_minutes: int = Field(30, ge=1, le=24 * 60)
+    ttl_hours: int = Field(
+        12,
+        ge=0,
+        le=7 * 24,
+        description="Hours after boot when every machine stops itself (instance stopped, "
+        "not terminated); 0: never.",
+    )
 
     @field_validator("run_id")
     @classmethod

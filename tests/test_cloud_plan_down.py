@@ -59,6 +59,7 @@ def test_plan_prices_the_fleet_and_its_sweep_and_checks_quotas(
     assert "sender         4 × c6i.8xlarge" in out and "receiver       8 × c6i.8xlarge" in out
     assert "bandwidth: r6i.8xlarge: network 12.5 Gbit/s, EBS 10,000 Mbit/s" in out
     assert "placement: every machine in one cluster placement group" in out
+    assert "ttl: every machine stops itself 12 h after boot (brokerbench:ttlHours); " in out
     prices = load_prices()
     hourly = 3 * prices.hourly(REGION, "r6i.8xlarge") + 12 * prices.hourly(REGION, "c6i.8xlarge")
     assert f"fleet: 15 machines, {hourly:.2f} USD/hour" in out and prices.version in out

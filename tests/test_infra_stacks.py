@@ -173,11 +173,16 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     managed = system.cloud.managed if system.cloud is not None else None
     assert len(queues) == (1 if managed is not None else 0)
 
-    # Every machine's user-data: well-formed, names the run and the scenario.
+    # Every machine's user-data: well-formed, names the run and the scenario; the machine
+    # powers itself off after the stack's time to live, and then stops (not terminated).
     for machine in machines:
         text = machine.inputs["userData"]
         assert userdata_checks.cloud_config_problems(text) == [], machine.name
         assert deployment.run_id in text and scenario.name in text, machine.name
+        timer = userdata_checks.written_files(text)["/etc/systemd/system/brokerbench-ttl.timer"]
+        assert f"OnBootSec={settings.ttl_hours}h" in timer, machine.name
+        assert "[systemctl, enable, --now, brokerbench-ttl.timer]" in text, machine.name
+        assert machine.inputs["instanceInitiatedShutdownBehavior"] == "stop", machine.name
     for machine in machines:
         if role_of(machine) in ("sender", "receiver"):
             toml_text = userdata_checks.written_files(machine.inputs["userData"])[
@@ -384,6 +389,29 @@ def test_burstable_types_are_found_and_the_placement_group_can_be_left_out(
     assert checks.of_type(resources, "ec2/placementGroup:PlacementGroup") == []
     assert all(f"{m.name}: in no placement group" in checks.placement_problems(resources)
                for m in instances(resources))  # fmt: skip
+
+
+def test_the_time_to_live_is_the_stacks_or_none(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    for ttl in (3, 0):
+        settings = deployable("redis").model_copy(update={"ttl_hours": ttl})
+        _, resources = deploy(lambda s=settings: build(s, "redis", REGION, wheel=wheel))
+        for machine in instances(resources):
+            text = machine.inputs["userData"]
+            files = userdata_checks.written_files(text)
+            assert userdata_checks.cloud_config_problems(text) == []
+            if ttl:
+                timer = files["/etc/systemd/system/brokerbench-ttl.timer"]
+                assert "OnBootSec=3h" in timer
+                service = files["/etc/systemd/system/brokerbench-ttl.service"]
+                assert "ExecStart=/usr/bin/systemctl poweroff" in service
+            else:
+                assert "brokerbench-ttl" not in text
+    with pytest.raises(StackConfigError, match="brokerbench:ttlHours"):
+        settings_from_config({"brokerbench:system": "redis", "brokerbench:scenario": "x.toml",
+                              "brokerbench:ttlHours": "200"})  # fmt: skip
 
 
 def test_emr_custom_image_and_sizes_reach_the_resources(

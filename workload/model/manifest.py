@@ -96,6 +96,8 @@ class RunManifest(ManifestPart):
     endpoints: ManifestEndpoints = Field(default_factory=ManifestEndpoints)
     #: The interpreter of the analysis job on EMR (the stack's ``emrPython``).
     emr_python: str = ""
+    #: Hours after boot when every machine of the stack stops itself; 0: never.
+    ttl_hours: int = 0
     source: ManifestSource = Field(default_factory=ManifestSource)
 
     def to_json(self) -> str:
