@@ -1,9 +1,9 @@
 """The EMR Serverless application that runs the analysis job of a run.
 
 It starts on job submission (``brokerbench cloud analyze``) and stops itself one minute
-after its last job (the least idle timeout EMR allows), so it costs nothing between runs and
-``pulumi destroy`` finds it STOPPED — EMR Serverless deletes only a STOPPED or CREATED
-application. The job's execution role comes from :mod:`infra.access`.
+after its last job (the least idle timeout EMR allows), so it costs nothing between runs.
+EMR Serverless deletes only a STOPPED or CREATED application: ``brokerbench cloud down``
+stops it and waits for STOPPED before ``pulumi destroy``. The job's execution role comes from :mod:`infra.access`.
 
 The job needs Python ≥ 3.11 with pyarrow, pydantic and boto3, which EMR's own images do not
 promise: it runs only on a custom image (``brokerbench:emrImage``, built as README.md, "On

@@ -4,6 +4,7 @@ client) and ``cloud down`` (EC2 and a versioned bucket under moto). No real AWS 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -156,6 +157,19 @@ def aws() -> Iterator[dict[str, Any]]:
             return [i["InstanceId"] for i in answer["Instances"]]
 
         ours, theirs = machines("kafka", 4), machines("redis", 1)
+        emr = boto3.client("emr-serverless", region_name=REGION)
+        apps = {
+            stack: emr.create_application(
+                name="analysis", releaseLabel="emr-7.5.0", type="SPARK",
+                tags={"brokerbench:stack": stack},
+            )["applicationId"]
+            for stack in ("kafka", "redis")
+        }  # fmt: skip
+        emr.start_job_run(  # the analysis of the run, still on the application
+            applicationId=apps["kafka"],
+            executionRoleArn="arn:aws:iam::123456789012:role/job",
+            jobDriver={"sparkSubmit": {"entryPoint": "s3://b/analysis_entry.py"}},
+        )
         for bucket, stack in ((BUCKET, "kafka"), ("redis-results", "redis")):
             s3.create_bucket(Bucket=bucket)
             s3.put_bucket_tagging(
@@ -168,7 +182,7 @@ def aws() -> Iterator[dict[str, Any]]:
         s3.delete_object(Bucket=BUCKET, Key="runs/r/a")
         s3.delete_object(Bucket=BUCKET, Key="runs/r/b")
         s3.delete_object(Bucket=BUCKET, Key="runs/r/b")  # two markers on one key
-        yield {"ec2": ec2, "s3": s3, "ours": ours, "theirs": theirs}
+        yield {"ec2": ec2, "s3": s3, "ours": ours, "theirs": theirs, "emr": emr, "apps": apps}
 
 
 def states(ec2: Any) -> dict[str, str]:
@@ -194,6 +208,66 @@ def test_down_stops_the_stack_and_deletes_every_version_of_its_bucket(
     out = capsys.readouterr().out
     assert "stopped 4 machine(s) of stack kafka" in out
     assert f"deleted s3://{BUCKET}: 12 object version(s) and delete marker(s)" in out
+    # the stack's analysis application is stopped (pulumi destroy can delete it), not another's
+    emr, apps = aws["emr"], aws["apps"]
+    state = {
+        s: emr.get_application(applicationId=a)["application"]["state"] for s, a in apps.items()
+    }
+    assert state == {"kafka": "STOPPED", "redis": "STARTED"}
+    assert f"EMR Serverless application {apps['kafka']}: STOPPED (pulumi destroy can" in out
+
+
+def emr_app(state: str) -> dict[str, Any]:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    return {"application": {
+        "applicationId": "app1", "arn": "arn:aws:emr-serverless:us-east-1:123456789012:/applications/app1",
+        "releaseLabel": "emr-7.5.0", "type": "Spark", "state": state,
+        "createdAt": when, "updatedAt": when,
+    }}  # fmt: skip
+
+
+def test_down_cancels_the_running_job_and_waits_until_the_application_is_stopped() -> None:
+    emr = boto3.client(
+        "emr-serverless", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    app = {"applicationId": "app1"}
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    job = {
+        "applicationId": "app1", "id": "job1", "arn": "arn:aws:emr-serverless:us-east-1:123456789012:/applications/app1/jobruns/job1",
+        "createdBy": "arn:aws:iam::123456789012:user/me",
+        "createdAt": when, "updatedAt": when, "executionRole": "arn:aws:iam::123456789012:role/job",
+        "state": "RUNNING", "stateDetails": "running", "releaseLabel": "emr-7.5.0",
+    }  # fmt: skip
+    stubber = Stubber(emr)
+    stubber.add_response("get_application", emr_app("STARTED"), app)
+    stubber.add_response("list_job_runs", {"jobRuns": [job]},
+                         {**app, "states": cloud_down.ACTIVE_JOBS})  # fmt: skip
+    stubber.add_response("cancel_job_run", {"applicationId": "app1", "jobRunId": "job1"},
+                         {**app, "jobRunId": "job1"})  # fmt: skip
+    # EMR refuses to stop while the cancelled job still ends: asked again
+    stubber.add_client_error("stop_application", "ValidationException", "jobs running")
+    stubber.add_response("get_application", emr_app("STARTED"), app)
+    stubber.add_response("stop_application", {}, app)
+    stubber.add_response("get_application", emr_app("STOPPING"), app)
+    stubber.add_response("get_application", emr_app("STOPPED"), app)
+    sleeps: list[float] = []
+    with stubber:
+        assert cloud_down.stop_application(emr, "app1", poll=2, sleep=sleeps.append) == (
+            "STOPPED",
+            1,
+        )
+    stubber.assert_no_pending_responses()
+    assert sleeps == [2, 2]
+    # one still stopping after the timeout: one line saying to run down again
+    stubber = Stubber(emr)
+    stubber.add_response("get_application", emr_app("STOPPING"), app)
+    stubber.add_response(
+        "list_job_runs", {"jobRuns": []}, {**app, "states": cloud_down.ACTIVE_JOBS}
+    )
+    for _ in range(3):
+        stubber.add_response("get_application", emr_app("STOPPING"), app)
+    with stubber, pytest.raises(cloud_down.CloudFailed, match="still STOPPING after 2 s"):
+        cloud_down.stop_application(emr, "app1", poll=1, timeout=2, sleep=lambda s: None)
 
 
 def test_emptying_pages_through_versions_and_deletes_in_batches(aws: dict[str, Any]) -> None:
