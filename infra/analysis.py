@@ -6,8 +6,10 @@ EMR Serverless deletes only a STOPPED or CREATED application: ``brokerbench clou
 stops it and waits for STOPPED before ``pulumi destroy``. The job's execution role comes from :mod:`infra.access`.
 
 The job needs Python ≥ 3.11 with pyarrow, pydantic and boto3, which EMR's own images do not
-promise: it runs only on a custom image (``brokerbench:emrImage``, built as README.md, "On
-AWS", shows), and ``brokerbench cloud analyze`` refuses an application without one.
+promise: by default it runs on the packed environment the stack uploads (:mod:`infra.pyenv`,
+named in the job's ``spark.archives``), so the application has no image; a custom image
+(``brokerbench:emrImage``) is the other way, and ``brokerbench cloud analyze`` refuses an
+application with neither.
 """
 
 from __future__ import annotations

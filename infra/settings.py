@@ -135,7 +135,14 @@ class StackSettings(BaseModel):
         None, description="EMR Serverless custom image (ECR URI) with Python ≥ 3.11."
     )
     emr_python: str = Field(
-        "/usr/bin/python3.11", description="Python of the analysis job on EMR (PYSPARK_PYTHON)."
+        "/usr/bin/python3.11",
+        description="Python of the analysis job on the custom image (PYSPARK_PYTHON); "
+        "with the packed environment it is the environment's own.",
+    )
+    emr_python_home: Path | None = Field(
+        None,
+        description="A relocatable CPython >= 3.11 for x86_64 Linux the packed analysis "
+        "environment is built from; default: the newest uv python install keeps.",
     )
     emr_max_vcpu: int = Field(64, ge=4, le=4000)
     broker_wait_minutes: int = Field(30, ge=1, le=24 * 60)

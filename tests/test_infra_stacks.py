@@ -19,7 +19,7 @@ from analysis.prices import load_prices
 from brokers import registry
 from brokers.base import Endpoints
 from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedService
-from infra import checks, userdata_checks
+from infra import checks, pyenv, userdata_checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
 from infra.mocking import AMI, ZONES, deploy
@@ -48,6 +48,13 @@ EXPECTED_STACKS = {
     "nats", "redis", "redis-cluster", "postgresql", "mongodb", "sqs", "eventstore",
 }  # fmt: skip
 REGION = "eu-west-1"
+
+
+@pytest.fixture(autouse=True)
+def no_packed_python(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No interpreter uv keeps on this machine is packed for the analysis job (a test that
+    wants the packed environment names its own)."""
+    monkeypatch.setattr(pyenv, "UV_PYTHONS", tmp_path / "no-uv-pythons")
 
 
 @pytest.fixture(scope="module")
