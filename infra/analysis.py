@@ -1,13 +1,15 @@
 """The EMR Serverless application that runs the analysis job of a run.
 
 It starts on job submission (``brokerbench cloud analyze``) and stops itself one minute
-after its last job (the least idle timeout EMR allows), so it costs nothing between runs and
-``pulumi destroy`` finds it STOPPED — EMR Serverless deletes only a STOPPED or CREATED
-application. The job's execution role comes from :mod:`infra.access`.
+after its last job (the least idle timeout EMR allows), so it costs nothing between runs.
+EMR Serverless deletes only a STOPPED or CREATED application: ``brokerbench cloud down``
+stops it and waits for STOPPED before ``pulumi destroy``. The job's execution role comes from :mod:`infra.access`.
 
 The job needs Python ≥ 3.11 with pyarrow, pydantic and boto3, which EMR's own images do not
-promise: it runs only on a custom image (``brokerbench:emrImage``, built as README.md, "On
-AWS", shows), and ``brokerbench cloud analyze`` refuses an application without one.
+promise: by default it runs on the packed environment the stack uploads (:mod:`infra.pyenv`,
+named in the job's ``spark.archives``), so the application has no image; a custom image
+(``brokerbench:emrImage``) is the other way, and ``brokerbench cloud analyze`` refuses an
+application with neither.
 """
 
 from __future__ import annotations

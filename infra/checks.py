@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.instances import bandwidth_problems as type_bandwidth_problems
 from infra.plan import BucketLayout
 
 WORLD = {"0.0.0.0/0", "::/0"}
@@ -273,6 +274,43 @@ def fixed_address_problems(resources: Iterable[Declared]) -> list[str]:
         for r in of_type(resources, "ec2/instance:Instance")
         if r.inputs.get("privateIp") and not r.options.delete_before_replace
     ]
+
+
+def bandwidth_problems(resources: Iterable[Declared]) -> list[str]:
+    """Every instance of a type whose network and EBS bandwidth are sustained, not "up to"
+    a figure reached on credits (:mod:`infra.instances`)."""
+    return [
+        f"{r.name}: {line}"
+        for r in of_type(resources, "ec2/instance:Instance")
+        for line in type_bandwidth_problems(str(r.inputs.get("instanceType")))
+    ]
+
+
+def placement_problems(resources: Iterable[Declared]) -> list[str]:
+    """Every instance in one placement group of the ``cluster`` strategy, which the stack
+    declares: its machines sit close together in one availability zone, on the network
+    with the lowest latency and the highest bandwidth between them."""
+    resources = list(resources)
+    groups = {
+        g.outputs.get("name") or g.inputs.get("name") or g.name: g
+        for g in of_type(resources, "ec2/placementGroup:PlacementGroup")
+    }
+    problems = [
+        f"{g.name}: placement strategy {g.inputs.get('strategy')!r}, not 'cluster'"
+        for g in groups.values()
+        if g.inputs.get("strategy") != "cluster"
+    ]
+    instances = of_type(resources, "ec2/instance:Instance")
+    used = {r.inputs.get("placementGroup") for r in instances}
+    for r in instances:
+        group = r.inputs.get("placementGroup")
+        if not group:
+            problems.append(f"{r.name}: in no placement group")
+        elif group not in groups:
+            problems.append(f"{r.name}: placement group {group!r} is not declared by the stack")
+    if len(used - {None, ""}) > 1:
+        problems.append(f"machines in {len(used)} placement groups, not one")
+    return problems
 
 
 # -- storage -----------------------------------------------------------------------------

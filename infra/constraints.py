@@ -65,11 +65,17 @@ def client_constraints(
     pyproject: Path = ROOT / "pyproject.toml",
     extras: Iterable[str] = CLIENT_EXTRAS,
     environment: Mapping[str, str] = CLIENT_ENVIRONMENT,
+    more: Iterable[str] = (),
 ) -> Constraints:
-    """Pins for the whole install of the project with ``extras`` on the client machines."""
+    """Pins for the whole install of the project with ``extras`` (and the requirements
+    ``more``) on the client machines, or on the platform ``environment`` describes."""
     project = tomllib.loads(pyproject.read_text())["project"]
     optional = project.get("optional-dependencies", {})
-    declared = [*project.get("dependencies", []), *(r for e in extras for r in optional[e])]
+    declared = [
+        *project.get("dependencies", []),
+        *(r for e in extras for r in optional[e]),
+        *more,
+    ]
     pending = [
         (requirement, str(project["name"]))
         for requirement in map(Requirement, declared)

@@ -59,6 +59,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["publicIp"] = "198.51.100.7"
         elif args.typ == "aws:ec2/vpcEndpoint:VpcEndpoint":
             state.setdefault("prefixListId", "pl-63a5400a")
+        elif args.typ == "aws:ec2/placementGroup:PlacementGroup":
+            state.setdefault("name", f"{args.name}-5e6f7a8")
         elif args.typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
             state.setdefault("name", f"{args.name}-9a8b7c6")
             state["arn"] = f"arn:aws:iam::{ACCOUNT}:{kind.lower()}/{state['name']}"

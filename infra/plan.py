@@ -93,6 +93,11 @@ class BucketLayout:
         return f"{self.artifacts_prefix}brokerbench.zip"
 
     @property
+    def environment_key(self) -> str:
+        """The analysis job's packed Python environment (:mod:`infra.pyenv`)."""
+        return f"{self.artifacts_prefix}pyenv.tar.gz"
+
+    @property
     def scenario_key(self) -> str:
         return f"{self.artifacts_prefix}scenario.toml"
 

@@ -23,6 +23,7 @@ from brokers.cloud import CloudRecipe, ManagedService
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
 from infra.constraints import client_constraints
+from infra.instances import bandwidth_problems
 from infra.network import Network, NetworkArgs
 from infra.nodes import (
     BrokerCluster,
@@ -31,6 +32,7 @@ from infra.nodes import (
     ClientFleetArgs,
     DataVolume,
     MachineDefaults,
+    cluster_placement_group,
 )
 from infra.plan import (
     BrokerNode,
@@ -41,6 +43,13 @@ from infra.plan import (
     default_endpoints,
     fleet_composition,
     stack_fleet,
+)
+from infra.pyenv import (
+    PackError,
+    analysis_constraints,
+    build_environment,
+    default_out_dir,
+    find_python_home,
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
 from infra.secrets import StackSecrets, StackSecretsArgs
@@ -244,6 +253,10 @@ def build(
         else pulumi.Output.from_input(_broker_endpoints(target.recipe, plan))
     )
     context = _run_context(settings, target, region, secrets)
+    for instance_type in sorted({settings.broker_instance_type, settings.client_instance_type}):
+        for line in bandwidth_problems(instance_type):
+            pulumi.log.warn(line)
+    placement = cluster_placement_group("machines", tags) if settings.placement_group else None
     machines = MachineDefaults(
         ami=settings.ami,
         subnet_id=network.subnet_id,
@@ -252,8 +265,12 @@ def build(
         tags=tags,
         key_name=settings.key_name,
         public_ip=network.public_nodes,
+        placement_group=placement.name if placement is not None else None,
     )
-    _machines(settings, target, context, machines, access, bucket, endpoints, stack, region)
+    environment = analysis_environment(settings, target)
+    _machines(
+        settings, target, context, machines, access, bucket, endpoints, stack, region, environment
+    )
     return Deployment(
         run_id=target.run_id,
         bucket=bucket.name,
@@ -291,6 +308,7 @@ def _run_context(
         ),
         secret_parameters=secrets.names if secrets is not None else {},
         faults=bool(target.scenario.faults),
+        ttl_hours=settings.ttl_hours,
     )
 
 
@@ -304,6 +322,7 @@ def _machines(
     endpoints: pulumi.Output[Endpoints],
     stack: str,
     region: str,
+    environment: Path | None = None,
 ) -> None:
     """The broker cluster, the run's artifacts (wheel, client scenario, manifest …) and the
     client fleet, which starts once both are there."""
@@ -330,7 +349,7 @@ def _machines(
         lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
     )
     manifest = pulumi.Output.all(bucket.name, endpoints).apply(
-        lambda v: _manifest(v[0], v[1], settings, target, stack, region)
+        lambda v: _manifest(v[0], v[1], settings, target, stack, region, environment is not None)
     )
     artifacts = RunArtifacts(
         "artifacts",
@@ -342,6 +361,7 @@ def _machines(
             manifest,
             analysis_entry(target.run_id, settings.analysis_module),
             client_constraints(),
+            environment,
         ),
     )
     ClientFleet(
@@ -405,6 +425,7 @@ def _manifest(
     target: StackPlan,
     stack: str,
     region: str,
+    environment: bool = False,
 ) -> str:
     """What the cloud commands (and the run context) need to know about this deployment."""
     system, scenario, plan, layout = target.system, target.scenario, target.plan, target.layout
@@ -429,8 +450,32 @@ def _manifest(
         points=list(plan.points),
         endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
         emr_python=settings.emr_python,
+        emr_environment=layout.environment_key if environment else "",
+        ttl_hours=settings.ttl_hours,
         source=ManifestSource(commit=target.source.commit, dirty=target.source.dirty),
     ).to_json()
+
+
+def analysis_environment(settings: StackSettings, target: StackPlan) -> Path | None:
+    """The analysis job's packed Python environment (:mod:`infra.pyenv`): none with a custom
+    image (it brings its Python), nor without an interpreter to pack (a warning says so)."""
+    if settings.emr_image:
+        return None
+    try:
+        home = find_python_home(settings.emr_python_home)
+        if home is None:
+            pulumi.log.warn(
+                "no relocatable CPython >= 3.11 for x86_64 Linux to pack for the analysis "
+                f"job: run uv python install 3.11 (or set {NAMESPACE}:emrPythonHome, or "
+                f"{NAMESPACE}:emrImage) and pulumi up again; until then cloud analyze refuses"
+            )
+            return None
+        pins = analysis_constraints(home.version)
+        return build_environment(
+            home, target.wheel, pins.pins, default_out_dir(), target.source.commit_time
+        )
+    except PackError as exc:
+        raise StackConfigError([f"{NAMESPACE}:emrPythonHome: {exc}"]) from None
 
 
 def build_wheel(out_dir: Path | None = None, source: SourceState | None = None) -> Path:

@@ -68,8 +68,21 @@ class StackSettings(BaseModel):
     roles: dict[str, int] | None = Field(
         None, description="Broker nodes by role, replacing the system's reference topology."
     )
-    broker_instance_type: str = "r5.2xlarge"
-    client_instance_type: str = "c5.2xlarge"
+    broker_instance_type: str = Field(
+        "r6i.8xlarge",
+        description="Instance type of the broker machines; default one with sustained network "
+        "and EBS bandwidth (infra/instances.py).",
+    )
+    client_instance_type: str = Field(
+        "c6i.8xlarge",
+        description="Instance type of the client machines; default one with sustained network "
+        "bandwidth (infra/instances.py).",
+    )
+    placement_group: bool = Field(
+        True,
+        description="Launch every machine in one placement group of the cluster strategy "
+        "(false: when AWS has no capacity for the whole fleet in one).",
+    )
     data_volume_gib: int = Field(200, ge=8, le=16384)
     data_volume_type: Literal["gp3", "io2"] = "gp3"
     data_volume_throughput: int | None = Field(
@@ -122,10 +135,24 @@ class StackSettings(BaseModel):
         None, description="EMR Serverless custom image (ECR URI) with Python ≥ 3.11."
     )
     emr_python: str = Field(
-        "/usr/bin/python3.11", description="Python of the analysis job on EMR (PYSPARK_PYTHON)."
+        "/usr/bin/python3.11",
+        description="Python of the analysis job on the custom image (PYSPARK_PYTHON); "
+        "with the packed environment it is the environment's own.",
+    )
+    emr_python_home: Path | None = Field(
+        None,
+        description="A relocatable CPython >= 3.11 for x86_64 Linux the packed analysis "
+        "environment is built from; default: the newest uv python install keeps.",
     )
     emr_max_vcpu: int = Field(64, ge=4, le=4000)
     broker_wait_minutes: int = Field(30, ge=1, le=24 * 60)
+    ttl_hours: int = Field(
+        12,
+        ge=0,
+        le=7 * 24,
+        description="Hours after boot when every machine stops itself (instance stopped, "
+        "not terminated); 0: never.",
+    )
 
     @field_validator("run_id")
     @classmethod

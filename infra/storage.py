@@ -116,6 +116,8 @@ class RunArtifactsArgs:
     analysis_entry: str
     #: The versions client machines install with the wheel (:mod:`infra.constraints`).
     constraints: Constraints
+    #: The analysis job's packed Python environment (:mod:`infra.pyenv`), if built.
+    environment: Path | None = None
 
 
 class RunArtifacts(pulumi.ComponentResource):
@@ -146,6 +148,10 @@ class RunArtifacts(pulumi.ComponentResource):
                 key=layout.entry_key, content=args.analysis_entry, content_type="text/x-python"
             ),
         }
+        if args.environment is not None:
+            objects["environment"] = dict(
+                key=layout.environment_key, source=pulumi.FileAsset(str(args.environment))
+            )
         if args.constraints.unpinned:
             pulumi.log.warn(
                 "client machines install these unpinned (the newest their requirements allow): "

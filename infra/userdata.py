@@ -8,7 +8,8 @@ uploaded wheel. Client nodes install brokerbench
 from the wheel the stack uploaded, with the versions of the constraints file uploaded next
 to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
 which waits for the brokers, runs the node's role for every sweep point and uploads the
-results. Every node keeps its clock in sync with chrony.
+results. Every node keeps its clock in sync with chrony and, with a time to live, powers
+itself off that many hours after boot (a systemd timer).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class RunContext:
     notes: dict[str, str] = field(default_factory=dict)
     #: The scenario declares faults: broker nodes run the fault agent (needs ``bucket``).
     faults: bool = False
+    #: Hours after boot when every machine stops itself (``brokerbench:ttlHours``); 0: never.
+    ttl_hours: int = 0
 
     @property
     def wheel_name(self) -> str:
@@ -127,6 +130,18 @@ class RunContext:
     def constraints_key(self) -> str:
         """The pip constraints the stack uploads next to the wheel (:class:`BucketLayout`)."""
         return BucketLayout(self.run_id, self.wheel_name).constraints_key
+
+
+def ttl_units(context: RunContext) -> dict[str, str]:
+    """The systemd timer (and its service) that powers the machine off ``ttl_hours`` after
+    boot — the instance then stops, as its shutdown behaviour says — or none with no ttl."""
+    if not context.ttl_hours:
+        return {"ttl_timer": "", "ttl_service": ""}
+    values = {"ttl_hours": context.ttl_hours, "run_id": context.run_id}
+    return {
+        "ttl_timer": render("brokerbench-ttl.timer.j2", **values),
+        "ttl_service": render("brokerbench-ttl.service.j2", **values),
+    }
 
 
 def data_dir(recipe: CloudRecipe | None) -> str:
@@ -214,6 +229,7 @@ def broker_user_data(
     return render(
         "broker-node.yaml.j2",
         **values,
+        **ttl_units(context),
         node_env=env,
         mount_script=render("mount-data.sh.j2"),
         node_script=render("broker-node.sh.j2", **values),
@@ -380,6 +396,7 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
     return render(
         "client-node.yaml.j2",
         **values,
+        **ttl_units(context),
         scenario_toml=context.scenario_toml,
         node_env=env,
         service_unit=render("brokerbench-client.service.j2", **values),

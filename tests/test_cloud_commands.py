@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,22 @@ def test_status_and_wait_follow_the_done_markers(
     assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "5", "--poll", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "9/9 node results" in out and "not started" not in out
+
+
+def test_status_says_when_the_fleet_stops_itself(
+    s3: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    points = [{"index": 0, "senders": 1, "receivers": 1, "label": "a"}]
+    put(s3, f"artifacts/{RUN}/manifest.json",
+        json.dumps({"run_id": RUN, "points": points, "ttl_hours": 12}))  # fmt: skip
+    uploaded = s3.head_object(Bucket=BUCKET, Key=f"artifacts/{RUN}/manifest.json")  # type: ignore[attr-defined]
+    stops = uploaded["LastModified"] + timedelta(hours=12)
+    cloud.main(["cloud", "status", *TARGET])
+    out = capsys.readouterr().out
+    assert f"each stops itself 12 h after it booted, at about {stops:%Y-%m-%d %H:%M} UTC" in out
+    put(s3, f"artifacts/{RUN}/manifest.json", json.dumps({"run_id": RUN, "points": points}))
+    cloud.main(["cloud", "status", *TARGET])
+    assert "no time to live (brokerbench:ttlHours 0)" in capsys.readouterr().out
 
 
 def test_analyze_submits_the_job_with_the_run_and_the_wheel(

@@ -4,6 +4,7 @@ client) and ``cloud down`` (EC2 and a versioned bucket under moto). No real AWS 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -15,7 +16,7 @@ from analysis.prices import load_prices
 from workload.shell import cloud, cloud_down, cloud_plan
 
 REGION = "us-east-1"  # stacks/Pulumi.kafka.yaml's
-QUOTAS = {"L-1216C47A": 256.0, "L-F678F1CE": 5.0, "L-0263D0A3": 5.0}
+QUOTAS = {"L-1216C47A": 512.0, "L-F678F1CE": 5.0, "L-0263D0A3": 5.0}
 SERVICES = {"L-1216C47A": "ec2", "L-F678F1CE": "vpc", "L-0263D0A3": "ec2"}
 
 
@@ -54,17 +55,20 @@ def test_plan_prices_the_fleet_and_its_sweep_and_checks_quotas(
     assert cloud.main(["cloud", "plan", "--stack", "kafka"]) == 0
     stubber.assert_no_pending_responses()
     out = capsys.readouterr().out
-    # 3 brokers r5.2xlarge, senders and receivers for the largest point (4 + 8) c5.2xlarge
-    assert "broker         3 × r5.2xlarge" in out
-    assert "sender         4 × c5.2xlarge" in out and "receiver       8 × c5.2xlarge" in out
+    # 3 brokers r6i.8xlarge, senders and receivers for the largest point (4 + 8) c6i.8xlarge
+    assert "broker         3 × r6i.8xlarge" in out
+    assert "sender         4 × c6i.8xlarge" in out and "receiver       8 × c6i.8xlarge" in out
+    assert "bandwidth: r6i.8xlarge: network 12.5 Gbit/s, EBS 10,000 Mbit/s" in out
+    assert "placement: every machine in one cluster placement group" in out
+    assert "ttl: every machine stops itself 12 h after boot (brokerbench:ttlHours); " in out
     prices = load_prices()
-    hourly = 3 * prices.hourly(REGION, "r5.2xlarge") + 12 * prices.hourly(REGION, "c5.2xlarge")
+    hourly = 3 * prices.hourly(REGION, "r6i.8xlarge") + 12 * prices.hourly(REGION, "c6i.8xlarge")
     assert f"fleet: 15 machines, {hourly:.2f} USD/hour" in out and prices.version in out
     # 9 points × (120 s + 90 s) = 31.5 min
     assert "9 point(s)" in out and "+ 90 s (assumed" in out
     assert f"31.5 min, {hourly * 9 * 210 / 3600:.2f} USD" in out
-    assert "Running On-Demand Standard instances, vCPUs (L-1216C47A): 120" in out
-    assert "need 120, quota 256: ok" in out and "quotas: checked" in out
+    assert "Running On-Demand Standard instances, vCPUs (L-1216C47A): 480" in out
+    assert "need 480, quota 512: ok" in out and "quotas: checked" in out
 
 
 def test_plan_fails_on_each_quota_too_small(
@@ -74,7 +78,7 @@ def test_plan_fails_on_each_quota_too_small(
     assert cloud.main(["cloud", "plan", "--stack", "kafka"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
-    assert "L-1216C47A): the stack needs 120, the quota is 64" in err[0]
+    assert "L-1216C47A): the stack needs 480, the quota is 64" in err[0]
     assert "L-0263D0A3): the stack needs 1, the quota is 0" in err[1]
 
 
@@ -104,6 +108,15 @@ def test_plan_of_another_scenario_and_of_an_unknown_stack(
     assert "kafka-smoke.toml" in out and "1 point(s)" in out
     assert cloud.main(["cloud", "plan", "--stack", "nope"]) == 2
     assert "unknown stack 'nope'" in capsys.readouterr().err
+
+
+def test_plan_says_which_types_burst_and_where_machines_are_placed() -> None:
+    roles = [cloud_plan.MachineRole("broker", 3, "r5.2xlarge")]
+    assert cloud_plan.machine_lines(roles, placement_group=False) == [
+        "bandwidth: r5.2xlarge: network up to 10 Gbit/s, EBS up to 4,750 Mbit/s: burstable, "
+        "a long sweep slows down when its credits run out",
+        "placement: no placement group (brokerbench:placementGroup false)",
+    ]
 
 
 def test_quota_needs_count_an_eip_only_for_the_nat_gateway() -> None:
@@ -144,6 +157,19 @@ def aws() -> Iterator[dict[str, Any]]:
             return [i["InstanceId"] for i in answer["Instances"]]
 
         ours, theirs = machines("kafka", 4), machines("redis", 1)
+        emr = boto3.client("emr-serverless", region_name=REGION)
+        apps = {
+            stack: emr.create_application(
+                name="analysis", releaseLabel="emr-7.5.0", type="SPARK",
+                tags={"brokerbench:stack": stack},
+            )["applicationId"]
+            for stack in ("kafka", "redis")
+        }  # fmt: skip
+        emr.start_job_run(  # the analysis of the run, still on the application
+            applicationId=apps["kafka"],
+            executionRoleArn="arn:aws:iam::123456789012:role/job",
+            jobDriver={"sparkSubmit": {"entryPoint": "s3://b/analysis_entry.py"}},
+        )
         for bucket, stack in ((BUCKET, "kafka"), ("redis-results", "redis")):
             s3.create_bucket(Bucket=bucket)
             s3.put_bucket_tagging(
@@ -156,7 +182,7 @@ def aws() -> Iterator[dict[str, Any]]:
         s3.delete_object(Bucket=BUCKET, Key="runs/r/a")
         s3.delete_object(Bucket=BUCKET, Key="runs/r/b")
         s3.delete_object(Bucket=BUCKET, Key="runs/r/b")  # two markers on one key
-        yield {"ec2": ec2, "s3": s3, "ours": ours, "theirs": theirs}
+        yield {"ec2": ec2, "s3": s3, "ours": ours, "theirs": theirs, "emr": emr, "apps": apps}
 
 
 def states(ec2: Any) -> dict[str, str]:
@@ -182,6 +208,66 @@ def test_down_stops_the_stack_and_deletes_every_version_of_its_bucket(
     out = capsys.readouterr().out
     assert "stopped 4 machine(s) of stack kafka" in out
     assert f"deleted s3://{BUCKET}: 12 object version(s) and delete marker(s)" in out
+    # the stack's analysis application is stopped (pulumi destroy can delete it), not another's
+    emr, apps = aws["emr"], aws["apps"]
+    state = {
+        s: emr.get_application(applicationId=a)["application"]["state"] for s, a in apps.items()
+    }
+    assert state == {"kafka": "STOPPED", "redis": "STARTED"}
+    assert f"EMR Serverless application {apps['kafka']}: STOPPED (pulumi destroy can" in out
+
+
+def emr_app(state: str) -> dict[str, Any]:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    return {"application": {
+        "applicationId": "app1", "arn": "arn:aws:emr-serverless:us-east-1:123456789012:/applications/app1",
+        "releaseLabel": "emr-7.5.0", "type": "Spark", "state": state,
+        "createdAt": when, "updatedAt": when,
+    }}  # fmt: skip
+
+
+def test_down_cancels_the_running_job_and_waits_until_the_application_is_stopped() -> None:
+    emr = boto3.client(
+        "emr-serverless", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    app = {"applicationId": "app1"}
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    job = {
+        "applicationId": "app1", "id": "job1", "arn": "arn:aws:emr-serverless:us-east-1:123456789012:/applications/app1/jobruns/job1",
+        "createdBy": "arn:aws:iam::123456789012:user/me",
+        "createdAt": when, "updatedAt": when, "executionRole": "arn:aws:iam::123456789012:role/job",
+        "state": "RUNNING", "stateDetails": "running", "releaseLabel": "emr-7.5.0",
+    }  # fmt: skip
+    stubber = Stubber(emr)
+    stubber.add_response("get_application", emr_app("STARTED"), app)
+    stubber.add_response("list_job_runs", {"jobRuns": [job]},
+                         {**app, "states": cloud_down.ACTIVE_JOBS})  # fmt: skip
+    stubber.add_response("cancel_job_run", {"applicationId": "app1", "jobRunId": "job1"},
+                         {**app, "jobRunId": "job1"})  # fmt: skip
+    # EMR refuses to stop while the cancelled job still ends: asked again
+    stubber.add_client_error("stop_application", "ValidationException", "jobs running")
+    stubber.add_response("get_application", emr_app("STARTED"), app)
+    stubber.add_response("stop_application", {}, app)
+    stubber.add_response("get_application", emr_app("STOPPING"), app)
+    stubber.add_response("get_application", emr_app("STOPPED"), app)
+    sleeps: list[float] = []
+    with stubber:
+        assert cloud_down.stop_application(emr, "app1", poll=2, sleep=sleeps.append) == (
+            "STOPPED",
+            1,
+        )
+    stubber.assert_no_pending_responses()
+    assert sleeps == [2, 2]
+    # one still stopping after the timeout: one line saying to run down again
+    stubber = Stubber(emr)
+    stubber.add_response("get_application", emr_app("STOPPING"), app)
+    stubber.add_response(
+        "list_job_runs", {"jobRuns": []}, {**app, "states": cloud_down.ACTIVE_JOBS}
+    )
+    for _ in range(3):
+        stubber.add_response("get_application", emr_app("STOPPING"), app)
+    with stubber, pytest.raises(cloud_down.CloudFailed, match="still STOPPING after 2 s"):
+        cloud_down.stop_application(emr, "app1", poll=1, timeout=2, sleep=lambda s: None)
 
 
 def test_emptying_pages_through_versions_and_deletes_in_batches(aws: dict[str, Any]) -> None:

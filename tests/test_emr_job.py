@@ -241,13 +241,15 @@ class EmrClient:
         return getattr(self.emr, name)
 
 
-def deploy(monkeypatch: pytest.MonkeyPatch, image: str | None) -> tuple[EmrClient, list[str]]:
+def deploy(
+    monkeypatch: pytest.MonkeyPatch, image: str | None, environment: str = ""
+) -> tuple[EmrClient, list[str]]:
     """In moto (started by the caller): a run's manifest in S3 and an EMR Serverless
     application with ``image``; the EMR client ``cloud analyze`` will use, and the
     arguments naming the run and the application."""
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
-    manifest = {"emr_python": "/usr/bin/python3.11", "points": []}
+    manifest = {"emr_python": "/usr/bin/python3.11", "points": [], "emr_environment": environment}
     key = BucketLayout(RUN, "brokerbench.whl").manifest_key
     s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(manifest))
     emr = EmrClient(boto3.client("emr-serverless", region_name=REGION), image)
@@ -268,9 +270,29 @@ def test_analyze_refuses_an_application_without_a_custom_image(
     emr, target = deploy(monkeypatch, image=None)
     assert cloud.main(["cloud", "analyze", *target, "--no-wait"]) == 2
     err = capsys.readouterr().err
-    assert "has no custom image" in err and "brokerbench:emrImage" in err
+    assert "has no custom image and the stack uploaded no packed Python environment" in err
+    assert "uv python install 3.11" in err and "brokerbench:emrPythonHome" in err
     assert "Python ≥ 3.11 with pyarrow, pydantic and boto3" in err
     assert emr.started == []
+
+
+@mock_aws
+def test_analyze_runs_the_job_on_the_packed_environment_without_an_image(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = BucketLayout(RUN, "brokerbench.whl").environment_key
+    emr, target = deploy(monkeypatch, image=None, environment=key)
+    assert cloud.main(["cloud", "analyze", *target, "--poll", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert f"(packed environment s3://{BUCKET}/artifacts/{RUN}/pyenv.tar.gz)" in out
+    (started,) = emr.started
+    parameters = started["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"].split(" --conf ")
+    assert parameters[1:] == [
+        f"spark.archives=s3://{BUCKET}/artifacts/{RUN}/pyenv.tar.gz#environment",
+        "spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON=./environment/bin/python",
+        "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python",
+        "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python",
+    ]  # and not the image's interpreter
 
 
 @mock_aws

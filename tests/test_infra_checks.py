@@ -336,3 +336,36 @@ def test_gp3_data_volumes_must_declare_a_throughput_their_iops_allow() -> None:
         "data: volume not encrypted",
         "data: gp3 without a throughput (held to the 125 MiB/s baseline)",
     ]
+
+
+def test_burstable_and_unknown_instance_types_are_found() -> None:
+    resources = [
+        r(INSTANCE, "sustained", instanceType="r6i.8xlarge"),
+        r(INSTANCE, "burst", instanceType="t3.large"),
+        r(INSTANCE, "half", instanceType="r5.4xlarge"),  # sustained EBS, burst network
+        r(INSTANCE, "unknown", instanceType="x9.huge"),
+    ]
+    assert checks.bandwidth_problems(resources) == [
+        "burst: t3.large: network up to 5 Gbit/s, EBS up to 2,780 Mbit/s: burstable, "
+        "a long sweep slows down when its credits run out",
+        "half: r5.4xlarge: network up to 10 Gbit/s, EBS 4,750 Mbit/s: burstable, "
+        "a long sweep slows down when its credits run out",
+        "unknown: x9.huge: bandwidth unknown (not in infra/instances.py); "
+        "it may be a burstable type",
+    ]
+
+
+def test_machines_outside_the_stacks_cluster_placement_group_are_found() -> None:
+    kind = "aws:ec2/placementGroup:PlacementGroup"
+    group = Declared(kind, "machines", {"strategy": "cluster"}, "g", {"name": "machines-1"})
+    spread = Declared(kind, "other", {"strategy": "spread"}, "o", {"name": "o-1"})
+    inside = r(INSTANCE, "broker-0", placementGroup="machines-1")
+    assert checks.placement_problems([group, inside]) == []
+    assert checks.placement_problems(
+        [group, spread, inside, r(INSTANCE, "client-0"), r(INSTANCE, "c1", placementGroup="x")]
+    ) == [
+        "other: placement strategy 'spread', not 'cluster'",
+        "client-0: in no placement group",
+        "c1: placement group 'x' is not declared by the stack",
+        "machines in 3 placement groups, not one",
+    ]

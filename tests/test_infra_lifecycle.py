@@ -12,12 +12,13 @@ from infra.checks import Declared, Options
 from infra.mocking import deploy
 from infra.program import build
 from infra.settings import StackConfigError
-from tests.test_infra_stacks import REGION, deployable, with_recipes
+from tests.test_infra_stacks import REGION, deployable, no_packed_python, with_recipes
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*has been deprecated in favor of:DeprecationWarning"  # pulumi_aws's own aliases
 )
 INSTANCE = "aws:ec2/instance:Instance"
+__all__ = ["no_packed_python"]  # the fixture, autouse here too
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,11 @@ from typing import Any
 import pulumi
 import pytest
 
+from analysis.prices import load_prices
 from brokers import registry
 from brokers.base import Endpoints
 from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedService
-from infra import checks, userdata_checks
+from infra import checks, pyenv, userdata_checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
 from infra.mocking import AMI, ZONES, deploy
@@ -47,6 +48,13 @@ EXPECTED_STACKS = {
     "nats", "redis", "redis-cluster", "postgresql", "mongodb", "sqs", "eventstore",
 }  # fmt: skip
 REGION = "eu-west-1"
+
+
+@pytest.fixture(autouse=True)
+def no_packed_python(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No interpreter uv keeps on this machine is packed for the analysis job (a test that
+    wants the packed environment names its own)."""
+    monkeypatch.setattr(pyenv, "UV_PYTHONS", tmp_path / "no-uv-pythons")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +122,8 @@ def test_there_is_a_stack_per_system() -> None:
 def test_stack_config_parses(name: str) -> None:
     settings = load_stack_file(STACKS[name])
     assert settings.scenario.as_posix() == f"workload/scenarios/{name}-sweep.toml"
-    assert settings.broker_instance_type == "r5.2xlarge"
+    assert settings.broker_instance_type == "r6i.8xlarge"
+    assert settings.client_instance_type == "c6i.8xlarge"
     assert settings.admin_cidr is None
 
 
@@ -160,6 +169,10 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.bucket_problems(resources) == []
     assert checks.kept_bucket_problems(resources) == []
     assert checks.fixed_address_problems(resources) == []
+    # Sustained network and EBS bandwidth, every machine in the cluster placement group.
+    assert checks.bandwidth_problems(resources) == []
+    assert checks.placement_problems(resources) == []
+    assert len(checks.of_type(resources, "ec2/placementGroup:PlacementGroup")) == 1
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
     assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
     assert len(checks.of_type(resources, "emrserverless/application:Application")) == 1
@@ -167,11 +180,16 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     managed = system.cloud.managed if system.cloud is not None else None
     assert len(queues) == (1 if managed is not None else 0)
 
-    # Every machine's user-data: well-formed, names the run and the scenario.
+    # Every machine's user-data: well-formed, names the run and the scenario; the machine
+    # powers itself off after the stack's time to live, and then stops (not terminated).
     for machine in machines:
         text = machine.inputs["userData"]
         assert userdata_checks.cloud_config_problems(text) == [], machine.name
         assert deployment.run_id in text and scenario.name in text, machine.name
+        timer = userdata_checks.written_files(text)["/etc/systemd/system/brokerbench-ttl.timer"]
+        assert f"OnBootSec={settings.ttl_hours}h" in timer, machine.name
+        assert "[systemctl, enable, --now, brokerbench-ttl.timer]" in text, machine.name
+        assert machine.inputs["instanceInitiatedShutdownBehavior"] == "stop", machine.name
     for machine in machines:
         if role_of(machine) in ("sender", "receiver"):
             toml_text = userdata_checks.written_files(machine.inputs["userData"])[
@@ -358,6 +376,49 @@ def test_scenario_of_another_system_is_rejected(
     settings = deployable("postgresql").model_copy(update={"system": "redis"})
     with pytest.raises(StackConfigError, match="not redis"):
         build(settings, "x", REGION, wheel=wheel)
+
+
+def test_burstable_types_are_found_and_the_placement_group_can_be_left_out(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    settings = deployable("redis").model_copy(
+        update={"client_instance_type": "c5.2xlarge", "placement_group": False}
+    )
+    _, resources = deploy(lambda: build(settings, "redis", REGION, wheel=wheel))
+    clients = [m.name for m in instances(resources) if m.name.startswith("clients-")]
+    assert clients
+    assert checks.bandwidth_problems(resources) == [
+        f"{name}: c5.2xlarge: network up to 10 Gbit/s, EBS up to 4,750 Mbit/s: burstable, "
+        "a long sweep slows down when its credits run out"
+        for name in clients
+    ]
+    assert checks.of_type(resources, "ec2/placementGroup:PlacementGroup") == []
+    assert all(f"{m.name}: in no placement group" in checks.placement_problems(resources)
+               for m in instances(resources))  # fmt: skip
+
+
+def test_the_time_to_live_is_the_stacks_or_none(
+    wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_recipes(monkeypatch)
+    for ttl in (3, 0):
+        settings = deployable("redis").model_copy(update={"ttl_hours": ttl})
+        _, resources = deploy(lambda s=settings: build(s, "redis", REGION, wheel=wheel))
+        for machine in instances(resources):
+            text = machine.inputs["userData"]
+            files = userdata_checks.written_files(text)
+            assert userdata_checks.cloud_config_problems(text) == []
+            if ttl:
+                timer = files["/etc/systemd/system/brokerbench-ttl.timer"]
+                assert "OnBootSec=3h" in timer
+                service = files["/etc/systemd/system/brokerbench-ttl.service"]
+                assert "ExecStart=/usr/bin/systemctl poweroff" in service
+            else:
+                assert "brokerbench-ttl" not in text
+    with pytest.raises(StackConfigError, match="brokerbench:ttlHours"):
+        settings_from_config({"brokerbench:system": "redis", "brokerbench:scenario": "x.toml",
+                              "brokerbench:ttlHours": "200"})  # fmt: skip
 
 
 def test_emr_custom_image_and_sizes_reach_the_resources(
@@ -583,8 +644,8 @@ def test_the_nat_subnet_fits_beside_the_nodes_or_the_config_is_rejected() -> Non
 
 # -- the EC2 vCPU quota each stack needs -------------------------------------------------
 
-#: vCPUs of the instance types the stacks use (EC2 instance type specifications).
-VCPUS = {"r5.2xlarge": 8, "c5.2xlarge": 8}
+#: vCPUs of the instance types the stacks use (the price table's vCPU column).
+VCPUS = load_prices().vcpus
 
 
 def quota_rows() -> list[str]:

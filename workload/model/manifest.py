@@ -96,6 +96,11 @@ class RunManifest(ManifestPart):
     endpoints: ManifestEndpoints = Field(default_factory=ManifestEndpoints)
     #: The interpreter of the analysis job on EMR (the stack's ``emrPython``).
     emr_python: str = ""
+    #: The S3 key of the analysis job's packed Python environment ("" with none: then the
+    #: application's custom image runs the job on ``emr_python``).
+    emr_environment: str = ""
+    #: Hours after boot when every machine of the stack stops itself; 0: never.
+    ttl_hours: int = 0
     source: ManifestSource = Field(default_factory=ManifestSource)
 
     def to_json(self) -> str:

@@ -15,21 +15,35 @@ from workload.shell.cloud_run import CloudRun, aws_client, read_manifest, resolv
 TERMINAL_JOB_STATES = {"SUCCESS", "FAILED", "CANCELLED"}
 
 #: What the analysis job imports beyond PySpark; EMR's own images are not documented to
-#: provide them (nor Python ≥ 3.11), so the job runs only on a custom image that does.
+#: provide them (nor Python ≥ 3.11): the job runs on the packed environment the stack
+#: uploads, or on a custom image that has them.
 ANALYSIS_NEEDS = "Python ≥ 3.11 with pyarrow, pydantic and boto3"
+#: Where Spark unpacks the packed environment (``spark.archives``'s ``#`` name), and its
+#: interpreter there, relative to the driver's and every executor's working directory.
+ENVIRONMENT_DIR = "environment"
+ENVIRONMENT_PYTHON = f"./{ENVIRONMENT_DIR}/bin/python"
 
 
-def analysis_job_driver(run: CloudRun, python: str = "") -> dict[str, Any]:
+def analysis_job_driver(run: CloudRun, python: str = "", environment: str = "") -> dict[str, Any]:
     """The ``sparkSubmit`` job driver of a run's analysis, as EMR Serverless takes it.
 
     The entry script and the code (the wheel, named ``.zip`` for ``--py-files``) are the
-    ones the stack uploaded; the argument is the run's S3 prefix; ``python`` (the image's
-    interpreter, the stack's ``emrPython``) runs driver and executors. ``cloud analyze``
-    submits exactly this, and the local test of the job runs spark-submit with it.
+    ones the stack uploaded; the argument is the run's S3 prefix. With ``environment`` (the
+    S3 key of the packed Python environment the stack uploaded) Spark unpacks it beside the
+    driver and every executor and its ``bin/python`` runs them; else ``python`` (the custom
+    image's interpreter, the stack's ``emrPython``) does. ``cloud analyze`` submits exactly
+    this, and the local test of the job runs spark-submit with it.
     """
     layout = run.bucket_layout
     parameters = [f"--py-files s3://{run.bucket}/{layout.py_files_key}"]
-    if python:
+    if environment:
+        parameters += [
+            f"--conf spark.archives=s3://{run.bucket}/{environment}#{ENVIRONMENT_DIR}",
+            f"--conf spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON={ENVIRONMENT_PYTHON}",
+            f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={ENVIRONMENT_PYTHON}",
+            f"--conf spark.executorEnv.PYSPARK_PYTHON={ENVIRONMENT_PYTHON}",
+        ]
+    elif python:
         parameters += [
             f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={python}",
             f"--conf spark.executorEnv.PYSPARK_PYTHON={python}",
@@ -59,25 +73,26 @@ def analysis_image(emr: Any, run: CloudRun) -> str:
     image = str((application.get("imageConfiguration") or {}).get("imageUri") or "")
     if not image:
         raise UserError(
-            f"EMR Serverless application {run.emr_application_id} has no custom image, and "
-            f"the analysis job needs {ANALYSIS_NEEDS}: build the image README.md describes "
-            "(On AWS, the analysis image), set brokerbench:emrImage to its URI and run "
-            "pulumi up, then analyze again"
+            f"EMR Serverless application {run.emr_application_id} has no custom image and "
+            f"the stack uploaded no packed Python environment, and the analysis job needs "
+            f"{ANALYSIS_NEEDS}: run uv python install 3.11 (or set brokerbench:emrPythonHome) "
+            "and pulumi up, so that the stack packs one, then analyze again"
         )
     return image
 
 
-def submit_analysis(emr: Any, run: CloudRun, python: str = "") -> str:
+def submit_analysis(emr: Any, run: CloudRun, python: str = "", environment: str = "") -> str:
     """Start the analysis job run on EMR Serverless; its job run id.
 
-    ``python`` is the job's interpreter (the stack's ``emrPython``, from the manifest).
+    ``environment`` is the packed Python environment's key, ``python`` the custom image's
+    interpreter (both from the manifest; :func:`analysis_job_driver`).
     """
     _require_application(run)
     response = emr.start_job_run(
         applicationId=run.emr_application_id,
         executionRoleArn=run.emr_execution_role_arn,
         name=f"brokerbench-{run.run_id}",
-        jobDriver={"sparkSubmit": analysis_job_driver(run, python)},
+        jobDriver={"sparkSubmit": analysis_job_driver(run, python, environment)},
         configurationOverrides={
             "monitoringConfiguration": {
                 "s3MonitoringConfiguration": {"logUri": f"{run.run_uri}{LAYOUT.analysis_logs}"}
@@ -106,11 +121,15 @@ def follow_job(emr: Any, run: CloudRun, job_run_id: str, poll: float, timeout: f
 def cmd_analyze(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     emr = aws_client("emr-serverless", run.region)
-    image = analysis_image(emr, run)  # refuse before submitting a job that cannot run
     manifest = read_manifest(aws_client("s3", run.region), run)
-    job_run_id = submit_analysis(emr, run, manifest.emr_python)
+    if manifest.emr_environment:
+        _require_application(run)
+        runs_on = f"packed environment s3://{run.bucket}/{manifest.emr_environment}"
+    else:  # refuse before submitting a job that cannot run
+        runs_on = f"image {analysis_image(emr, run)}"
+    job_run_id = submit_analysis(emr, run, manifest.emr_python, manifest.emr_environment)
     print(
-        f"submitted the analysis of {run.run_id} to EMR Serverless (image {image}): "
+        f"submitted the analysis of {run.run_id} to EMR Serverless ({runs_on}): "
         f"job run {job_run_id}"
     )
     if args.no_wait:

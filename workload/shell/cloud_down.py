@@ -2,7 +2,10 @@
 
 It stops (not terminates) every pending or running machine tagged
 ``brokerbench:stack=NAME`` in the stack's region — broker and client machines alike;
-``pulumi destroy`` removes them and the rest of the stack. The results bucket is kept
+``pulumi destroy`` removes them and the rest of the stack. It also stops the stack's EMR
+Serverless application (cancelling a job still running on it) and waits until it is
+STOPPED: EMR Serverless deletes only a STOPPED or CREATED application, so ``pulumi destroy``
+right after ``cloud analyze`` would fail on it. The results bucket is kept
 unless ``--empty-bucket`` is given: then every object version and delete marker in it is
 deleted (a versioned bucket cannot be deleted otherwise), then the bucket. The bucket is
 ``--bucket``, or the one bucket tagged with the stack (it outlives ``pulumi destroy``).
@@ -11,7 +14,8 @@ deleted (a versioned bucket cannot be deleted otherwise), then the bucket. The b
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from infra.settings import StackConfigError, load_stack_config, stack_path
@@ -22,6 +26,12 @@ from workload.shell.cloud_run import aws_client
 STACK_TAG = "brokerbench:stack"
 #: S3's limit of keys per DeleteObjects request.
 DELETE_BATCH = 1000
+#: How often and how long ``down`` waits for the analysis application to stop.
+EMR_POLL_S = 5.0
+EMR_TIMEOUT_S = 600.0
+#: Application states EMR Serverless deletes it in, and the job states still to cancel.
+DELETABLE = ("STOPPED", "CREATED", "TERMINATED")
+ACTIVE_JOBS = ["SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUEUED"]
 
 
 class CloudFailed(UserError):
@@ -60,6 +70,94 @@ def stop_machines(ec2: Any, stack: str) -> list[str]:
             "stop the machines", ec2.stop_instances, InstanceIds=ids[start : start + DELETE_BATCH]
         )
     return ids
+
+
+def stack_applications(emr: Any, stack: str) -> list[dict[str, Any]]:
+    """The EMR Serverless applications tagged with the stack (id, state)."""
+    pages = emr.get_paginator("list_applications").paginate()
+    found = _aws_call("list the EMR Serverless applications", lambda: list(pages))
+    apps = []
+    for app in (a for page in found for a in page["applications"]):
+        detail = _aws_call(
+            f"describe EMR Serverless application {app['id']}",
+            emr.get_application,
+            applicationId=app["id"],
+        )["application"]
+        if (detail.get("tags") or {}).get(STACK_TAG) == stack:
+            apps.append(detail)
+    return apps
+
+
+def stop_application(
+    emr: Any,
+    application_id: str,
+    poll: float = EMR_POLL_S,
+    timeout: float = EMR_TIMEOUT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, int]:
+    """Cancel the application's active jobs, stop it and wait until it is in a state EMR
+    Serverless deletes it in; that state and how many jobs were cancelled."""
+    what = f"EMR Serverless application {application_id}"
+    state = _aws_call(f"describe {what}", emr.get_application, applicationId=application_id)[
+        "application"
+    ]["state"]
+    if state in DELETABLE:
+        return state, 0
+    jobs = _aws_call(
+        f"list the jobs of {what}",
+        lambda: [
+            j["id"]
+            for page in emr.get_paginator("list_job_runs").paginate(
+                applicationId=application_id, states=ACTIVE_JOBS
+            )
+            for j in page["jobRuns"]
+        ],
+    )
+    for job in jobs:
+        _aws_call(f"cancel job {job} of {what}", emr.cancel_job_run,
+                  applicationId=application_id, jobRunId=job)  # fmt: skip
+    waited = 0.0
+    while True:
+        if state in ("CREATING", "STARTING", "STARTED"):
+            _stop(emr, what, application_id)  # refused while a job still ends: asked again
+        state = _aws_call(f"describe {what}", emr.get_application, applicationId=application_id)[
+            "application"
+        ]["state"]
+        if state in DELETABLE:
+            return state, len(jobs)
+        if waited >= timeout:
+            raise CloudFailed(
+                f"{what} is still {state} after {timeout:.0f} s; pulumi destroy deletes it "
+                "only once it is STOPPED: run cloud down again later"
+            )
+        sleep(poll)
+        waited += poll
+
+
+def _stop(emr: Any, what: str, application_id: str) -> None:
+    """Ask the application to stop; EMR refuses while a job is still ending (asked again)."""
+    try:
+        _aws_call(f"stop {what}", _raw_stop, emr=emr, application_id=application_id)
+    except _NotYet:
+        pass
+
+
+class _NotYet(Exception):
+    """EMR Serverless refused to stop the application for now (jobs still ending)."""
+
+
+def _raw_stop(emr: Any, application_id: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        emr.stop_application(applicationId=application_id)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in (
+            "ValidationException",
+            "ConflictException",
+        ):
+            raise _NotYet() from None
+        raise
 
 
 def stack_buckets(s3: Any, stack: str) -> list[str]:
@@ -138,6 +236,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     else:
         print(f"no running machine tagged {STACK_TAG}={config.name} in {region}")
     print("volumes and the NAT gateway cost until pulumi destroy removes them")
+    emr = aws_client("emr-serverless", region)
+    for app in stack_applications(emr, config.name):
+        state, cancelled = stop_application(emr, app["applicationId"])
+        jobs = f", {cancelled} running job(s) cancelled" if cancelled else ""
+        print(
+            f"EMR Serverless application {app['applicationId']}: {state}{jobs} "
+            "(pulumi destroy can delete it)"
+        )
     s3 = aws_client("s3", region)
     bucket = _the_bucket(s3, config.name, args.bucket)
     if bucket is None:

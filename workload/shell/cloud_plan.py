@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.prices import PriceTable, load_prices
+from infra.instances import BANDWIDTH, bandwidth_problems
 from infra.plan import StackFleet, stack_fleet
 from infra.settings import StackConfig, StackConfigError, load_stack_config, stack_path
 from workload.model.errors import UserError, one_line
@@ -122,10 +123,25 @@ def check_quotas(client: Any, needs: list[QuotaNeed]) -> QuotaCheck:
     return QuotaCheck(True, values=values)
 
 
+def sweep_seconds(fleet: StackFleet) -> float:
+    """The sweep's estimated duration: each point's sending duration and the overhead."""
+    return sum(p.load.duration + POINT_OVERHEAD_S for p in expand(fleet.scenario))
+
+
+def ttl_line(ttl_hours: int, fleet: StackFleet) -> str:
+    """When the machines stop themselves, and whether the sweep's estimate fits before."""
+    if not ttl_hours:
+        return "ttl: none (brokerbench:ttlHours 0): the machines run until cloud down"
+    fits = sweep_seconds(fleet) < ttl_hours * 3600
+    return f"ttl: every machine stops itself {ttl_hours} h after boot (brokerbench:ttlHours); " + (
+        "the sweep's estimate fits" if fits else "the sweep's estimate does NOT fit: raise it"
+    )
+
+
 def sweep_lines(fleet: StackFleet, hourly: float | None, currency: str) -> list[str]:
     """The sweep's points, its estimated duration and cost."""
     points = expand(fleet.scenario)
-    seconds = sum(p.load.duration + POINT_OVERHEAD_S for p in points)
+    seconds = sweep_seconds(fleet)
     cost = f", {hourly * seconds / 3600:.2f} {currency}" if hourly is not None else ""
     return [
         f"sweep of {fleet.scenario.name}: {len(points)} point(s), each its sending duration + "
@@ -163,6 +179,23 @@ def fleet_lines(
     return lines, total
 
 
+def machine_lines(roles: list[MachineRole], placement_group: bool) -> list[str]:
+    """Each instance type's bandwidth (sustained or burst) and where the machines are placed."""
+    lines = []
+    for instance_type in sorted({r.instance_type for r in roles}):
+        problems = bandwidth_problems(instance_type)
+        if problems:
+            lines += [f"bandwidth: {line}" for line in problems]
+        else:
+            lines.append(f"bandwidth: {instance_type}: {BANDWIDTH[instance_type].describe()}")
+    lines.append(
+        "placement: every machine in one cluster placement group"
+        if placement_group
+        else "placement: no placement group (brokerbench:placementGroup false)"
+    )
+    return lines
+
+
 def plan_report(config: StackConfig, scenario: Path | None) -> tuple[list[str], list[QuotaNeed]]:
     """The lines of the plan (without the quota check) and the quota needs."""
     settings = config.settings
@@ -178,7 +211,9 @@ def plan_report(config: StackConfig, scenario: Path | None) -> tuple[list[str], 
         "machines:",
     ]
     role_lines, hourly = fleet_lines(roles, prices, config.region)
-    lines += role_lines + sweep_lines(fleet, hourly, prices.currency)
+    lines += role_lines + machine_lines(roles, settings.placement_group)
+    lines += sweep_lines(fleet, hourly, prices.currency)
+    lines.append(ttl_line(settings.ttl_hours, fleet))
     needs, notes = quota_needs(roles, prices, nat_gateway=settings.admin_cidr is None)
     lines += [f"quota needs: {n.title} ({n.code}): {n.need}" for n in needs] + notes
     return lines, needs

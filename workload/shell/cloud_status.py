@@ -7,6 +7,7 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from workload.model.layout import LAYOUT
@@ -60,10 +61,27 @@ def run_progress(s3: Any, run: CloudRun) -> Progress:
     return Progress(done + len(missing), done, failed, missing, not_started)
 
 
+def ttl_line(s3: Any, run: CloudRun) -> str:
+    """When the fleet stops itself: its time to live after boot (from the manifest), the
+    moment reckoned from the manifest's upload, which the machines boot around."""
+    manifest = read_manifest(s3, run)
+    if not manifest.ttl_hours:
+        return "machines: no time to live (brokerbench:ttlHours 0): they run until cloud down"
+    uploaded = s3.head_object(Bucket=run.bucket, Key=run.manifest_key)["LastModified"]
+    stops = uploaded + timedelta(hours=manifest.ttl_hours)
+    return (
+        f"machines: each stops itself {manifest.ttl_hours} h after it booted, at about "
+        f"{stops:%Y-%m-%d %H:%M} UTC (brokerbench:ttlHours; the manifest was uploaded at "
+        f"{uploaded:%H:%M} UTC, as the machines booted)"
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     run = resolve_run(args)
-    progress = run_progress(aws_client("s3", run.region), run)
+    s3 = aws_client("s3", run.region)
+    progress = run_progress(s3, run)
     _print_progress(run, progress)
+    print(ttl_line(s3, run))
     return 1 if progress.failed else 0
 
 
