@@ -86,7 +86,8 @@ class KeyScheme:
 
     def key_of(self, node: int, worker: int, seq: int) -> int:
         """The key of one message."""
-        u = (_mix((node << _NODE_SHIFT) | (worker << _WORKER_SHIFT) | seq) >> 11) * _UNIT
+        x = (int(node) << _NODE_SHIFT) | (int(worker) << _WORKER_SHIFT) | int(seq)
+        u = (_mix(x) >> 11) * _UNIT
         if self.cdf is None:
             return int(u * self.count)
         return bisect.bisect_right(self._bounds, u)
