@@ -23,24 +23,36 @@ TAG = "i0000000.0"
 OUT_OF_ORDER = (0, 1, 2, 4, 3, 5)
 
 
-def keyed_run(
-    scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path, keys: int
-) -> dict[str, str]:
-    """``scenario`` with ``keys`` keys and 2 s of sending against a running cluster,
-    analysed with the session's Spark: its summary row (one point)."""
-    from analysis.job import analyse
-    from tests.conftest import read_summary
-
+def keyed_run(scenario: Path, endpoints: Endpoints, tmp_path: Path, keys: int) -> Path:
+    """``scenario`` with ``keys`` keys and 2 s of sending against a running cluster (one
+    point, not analysed): the run's directory."""
     sections = {
         "load": {"keys": keys, "duration": "2s", "idle_timeout": "2s", "threads": 2},
-        "measurement": {"window": "2s", "step": "1s"},
+        "measurement": {"window": "1s", "step": "1s"},
     }
     if "[sweep]" in scenario.read_text():
         sections["sweep"] = {"threads": [2]}
-    run_dir = run_against(scenario, endpoints, tmp_path, sections)
+    return run_against(scenario, endpoints, tmp_path, sections)
+
+
+def analysed(run_dir: Path, spark: Any) -> dict[str, str]:
+    """The run analysed by the analysis job: its summary row (one point)."""
+    from analysis.job import analyse
+    from tests.conftest import read_summary
+
     analyse(spark, run_dir)
-    (row,) = read_summary(tmp_path / "results")
+    (row,) = read_summary(run_dir.parent)
     return row
+
+
+def reordered_and_received(run_dir: Path, spark: Any) -> tuple[int, int]:
+    """The run's ``reordered`` as the analysis counts it (without the rest of the job), and
+    the messages received."""
+    from analysis import transforms as tf
+    from analysis.raw_tables import read_table
+
+    received = read_table(spark, run_dir, "received")
+    return sum(r["reordered"] for r in tf.reordered(received).collect()), received.count()
 
 
 def inject_reordering(
