@@ -82,6 +82,7 @@ def test_systems_declare_how_they_send_keys() -> None:
     assert systems["kafka"].keys == KeySupport("record key", ordered=True)
     assert systems["redpanda"].keys == systems["kmq"].keys == systems["kafka"].keys
     assert systems["nats"].keys == KeySupport("subject suffix", ordered=True)
+    assert systems["pulsar"].keys == KeySupport("message key", ordered=False)
     assert systems["redis"].keys is None and systems["sqs"].keys is None
     assert BrokerRecord(keys={"sent_as": "record key", "ordered": True}).key_order
     assert not BrokerRecord(keys={"sent_as": "x", "ordered": False}).key_order

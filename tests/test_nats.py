@@ -298,8 +298,8 @@ def test_a_keyed_run_counts_no_reordering(cluster, spark, tmp_path) -> None:
     from tests.keyed import keyed_run, reordered_and_received
     from workload.model.record import load_context
 
-    # Every message went to a keyed subject the stream captures (an uncaptured subject has
-    # no responder: the run would fail); test_kafka runs the whole analysis job.
+    # Every message went to a keyed subject, which the stream must capture for anything to be
+    # acknowledged and received; test_kafka runs the whole analysis job.
     smoke = SCENARIOS / "nats-cluster-smoke.toml"
     run_dir = keyed_run(smoke, cluster.endpoints, tmp_path, keys=50)
     assert load_context(run_dir).broker.key_order
