@@ -98,6 +98,16 @@ COLUMNS: tuple[Column, ...] = (
         better=Better.LOWER,
     ),
     Column(
+        "reordered",
+        "messages of a key received after a later one of the same sender and key, by the "
+        "same receiver, and received once (empty: no keys, or no per-key order promised)",
+        Scope.TOTAL,
+        unit="msgs",
+        title="reord",
+        long="reordered messages",
+        better=Better.LOWER,
+    ),
+    Column(
         "redelivered",
         "messages the broker marked as delivered again",
         Scope.TOTAL,

@@ -32,7 +32,13 @@ from analysis.column_model import RUN_QUANTILES, run_column
 from analysis.columns import SUMMARY_COLUMNS
 from analysis.prices import cost_per_million, load_prices
 from analysis.raw_tables import arrow_schema, read_table, read_telemetry
-from analysis.records import clock_offsets, delivery_label, point_records, run_records
+from analysis.records import (
+    PointRecords,
+    clock_offsets,
+    delivery_label,
+    point_records,
+    run_records,
+)
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from analysis.summary_row import SummaryRow
 from workload.model.errors import RecordsNotWritten
@@ -74,11 +80,12 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         [(context.run_id, p.point, p.state) for p in points],
         "run_id string, point int, state string",
     )
+    received = read_table(spark, run, "received", records.paths.get("received"))
     delivery = tf.delivery(
-        read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")),
-        read_table(spark, run, "received", records.paths.get("received")),
+        read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")), received
     )
     _merge(rows, _collect(tf.accounting(delivery, states)))
+    _merge(rows, order_columns(context, points, received))
     _merge(rows, {p.point: {"delivery": delivery_label(p, rows.get(p.point, {}))} for p in points})
     histograms = tf.run_histograms(hist, periods).cache()
     _merge(rows, _collect(tf.out_of_range(histograms)))
@@ -109,6 +116,29 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     for cached in (counters, hist, series, histograms, usage):
         cached.unpersist()
     return summary
+
+
+def order_columns(
+    context: RunContext, points: Sequence[PointRecords], received: DataFrame
+) -> dict[int, dict[str, Any]]:
+    """``reordered`` of the points whose messages had keys, where the system promises
+    per-key order (docs/measurement.md §5): counted where the point's records are whole
+    (drained or stopped early), empty where they are not; no column elsewhere (empty)."""
+    if not context.broker.key_order:
+        return {}
+    keyed = {p.point for p in context.points if p.load.keys is not None}
+    claimed = [p for p in points if p.point in keyed]
+    if not claimed:
+        return {}
+    counts = _collect(tf.reordered(received))
+    return {
+        p.point: {
+            "reordered": counts.get(p.point, {}).get("reordered", 0)
+            if p.state in (tf.DRAINED, tf.STOPPED)
+            else None
+        }
+        for p in claimed
+    }
 
 
 def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:

@@ -22,6 +22,7 @@ _ARROW_TO_SPARK: dict[pa.DataType, T.DataType] = {
     pa.int32(): T.IntegerType(),
     pa.int64(): T.LongType(),
     pa.float64(): T.DoubleType(),
+    pa.bool_(): T.BooleanType(),
 }
 
 

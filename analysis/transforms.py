@@ -381,6 +381,29 @@ def delivery(sent_ranges: DataFrame, received: DataFrame) -> DataFrame:
     )
 
 
+def reordered(received: DataFrame) -> DataFrame:
+    """Per point with late messages: ``reordered``, the messages that arrived late for
+    their key at their receiver worker (``late``: that worker had received a higher sequence
+    number of the same sender worker and key before) and were received exactly once — a
+    message received more than once is a duplicate or a redelivery, never a reordering
+    (docs/measurement.md §5). Points without a late message have no row (none reordered).
+
+    Only the late identities (normally none) are matched against the received table, so a
+    run without them costs one filtered scan of the ``late`` column.
+    """
+    identity = [*KEY, "sender_node", "sender_worker", "seq"]
+    late = received.where(F.col("late")).select(*identity).distinct()
+    copies = (
+        received.select(*identity)
+        .join(late, on=identity, how="left_semi")
+        .groupBy(*identity)
+        .agg(F.count(F.lit(1)).alias("copies"))
+    )
+    return (
+        copies.where(F.col("copies") == 1).groupBy(*KEY).agg(F.count(F.lit(1)).alias("reordered"))
+    )
+
+
 #: How a sweep point's records stand (see :func:`accounting`): receivers drained it, the run
 #: stopped early, a node's records are missing, or it never ran.
 DRAINED, STOPPED, INCOMPLETE, NOT_RUN = "drained", "stopped", "incomplete", "not run"

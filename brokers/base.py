@@ -97,6 +97,40 @@ class ReceivedBatch(Generic[R]):
         )
 
 
+class KeyedBatch(list[bytes]):
+    """A send batch whose messages carry keys (docs/measurement.md §2, keys): the bodies, as
+    any batch, and ``keys``, one per body. Every sender takes it where it takes a batch; a
+    system that sends keys reads them with :func:`keys_of`, one that has none sends the
+    bodies alone (its :class:`KeySupport` is None)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> None:
+        super().__init__(bodies)
+        self.keys = keys
+
+
+def keys_of(batch: Sequence[bytes]) -> Sequence[bytes] | None:
+    """The keys of a :class:`KeyedBatch` (one per body), None for a keyless batch."""
+    return batch.keys if isinstance(batch, KeyedBatch) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KeySupport:
+    """How a system sends a message's key, and whether it promises per-key order: that a
+    receiver gets one sender's messages of one key in the order they were sent, apart from
+    messages delivered again (docs/measurement.md §5, reordered)."""
+
+    #: What the key becomes, in the system's words ("record key", "subject suffix").
+    sent_as: str
+    #: Whether the order check applies (``reordered`` counts violations; else it is empty).
+    ordered: bool
+
+    def record(self) -> dict[str, Any]:
+        """As the run context records it (``broker.keys``)."""
+        return {"sent_as": self.sent_as, "ordered": self.ordered}
+
+
 class Confirmation(abc.ABC):
     """A batch handed to the broker by :meth:`Adapter.submit`, not yet known to be confirmed."""
 
@@ -426,6 +460,9 @@ class BrokerSystem(Generic[P]):
     #: with a message unacknowledged may leave acknowledged ones after it to be delivered
     #: again. True where each message is acknowledged on its own.
     acks_per_message: bool = True
+    #: How its messages carry keys (``[load] keys``) and whether it promises per-key order;
+    #: None where it sends none (a keyed batch goes as its bodies alone, nothing is checked).
+    keys: KeySupport | None = None
     #: ``[load] receive_batch`` when a scenario sets none: as many messages as one receive
     #: call of this system's client hands out cheaply (10, the smallest common limit, where
     #: a larger batch buys nothing or the API caps it, e.g. SQS).

@@ -375,3 +375,31 @@ def test_flush_every_message_variant_is_set_on_the_topic(cluster: Endpoints) -> 
     assert topic["name"] == "flushed"
     assert topic["configs"]["flush.messages"] == "1"
     assert topic["replication_factor"] == 3
+
+
+# -- keys and the per-key order check (tests/keyed.py) ---------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_keyed_run_counts_no_reordering(cluster: Endpoints, spark, tmp_path) -> None:
+    from tests.conftest import SCENARIOS
+    from tests.keyed import analysed, keyed_run
+
+    # The whole analysis job: the summary's reordered is a checked 0, not an empty cell.
+    row = analysed(keyed_run(SCENARIOS / "kafka-keys.toml", cluster, tmp_path, keys=50), spark)
+    assert int(row["sent"]) > 0 and row["lost"] == "0"
+    assert row["reordered"] == "0"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_an_injected_reordering_is_counted_once(cluster: Endpoints, spark, tmp_path) -> None:
+    from tests.keyed import inject_reordering
+
+    assert (
+        inject_reordering(
+            SYSTEM, cluster, KafkaParams(partitions=4), "keys_inject", spark, tmp_path
+        )
+        == 1
+    )

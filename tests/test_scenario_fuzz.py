@@ -48,9 +48,11 @@ LOAD_LIMITS: dict[str, tuple[type, float, float]] = {
     "duration": (float, 0, WEEK),
     "idle_timeout": (float, 0, WEEK),
     "failure_timeout": (float, 1, WEEK),
+    "keys": (int, 1, 1_000_000),
+    "key_zipf": (float, 0, 10),
 }
 #: Keys whose lowest value is excluded (a duration of 0 is not allowed).
-ABOVE_LOWEST = {"duration", "idle_timeout"}
+ABOVE_LOWEST = {"duration", "idle_timeout", "key_zipf"}
 POOL_BYTES = 2**30
 SWEEP_POINTS = 10_000
 NAME_CHARS = 64

@@ -163,6 +163,7 @@ def build_context(
                 "reference_topology": system.reference_topology.roles,
                 "caveats": list(system.caveats),
                 "stand_in": system.local.stand_in if system.local else "",
+                **({"keys": system.keys.record()} if system.keys is not None else {}),
                 **broker,
             },
             "clients": {

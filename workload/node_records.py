@@ -7,6 +7,7 @@ from array import array
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from workload.model.errors import RecordsNotWritten
@@ -78,6 +79,7 @@ def write_node(
                 "seq": _concat([r.rx_seq for r in recorders], pa.int64()),
                 "receiver_node": pa.repeat(pa.scalar(node, pa.int32()), n),
                 "second": _concat([r.rx_second for r in recorders], pa.int64()),
+                "late": _late(recorders, n),
             },
             schema=RECEIVED_SCHEMA,
         )
@@ -95,3 +97,14 @@ def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
     """Zero-copy view of ``array.array`` columns as one Arrow array."""
     chunks = [pa.Array.from_buffers(type_, len(a), [None, pa.py_buffer(a)]) for a in arrays if a]
     return pa.concat_arrays(chunks) if chunks else pa.array([], type_)
+
+
+def _late(recorders: list[WorkerRecorder], n: int) -> pa.Array:
+    """The ``late`` column: True at the rows the recorders marked late, in their order."""
+    mask = np.zeros(n, dtype=bool)
+    first = 0
+    for r in recorders:
+        if r.rx_late:
+            mask[first + np.frombuffer(r.rx_late, dtype=np.int64)] = True
+        first += len(r.rx_seq)
+    return pa.array(mask, type=pa.bool_())

@@ -8,6 +8,7 @@ reads its running totals for progress and writes it out at the end (``workload.n
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +48,9 @@ class WorkerRecorder:
         self.rx_worker = array("i")
         self.rx_seq = array("q")
         self.rx_second = array("q")
+        #: Positions (in the rx arrays) of messages that arrived late for their key
+        #: (:class:`workload.keys.OrderTracker`); empty for a keyless load.
+        self.rx_late = array("q")
         self.total_sent = 0
         self.total_received = 0
         self.total_errors = 0
@@ -105,13 +109,18 @@ class WorkerRecorder:
         seqs: Column,
         intended: Column,
         redelivered: int,
+        late: Sequence[int] = (),
     ) -> None:
         """Messages received together at wall-clock time ``now_ns`` (identities as
         :class:`message.Reader` reads them — lists, or numpy arrays for a large batch —
-        ``intended`` the sender's wall-clock times)."""
+        ``intended`` the sender's wall-clock times); ``late``: the positions among them of
+        those that arrived late for their key."""
         n = len(seqs)
         if not n:
             return
+        if late:
+            first = len(self.rx_seq)
+            self.rx_late.extend(first + i for i in late)
         stats = self._at(now_ns)
         if not self._tenth[0] <= now_ns < self._tenth[1]:  # a new tenth: mark it active
             self._mark(stats, now_ns)

@@ -18,6 +18,7 @@ receiver: processing latency is the one duration measured between two clocks
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import time
 from collections import deque
@@ -28,12 +29,14 @@ from brokers.base import (
     AsyncReceiver,
     AsyncSender,
     Confirmation,
+    KeyedBatch,
     R,
     ReceivedBatch,
     Receiver,
     Sender,
 )
 from workload import message
+from workload.keys import KeyScheme, OrderTracker
 from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
 
@@ -117,7 +120,7 @@ class Batch:
     start on the wall clock and on the monotonic clock, and (open loop) how long after it
     was due it started — None in closed loop, where nothing is due (monotonic)."""
 
-    messages: list[bytes]
+    messages: list[bytes]  # a KeyedBatch where the load has keys
     lo: int
     hi: int
     started_ns: int
@@ -139,6 +142,7 @@ class SenderLoop:
         self.recorder = recorder
         self.rng = random.Random(settings.seed)
         self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
+        self.keys = KeyScheme.of(settings.load)
         self.stop_requested = _Every(settings.stop_requested)
         self.seq = 0
         #: The open-loop schedule's origin (monotonic) and one slot's length.
@@ -190,14 +194,24 @@ class SenderLoop:
         self.seq = lo + size
         self.size = self._batch_size()
         if not self.slot_ns:
-            messages = self.stamper.stamp_batch(payloads, lo, wall, wall)
+            messages = self._keyed(self.stamper.stamp_batch(payloads, lo, wall, wall), lo)
             return Batch(messages, lo, lo + size - 1, wall, now, None)
         # Each message carries its own slot on the wall clock, for the receiver; the batch
         # is late by how long after its last message's slot it starts.
         first = self.slot(lo)
         delay = max(0, now - self.slot(lo + size - 1))
         messages = self.stamper.stamp_batch(payloads, lo, wall, wall - (now - first), self.slot_ns)
-        return Batch(messages, lo, lo + size - 1, wall, now, delay)
+        return Batch(self._keyed(messages, lo), lo, lo + size - 1, wall, now, delay)
+
+    def _keyed(self, messages: list[bytes], lo: int) -> list[bytes]:
+        """The stamped messages with their keys (:mod:`workload.keys`), where the load has
+        keys."""
+        scheme = self.keys
+        if scheme is None:
+            return messages
+        name = scheme.name
+        keys = scheme.keys(self.s.node, self.s.worker, lo, len(messages))
+        return KeyedBatch(messages, [name(k) for k in keys])
 
     def sent(self, batch: Batch, confirmed_ns: int | None = None) -> None:
         """The broker confirmed ``batch``: just now, or at wall-clock time ``confirmed_ns``
@@ -237,6 +251,8 @@ class ReceiverLoop:
         self.s = settings
         self.recorder = recorder
         self.reader = message.Reader(settings.tag)
+        scheme = KeyScheme.of(settings.load)
+        self.order = None if scheme is None else OrderTracker(scheme)
         self.stop_requested = _Every(settings.stop_requested)
         self.last_message = time.monotonic()
         self.failures = _Failures(
@@ -269,8 +285,11 @@ class ReceiverLoop:
             # Redeliveries are counted for this run's messages only.
             theirs = set(ids.foreign)
             again = [i for i in again if i not in theirs]
+        late: Sequence[int] = ()
+        if self.order is not None:
+            late = self.order.late(ids.nodes, ids.workers, ids.seqs, _positions(again, ids.foreign))
         self.recorder.received_batch(
-            now, ids.nodes, ids.workers, ids.seqs, ids.intended, len(again)
+            now, ids.nodes, ids.workers, ids.seqs, ids.intended, len(again), late
         )
         return batch.receipts
 
@@ -280,6 +299,14 @@ class ReceiverLoop:
     def failed(self, error: BaseException) -> float:
         self.last_message = time.monotonic()  # a failing broker is not an idle one
         return self.failures.failed(self.recorder, error)
+
+
+def _positions(bodies: Sequence[int], foreign: list[int]) -> Sequence[int]:
+    """Positions among a batch's bodies as positions among its identities (the bodies
+    without the ``foreign`` ones, both ascending)."""
+    if not foreign or not bodies:
+        return bodies
+    return [i - bisect.bisect_left(foreign, i) for i in bodies]
 
 
 class CannotPipeline(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brokers.base import BrokerSystem, Endpoints, Topology
+from brokers.base import BrokerSystem, Endpoints, KeySupport, Topology
 from brokers.kafka import admin, durability
 from brokers.kafka.adapter import KafkaPythonAdapter
 from brokers.kafka.base import KafkaAdapterBase, connecting
@@ -34,6 +34,9 @@ PYTHON_CLIENT_CAVEAT = (
     "kafka-python (client = 'kafka-python', pure Python) a worker sends far fewer still. "
     "The run context names the client and its version."
 )
+
+#: A record key: a key's records go to one partition, read in order by one receiver.
+KEYS = KeySupport("record key", ordered=True)
 
 #: The adapter class of each ``client``.
 ADAPTERS: dict[str, type[KafkaAdapterBase]] = {
@@ -73,4 +76,5 @@ SYSTEM = BrokerSystem(
     client_for=client_of,
     acks_per_message=False,  # offsets committed every commit_interval
     receive_batch=500,  # one consume call returns what was fetched ahead
+    keys=KEYS,
 )

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Confirmation, Endpoints
+from brokers.base import Confirmation, Endpoints, keys_of
 from brokers.kafka import client
 from brokers.kafka.base import POLL_TIMEOUT, KafkaAdapterBase, Record
 from brokers.kafka.params import KafkaClientParams
@@ -139,8 +139,15 @@ class KafkaPythonAdapter(KafkaAdapterBase):
     def submit(self, batch: Sequence[bytes]) -> Confirmation:
         producer = self.producer()
         self.partitioner.next_batch()
+        keys = keys_of(batch)
         try:
-            futures = [producer.send(self.topic, value=body) for body in batch]
+            if keys is None:
+                futures = [producer.send(self.topic, value=body) for body in batch]
+            else:  # each record to the partition its key's hash names
+                futures = [
+                    producer.send(self.topic, value=body, key=key)
+                    for body, key in zip(batch, keys, strict=True)
+                ]
         except unreachable() as exc:
             raise client.connection_error(self.endpoints, exc) from None
         return FuturesConfirmation(futures, self.endpoints)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from brokers.base import Confirmation, Endpoints
+from brokers.base import Confirmation, Endpoints, keys_of
 from brokers.kafka import rdkafka
 from brokers.kafka.base import POLL_TIMEOUT, KafkaAdapterBase, Record
 from brokers.kafka.params import KafkaClientParams
@@ -143,6 +143,9 @@ class ConfluentAdapter(KafkaAdapterBase):
         from confluent_kafka import KafkaException
 
         producer = self.producer()
+        keys = keys_of(batch)
+        if keys is not None:
+            return self._submit_keyed(producer, batch, keys)
         delivery = Delivery(producer, self.endpoints, len(batch))
         partition = self._next_partition()
         try:
@@ -162,6 +165,29 @@ class ConfluentAdapter(KafkaAdapterBase):
         except KafkaException as exc:
             raise rdkafka.error(self.endpoints, exc.args[0]) from None
         producer.poll(0)  # serve the reports that are in, without waiting
+        return delivery
+
+    def _submit_keyed(
+        self, producer: Any, batch: Sequence[bytes], keys: Sequence[bytes]
+    ) -> Confirmation:
+        """Produce a keyed batch: each record with its key, to the partition the key's hash
+        names (librdkafka's partitioner), so a key's records stay in one partition."""
+        from confluent_kafka import KafkaException
+
+        delivery = Delivery(producer, self.endpoints, len(batch))
+        try:
+            if self._batches:
+                messages = [{"value": b, "key": k} for b, k in zip(batch, keys, strict=True)]
+                queued = producer.produce_batch(self.topic, messages, on_delivery=delivery)
+                if queued < len(batch):
+                    errors = [m["_error"] for m in messages if "_error" in m]
+                    delivery.not_queued(len(batch) - queued, errors[0] if errors else None)
+            else:
+                for body, key in zip(batch, keys, strict=True):
+                    producer.produce(self.topic, body, key, on_delivery=delivery)
+        except KafkaException as exc:
+            raise rdkafka.error(self.endpoints, exc.args[0]) from None
+        producer.poll(0)
         return delivery
 
     def _next_partition(self) -> int:

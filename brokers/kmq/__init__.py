@@ -52,4 +52,7 @@ SYSTEM = BrokerSystem(
     ),
     client_package="confluent-kafka",
     client_for=client_of,
+    # Kafka's record key; a message the tracker sends again is a second copy (a duplicate,
+    # never counted as reordered).
+    keys=KAFKA.keys,
 )

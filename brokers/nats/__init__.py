@@ -3,7 +3,7 @@ explicit acks; publishing waits for the stream's acknowledgement. A 3-server clu
 
 from __future__ import annotations
 
-from brokers.base import BrokerSystem, Topology
+from brokers.base import BrokerSystem, KeySupport, Topology
 from brokers.nats import adapter, durability
 from brokers.nats.cloud import NatsCloud
 from brokers.nats.local import NatsLocal
@@ -30,4 +30,7 @@ SYSTEM = BrokerSystem(
         "a simultaneous crash of a majority can lose acknowledged messages.",
     ),
     client_package="nats-py",
+    # One stream, read in its order by one consumer: each receiver gets its share of one
+    # subject's messages in the order they were stored.
+    keys=KeySupport("subject suffix", ordered=True),
 )

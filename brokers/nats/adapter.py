@@ -1,7 +1,8 @@
 """The NATS JetStream adapter (nats-py, asyncio): a file-backed work-queue stream with
 ``replicas`` copies and one durable pull consumer with explicit acks.
 
-``send`` publishes every message of the batch before awaiting any acknowledgement
+``send`` publishes every message of the batch before awaiting any acknowledgement — a
+keyed one to the stream's subject with the key as its last token —
 (:class:`PubAcks`) and returns when the stream has acknowledged each one (a PubAck: stored
 by a majority of the stream's replicas); concurrent ``send`` calls on one adapter are
 fine (``max_in_flight``). ``receive`` pulls up to ``max_n`` messages from the shared
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from brokers import credentials
-from brokers.base import AsyncAdapter, Destination, Endpoints, Received
+from brokers.base import AsyncAdapter, Destination, Endpoints, Received, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:
@@ -172,7 +173,8 @@ async def _create(js: JetStreamContext, client: Client, params: NatsParams, name
 
     config = api.StreamConfig(
         name=name,
-        subjects=[f"brokerbench.{name}"],
+        # A keyed message goes to the subject with its key as the last token (``….k7``).
+        subjects=[f"brokerbench.{name}", f"brokerbench.{name}.>"],
         retention=api.RetentionPolicy.WORK_QUEUE,
         storage=api.StorageType(params.storage),
         num_replicas=stream_replicas(client, params),
@@ -332,7 +334,8 @@ class PubAcks:
             future.set_result(msg)
 
     async def publish(self, subject: str, batch: Sequence[bytes], timeout: float) -> list[str]:
-        """Publish the batch; the reasons messages were not stored (empty: all were)."""
+        """Publish the batch; the reasons messages were not stored (empty: all were). A
+        keyed batch's messages go each to ``subject.<key>``."""
         loop = asyncio.get_running_loop()
         publish, prefix, counter, waiting = (
             self.client.publish,
@@ -342,13 +345,19 @@ class PubAcks:
         )
         futures: list[asyncio.Future[Msg]] = []
         replies: list[str] = []
+        keys = keys_of(batch)
+        subjects = (
+            [subject] * len(batch)
+            if keys is None
+            else [f"{subject}.{key.decode()}" for key in keys]
+        )
         try:
-            for body in batch:
+            for body, to in zip(batch, subjects, strict=True):
                 reply = f"{prefix}{next(counter)}"
                 future = waiting[reply] = loop.create_future()
                 futures.append(future)
                 replies.append(reply)
-                await publish(subject, body, reply=reply)
+                await publish(to, body, reply=reply)
             if futures:
                 await asyncio.wait(futures, timeout=timeout)
         finally:

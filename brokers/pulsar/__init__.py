@@ -5,7 +5,7 @@ before acknowledging, a Shared subscription, optionally partitioned topics; puls
 
 from __future__ import annotations
 
-from brokers.base import BrokerSystem, Topology
+from brokers.base import BrokerSystem, KeySupport, Topology
 from brokers.pulsar import adapter, admin, durability
 from brokers.pulsar.cloud import PulsarCloud
 from brokers.pulsar.local import PulsarLocal
@@ -44,4 +44,7 @@ SYSTEM = BrokerSystem(
     cloud=PulsarCloud(),
     caveats=(DURABILITY_CAVEAT, LOCAL_CAVEAT, BATCHING_CAVEAT),
     client_package="pulsar-client",
+    # A shared subscription hands a key's messages to whichever consumer is free: no
+    # per-key order is promised (a Key_Shared or failover subscription would).
+    keys=KeySupport("message key", ordered=False),
 )

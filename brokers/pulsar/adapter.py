@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.base import Adapter, Destination, Endpoints, Received, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.pulsar.admin import SUBSCRIPTION, topic_url
 from brokers.pulsar.params import PulsarParams
@@ -100,8 +100,13 @@ class PulsarAdapter(Adapter[int]):
     def send(self, batch: Sequence[bytes]) -> None:
         producer = self._producer_for_send()
         confirmations = _Confirmations(len(batch), self._pulsar.Result.Ok)
-        for body in batch:
-            producer.send_async(body, confirmations.callback)
+        keys = keys_of(batch)
+        if keys is None:
+            for body in batch:
+                producer.send_async(body, confirmations.callback)
+        else:  # the message key (a partitioned topic routes by its hash)
+            for body, key in zip(batch, keys, strict=True):
+                producer.send_async(body, confirmations.callback, partition_key=key.decode())
         producer.flush()
         if not confirmations.done.wait(self.params.send_timeout + 5):
             raise BrokerError(

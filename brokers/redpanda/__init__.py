@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, Topology
-from brokers.kafka import ADAPTERS, CLIENT_CAVEAT, PYTHON_CLIENT_CAVEAT, admin, client_of
+from brokers.kafka import ADAPTERS, CLIENT_CAVEAT, KEYS, PYTHON_CLIENT_CAVEAT, admin, client_of
 from brokers.kafka import connect as kafka_connect
 from brokers.redpanda import cloud, durability
 from brokers.redpanda.params import RedpandaParams
@@ -57,4 +57,5 @@ SYSTEM = BrokerSystem(
     client_for=client_of,
     acks_per_message=False,  # the Kafka adapters: offsets committed
     receive_batch=500,  # one consume call returns what was fetched ahead
+    keys=KEYS,  # the Kafka adapters: a record key, one partition per key
 )

@@ -72,6 +72,10 @@ MIN_RATE = 0.001
 MAX_RATE = 1e8
 MAX_IN_FLIGHT = 1_000
 MAX_PROCESSES = 1_024
+#: Message keys (``[load] keys``): each fits 20 bits of the receiver's order check.
+MAX_KEYS = 1_000_000
+#: The largest Zipf exponent of ``[load] key_zipf`` (beyond it, one key takes nearly all).
+MAX_KEY_ZIPF = 10.0
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_SWEEP_POINTS = 10_000
 MAX_REPEAT = 100

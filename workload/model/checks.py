@@ -1,8 +1,8 @@
 """The checks of a scenario across its sections, after each section checked its own keys:
 every sweep point validated whole (:func:`point_problems`), its broker parameters against
 the topology (:func:`topology_problems`) and none twice (:func:`sweep_problems`), and what ``[[faults]]``
-(:func:`fault_problems`, :func:`drain_problems`) and ``[search]`` (:func:`search_problems`)
-ask of the rest. Each returns problems (key path and message), none when all is well;
+(:func:`fault_problems`, :func:`drain_problems`), ``[search]`` (:func:`search_problems`)
+and ``[load] keys`` (:func:`key_problems`) ask of the rest. Each returns problems (key path and message), none when all is well;
 :func:`workload.model.scenario_file.parse_scenario` reports them together.
 """
 
@@ -203,6 +203,22 @@ def drain_problems(scenario: Scenario) -> list[Problem]:
             )
             found[Problem(("load", "idle_timeout"), message)] = None
     return list(found)
+
+
+def key_problems(scenario: Scenario) -> list[Problem]:
+    """``[load] keys`` on a system that sends no message keys: they would be ignored (and
+    no order checked) without a word."""
+    system = registry.get(scenario.broker.system)
+    if scenario.load.keys is None or system.keys is not None:
+        return []
+    keyed = ", ".join(name for name, other in registry.systems().items() if other.keys)
+    return [
+        Problem(
+            ("load", "keys"),
+            f"{system.title} sends no message keys here, so keys would be ignored; remove "
+            f"keys (systems that send them: {keyed})",
+        )
+    ]
 
 
 def fault_problems(scenario: Scenario) -> list[Problem]:

@@ -125,6 +125,13 @@ class BrokerRecord(Record):
         return self.given("version")
 
     @property
+    def key_order(self) -> bool:
+        """Whether the system promises per-key order to the messages of a keyed load (the
+        run's ``broker.keys``; False where it sends no keys, or the run predates keys)."""
+        keys = self.given("keys")
+        return isinstance(keys, Mapping) and keys.get("ordered") is True
+
+    @property
     def durability(self) -> Durability | None:
         """What a confirmed message survives, as the run derived it from the settings read
         back (None: the system derives none, or the run predates it)."""

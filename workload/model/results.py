@@ -4,7 +4,8 @@ The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model
 
   ``seconds``                 per second, per worker: counters and latency histograms
   ``sent_ranges``             per sender worker: confirmed sequence ranges
-  ``received``                per received message: sender node, worker, seq, second
+  ``received``                per received message: sender node, worker, seq, second, and
+                              whether it arrived late for its key
 
 and ``nodes/``, one JSON status per node part (ok, or the error that stopped it).
 
@@ -112,6 +113,9 @@ RECEIVED_SCHEMA = pa.schema(
         ("seq", pa.int64()),
         ("receiver_node", pa.int32()),
         ("second", pa.int64()),
+        # Arrived late for its key at its receiver worker (workload.keys.OrderTracker);
+        # False for a keyless load, null in the records of older runs.
+        ("late", pa.bool_()),
     ]
 )
 

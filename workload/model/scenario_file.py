@@ -28,6 +28,7 @@ from workload.model.bounds import MAX_FILE_BYTES
 from workload.model.checks import (
     drain_problems,
     fault_problems,
+    key_problems,
     point_problems,
     search_problems,
     sweep_problems,
@@ -139,6 +140,7 @@ def _cross_problems(scenario: Scenario) -> list[Problem]:
         + fault_problems(scenario)
         + drain_problems(scenario)
         + search_problems(scenario)
+        + key_problems(scenario)
     )
 
 

@@ -17,6 +17,8 @@ from workload.model.bounds import (
     MAX_ENDPOINTS,
     MAX_FAULT_NODE,
     MAX_IN_FLIGHT,
+    MAX_KEY_ZIPF,
+    MAX_KEYS,
     MAX_MESSAGES,
     MAX_OPTION_VALUE,
     MAX_OPTIONS,
@@ -190,6 +192,24 @@ class LoadSection(Strict):
         description="A worker gives up after failing continuously for this long; at least 1 s.",
         json_schema_extra={"minimum": MIN_FAILURE_TIMEOUT},
     )
+    # Message keys and the order check (docs/measurement.md §2, §5).
+    keys: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_KEYS,
+        description="Every message carries one of this many keys, sent as the system's key "
+        "(Kafka record key, NATS subject suffix, …; see `brokerbench brokers`), and the "
+        "analysis counts per-key order violations (`reordered`) where the system promises "
+        "per-key order; unset = keyless.",
+    )
+    key_zipf: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_KEY_ZIPF,
+        allow_inf_nan=False,
+        description="Keys Zipf-distributed with this exponent (key k has weight "
+        "1/(k+1)^s; key 0 the most frequent); unset = uniform. Needs `keys`.",
+    )
 
     @property
     def sender_workers(self) -> int:
@@ -200,6 +220,16 @@ class LoadSection(Strict):
     def receivers(self) -> int:
         """Receiver nodes: as given, else twice the sender nodes."""
         return self.receiver_nodes or 2 * self.sender_nodes
+
+    @model_validator(mode="after")
+    def _zipf_has_keys(self) -> LoadSection:
+        if self.key_zipf is not None and self.keys is None:
+            raise conflict(
+                ("key_zipf", "keys"),
+                "key_zipf shapes the distribution of keys, but keys is not set: "
+                "set keys = N (the number of keys) or remove key_zipf",
+            )
+        return self
 
     @model_validator(mode="after")
     def _pool_fits(self) -> LoadSection:

@@ -178,7 +178,7 @@ def _plan(scenario: Scenario) -> str:
 
 
 def cmd_brokers(args: argparse.Namespace) -> int:
-    rows = [("system", "title", "local topologies", "in flight", "here")]
+    rows = [("system", "title", "local topologies", "in flight", "keys", "here")]
     for name, system in registry.systems().items():
         if system.local is None:
             where = "AWS only"
@@ -189,10 +189,12 @@ def cmd_brokers(args: argparse.Namespace) -> int:
                 where += f" (stand-in: {system.local.stand_in})"
         topologies = ", ".join(system.local.topologies) if system.local else "-"
         in_flight = "max_in_flight" if system.can_pipeline else "1"
-        rows.append((name, system.title, topologies, in_flight, where))
-    width = [max(len(r[i]) for r in rows) for i in range(4)]
+        keys = system.keys
+        sent = "-" if keys is None else keys.sent_as + (", ordered" if keys.ordered else "")
+        rows.append((name, system.title, topologies, in_flight, sent, where))
+    width = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
-        print("  ".join(f"{r[i]:<{width[i]}}" for i in range(4)) + f"  {r[4]}")
+        print("  ".join(f"{r[i]:<{width[i]}}" for i in range(5)) + f"  {r[5]}")
     return 0
 
 
