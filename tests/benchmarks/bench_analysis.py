@@ -138,6 +138,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                                 "seq": _view(seq),
                                 "receiver_node": pa.repeat(pa.scalar(node, pa.int32()), n),
                                 "second": _view(second),
+                                "late": pa.nulls(n, pa.bool_()),  # keyless: no order check
                             },
                             schema=RECEIVED_SCHEMA,
                         ),
