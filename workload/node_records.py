@@ -1,5 +1,6 @@
-"""A node part's recorders written as the raw tables (:mod:`workload.model.results` holds
-their schemas and readers): one Parquet file per table, each whole or not at all."""
+"""A node part's records written as the raw tables (:mod:`workload.model.results` holds
+their schemas and readers): one Parquet file per table, each whole or not at all — a chunk
+flushed while the part runs, or the part's final file."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from workload.model.results import (
     SENT_RANGES_SCHEMA,
     write_table_file,
 )
-from workload.recording import WorkerRecorder
+from workload.recording import Records, WorkerRecorder
 
 
 def write_node(
@@ -26,10 +27,15 @@ def write_node(
     point: int,
     role: str,
     node: int,
-    recorders: Iterable[WorkerRecorder],
+    recorders: Iterable[Records | WorkerRecorder],
     part: int = 0,
+    cut: int | None = None,
 ) -> None:
-    """Write one node part's recorders as one Parquet file per table (atomically renamed).
+    """Write what one node part's workers recorded (taken out of their recorders,
+    :meth:`WorkerRecorder.take`, or read in place from the recorders) as one
+    Parquet file per table (atomically renamed): its final files, or with ``cut`` a chunk
+    holding its records before that wall-clock second not written before. The per-second
+    table is written first: a chunk whose delivery table is there is whole.
 
     Every table is attempted; the first that could not be written is then raised
     (:class:`RecordsNotWritten`).
@@ -84,7 +90,8 @@ def write_node(
     failed: list[RecordsNotWritten] = []
     for table, data in tables.items():  # each table on its own: keep whatever can be kept
         try:
-            write_table_file(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
+            path = LAYOUT.raw_file(table, point, role, node, part, cut)
+            write_table_file(run_dir / path, data)
         except RecordsNotWritten as exc:
             failed.append(exc)
     if failed:

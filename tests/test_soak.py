@@ -1,0 +1,341 @@
+"""Soak runs keep their data (docs/measurement.md §5): node processes flush their records in
+chunks while they run, the analysis reads a part's chunks and final file as one, a part
+that left only chunks (a process killed) ends the point's data where its chunks end — no
+message is then called lost — and the sampler measures the broker's data directory."""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from analysis import transforms as tf
+from analysis.records import local_records, point_records
+from brokers.base import Endpoints
+from workload.model.errors import UserError
+from workload.model.layout import LAYOUT
+from workload.model.record import RunContext
+from workload.model.results import (
+    PartKey,
+    read_point,
+    read_telemetry_chunks,
+    write_telemetry,
+)
+from workload.model.sections import LoadSection, MeasurementSection
+from workload.node import Flusher, NodeSpec, _keep_results
+from workload.node_records import write_node
+from workload.recording import WorkerRecorder
+from workload.telemetry import directory_bytes
+
+RUN = "soak"
+S = 1_000_000_000
+
+
+def spec(run_dir: Path, role: str, node: int = 0, flush_interval: float = 60.0) -> NodeSpec:
+    return NodeSpec(
+        run_dir=run_dir,
+        run_id=RUN,
+        tag="t",
+        point=0,
+        role=role,
+        node=node,
+        system="redis",
+        endpoints=Endpoints(("127.0.0.1:1",)),
+        params={},
+        destination="d",
+        load=LoadSection(),
+        flush_interval=flush_interval,
+    )
+
+
+def send(rec: WorkerRecorder, second: int, lo: int, hi: int) -> None:
+    rec.batch_sent(second * S + 1, 1_000_000, None, lo, hi)
+
+
+def receive(rec: WorkerRecorder, second: int, seqs: range) -> None:
+    n = len(seqs)
+    now = second * S + 2
+    rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 3_000_000] * n, 0)
+    rec.acked(now, n)
+
+
+# -- the recorder ---------------------------------------------------------------------------
+
+
+def test_take_moves_the_seconds_before_the_cut_and_every_identity_out_of_the_recorder() -> None:
+    rec = WorkerRecorder("receiver", 0, 3)
+    receive(rec, 100, range(0, 5))
+    receive(rec, 101, range(5, 8))
+    taken = rec.take(101)
+    assert (taken.worker, sorted(taken.seconds)) == (3, [100])
+    assert list(taken.rx_seq) == list(range(8)) and list(taken.rx_second) == [100] * 5 + [101] * 3
+    assert sorted(rec.seconds) == [101] and not rec.rx_seq and not rec.rx_node
+    receive(rec, 101, range(8, 9))  # the second kept goes on counting
+    rest = rec.take()
+    assert rest.seconds[101].received == 4 and list(rest.rx_seq) == [8]
+    assert rec.seconds == {} and rec.total_received == 9
+
+
+def test_a_second_recorded_into_after_it_was_taken_comes_out_again_and_is_marked_active() -> None:
+    rec = WorkerRecorder("sender", 0, 0)
+    send(rec, 100, 0, 4)
+    first = rec.take(101)
+    send(rec, 100, 5, 9)  # a time stamp from before the cut, recorded late
+    second = rec.take(101)
+    assert first.seconds[100].sent == second.seconds[100].sent == 5
+    assert first.seconds[100].active == second.seconds[100].active == 1
+    assert first.sent_ranges == [[0, 4]] and second.sent_ranges == [[5, 9]]
+
+
+# -- flushing ---------------------------------------------------------------------------------
+
+
+def test_a_flushing_part_writes_chunks_while_its_worker_records(tmp_path: Path) -> None:
+    """A flush every second: chunks appear on disk while the worker still records, and
+    chunks plus the final file hold every record exactly once."""
+    rec = WorkerRecorder("sender", 0, 0)
+    part = spec(tmp_path, "sender", flush_interval=1.0)
+    flusher = Flusher(part, [rec]).start()
+    now = time.time_ns() // S
+    seq = 0
+    chunks: list[Path] = []
+    try:
+        for _ in range(400):  # a worker sending for up to 20 s, until two chunks are out
+            send(rec, now - 30, seq, seq + 9)
+            seq += 10
+            chunks = sorted((tmp_path / "raw" / "sent_ranges").glob("p0-sender-0.0.c*.parquet"))
+            if len(chunks) >= 2:
+                break
+            time.sleep(0.05)
+    finally:
+        left = flusher.stop()
+    assert len(chunks) >= 2, "no chunk was flushed within 20 s"
+    assert LAYOUT.chunk_of(chunks[0].name) is not None and left == []
+    assert sorted((tmp_path / "raw" / "seconds").glob("p0-sender-0.0.c*.parquet"))
+    send(rec, now - 30, seq, seq + 9)
+    seq += 10
+    status = _keep_results(part, [rec], [], left)
+    assert status.ok and status.sent == seq
+    ranges = read_point(tmp_path, "sent_ranges", 0)
+    covered = sorted(
+        n
+        for lo, hi in zip(ranges["seq_lo"].to_pylist(), ranges["seq_hi"].to_pylist(), strict=False)
+        for n in range(lo, hi + 1)
+    )
+    assert covered == list(range(seq))  # none lost, none twice
+    assert sum(read_point(tmp_path, "seconds", 0)["sent"].to_pylist()) == seq
+    assert (tmp_path / LAYOUT.raw_file("sent_ranges", 0, "sender", 0)).exists()
+
+
+def test_a_chunk_that_cannot_be_written_goes_into_the_final_file(tmp_path: Path) -> None:
+    rec = WorkerRecorder("receiver", 0, 0)
+    receive(rec, 100, range(10))
+    (tmp_path / "raw").write_text("not a folder")  # nothing can be written under it
+    part = spec(tmp_path / "raw" / "run", "receiver")
+    flusher = Flusher(part, [rec])
+    flusher.flush(200)
+    assert flusher.chunks == 0 and len(flusher.pending) == 1 and not rec.rx_seq
+    good = spec(tmp_path / "run", "receiver")
+    status = _keep_results(good, [rec], [], flusher.pending)
+    assert status.ok and read_point(good.run_dir, "received", 0)["seq"].to_pylist() == list(
+        range(10)
+    )
+
+
+def test_flush_interval_is_whole_seconds_up_to_an_hour() -> None:
+    assert MeasurementSection().flush_interval == 60.0
+    assert MeasurementSection.model_validate({"flush_interval": "5s"}).flush_interval == 5.0
+    for bad in (0.5, 0, 3601, "2h"):
+        with pytest.raises(ValueError, match="flush_interval"):
+            MeasurementSection.model_validate({"flush_interval": bad})
+
+
+def test_a_scenario_names_a_bad_flush_interval_with_its_line(tmp_path: Path) -> None:
+    from workload.model.scenario_file import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "x"\n[broker]\nsystem = "redis"\n[measurement]\nflush_interval = "1.5s"\n'
+    )
+    with pytest.raises(UserError) as failed:
+        load_scenario(path)
+    assert "measurement.flush_interval" in str(failed.value) and "line 5" in str(failed.value)
+
+
+# -- reading what a killed run left ------------------------------------------------------------
+
+
+def context(status: str = "running") -> dict[str, object]:
+    load = {"threads": 1, "sender_nodes": 1, "receiver_nodes": 1, "duration": 60}
+    return {
+        "run_id": RUN,
+        "status": status,
+        "errors": [],
+        "points": [{"point": 0, "label": "p0", "load": load, "processes_per_node": 1}],
+        "broker": {"system": "redis", "title": "Redis"},
+        "scenario": {"measurement": {"warmup": 0, "window": 5, "step": 1}},
+    }
+
+
+def killed_run(run_dir: Path) -> None:
+    """Seconds 100–139 sent (10 a second), each received a second later; both parts
+    flushed at cuts 110, 120, 130 and were then killed: the receiver's last chunk, of cut
+    130, was never written, so data ends at 120."""
+    sender, receiver = WorkerRecorder("sender", 0, 0), WorkerRecorder("receiver", 0, 0)
+    for second in range(100, 140):
+        send(sender, second, 10 * (second - 100), 10 * (second - 100) + 9)
+        receive(receiver, second + 1, range(10 * (second - 100), 10 * (second - 99)))
+        for cut in (110, 120, 130):
+            if second == cut + 2:  # flushes lag their cut
+                write_node(run_dir, RUN, 0, "sender", 0, [sender.take(cut)], 0, cut)
+                if cut < 130:
+                    write_node(run_dir, RUN, 0, "receiver", 0, [receiver.take(cut)], 0, cut)
+    (run_dir / "context.json").write_text(json.dumps(context()))
+
+
+def test_a_part_that_left_only_chunks_ends_its_points_data(tmp_path: Path) -> None:
+    killed_run(tmp_path)
+    found = local_records(tmp_path)
+    assert found.ends == {PartKey(0, "sender", 0, 0): 130, PartKey(0, "receiver", 0, 0): 120}
+    assert ("received", PartKey(0, "receiver", 0, 0)) in found.present
+    ctx = RunContext.of(context("interrupted"))
+    (point,) = point_records(ctx, found, {0: 100})
+    assert (point.state, point.data_end) == (tf.INCOMPLETE, 120)
+    assert point.delivery.startswith(
+        "incomplete: data ends at 20 s of 60 s; the run was interrupted"
+    )
+    assert "not counted lost" in point.delivery
+
+
+def test_a_final_file_beside_chunks_is_a_whole_part(tmp_path: Path) -> None:
+    rec = WorkerRecorder("sender", 0, 0)
+    send(rec, 100, 0, 9)
+    write_node(tmp_path, RUN, 0, "sender", 0, [rec.take(101)], 0, 101)
+    write_node(tmp_path, RUN, 0, "sender", 0, [rec.take()], 0)
+    assert local_records(tmp_path).ends == {}
+
+
+def test_telemetry_chunks_are_read_back_for_the_point(tmp_path: Path) -> None:
+    row = {
+        "run_id": RUN,
+        "point": 0,
+        "role": "broker",
+        "node": "n1",
+        "second": 5,
+        "data_bytes": 4096,
+    }
+    write_telemetry(tmp_path, [row], cut=6)
+    write_telemetry(tmp_path, [{**row, "second": 7}])
+    assert [r["second"] for r in read_telemetry_chunks(tmp_path, 0)] == [5]
+    files = sorted(p.name for p in (tmp_path / "raw" / "telemetry").iterdir())
+    assert files == ["p0-n1.c6.parquet", "p0-n1.parquet"]
+    assert pq.read_table(tmp_path / "raw" / "telemetry" / files[0])["data_bytes"].to_pylist() == [
+        4096
+    ]
+
+
+def test_the_data_directory_is_measured_as_du_counts_it(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "segment").write_bytes(b"x" * 100_000)
+    (tmp_path / "index").write_bytes(b"y" * 10)
+    (tmp_path / "link").hardlink_to(tmp_path / "index")  # one file, counted once
+    measured = directory_bytes(tmp_path)
+    assert measured is not None and 100_000 <= measured <= 100_000 + 3 * 65536
+    assert directory_bytes(tmp_path / "missing") is None
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_job_reads_chunks_and_ends_a_killed_runs_data_where_they_do(
+    spark, tmp_path: Path
+) -> None:
+    from analysis.job import analyse
+
+    killed_run(tmp_path / "killed")
+    (row,) = analyse(spark, tmp_path / "killed")
+    # Read up to second 120: the receiver's chunks reach 120 (received in seconds 101–119:
+    # seqs 0–189); the sender's last chunk, flushed at 132, confirmed seqs 0–329.
+    assert row["sent"] == 330 and row["received"] == 190
+    assert row["lost"] is None and row["not_drained"] is None and row["duplicated"] == 0
+    assert row["delivery"].startswith("incomplete: data ends at 20 s of 60 s")
+    # Rates over the seconds before the end only: 10 a second sent and received.
+    assert row["send_msgs_per_s"] == pytest.approx(10.0)
+    assert row["receive_msgs_per_s"] == pytest.approx(10.0)
+
+
+# -- a real run killed midway ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.redis
+def test_a_run_killed_midway_keeps_its_flushed_seconds_and_report_says_where_they_end(
+    tmp_path: Path,
+) -> None:
+    """A Redis run flushing every second, its coordinator's process group killed (SIGKILL)
+    once the receivers flushed a few chunks: ``brokerbench report`` analyses what the
+    chunks hold, up to where the earliest part's end, and calls nothing lost."""
+    import csv
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import toml
+
+    from tests.conftest import ROOT, SCENARIOS, brokerbench
+
+    scenario = tomllib.loads((SCENARIOS / "redis-smoke.toml").read_text())
+    scenario["load"].update(duration="20s", processes=1)
+    scenario["measurement"] = {"warmup": "1s", "window": "2s", "step": "1s", "flush_interval": "1s"}
+    path = tmp_path / "soak.toml"
+    path.write_text(toml.dumps(scenario))
+    results = tmp_path / "results"
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "workload.shell.cli", "run", str(path), "--results", str(results)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        chunks: list[Path] = []
+        for _ in range(600):  # up to 60 s for the broker to start and 4 chunks to be out
+            chunks = list(results.glob("*/raw/received/p0-receiver-*.c*.parquet"))
+            if len(chunks) >= 4 or coordinator.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert coordinator.poll() is None, "the run ended before it was killed"
+        assert len(chunks) >= 4, "the receivers flushed no chunks within 60 s"
+    finally:
+        os.killpg(coordinator.pid, signal.SIGKILL)
+        coordinator.wait(timeout=30)
+    (run_dir,) = (p.parent for p in results.glob("*/context.json"))
+    assert not list(run_dir.glob("raw/received/p0-receiver-*.0.parquet"))  # no final file
+    ends = {}
+    for table in ("seconds", "sent_ranges", "received"):
+        for file in (run_dir / "raw" / table).glob("*.c*.parquet"):
+            key = PartKey.of_file(file.name)
+            cut = LAYOUT.chunk_of(file.name)
+            assert key is not None and cut is not None
+            ends[table, key] = max(cut, ends.get((table, key), cut))
+    data_end = min(ends.values())
+    received = pq.read_table(run_dir / "raw" / "received").to_pylist()
+    kept = sum(1 for r in received if r["second"] < data_end)
+    assert kept > 0
+
+    done = brokerbench("report", str(run_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (run_dir / "analysis" / "summary.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert int(row["received"]) == kept  # every flushed second up to the end of the data
+    assert int(row["sent"]) >= kept and row["duplicated"] == "0"
+    assert row["lost"] == "" and row["not_drained"] == ""  # nothing called lost
+    assert row["delivery"].startswith("incomplete: data ends at ")
+    assert " s of 20 s; the run was interrupted (the coordinator is gone)" in row["delivery"]
+    assert "data ends at" in done.stdout and "interrupted (the coordinator is gone)" in done.stdout
+    assert "data ends at" in (run_dir / "analysis" / "report.html").read_text()
