@@ -80,7 +80,9 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         "run_id string, point int, state string",
     )
     delivery = tf.delivery(
-        read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")),
+        tf.before_ends(
+            read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")), ends
+        ),
         tf.before_ends(read_table(spark, run, "received", records.paths.get("received")), ends),
     )
     _merge(rows, _collect(tf.accounting(delivery, states)))

@@ -299,6 +299,8 @@ class Flusher:
         #: Records taken whose chunk could not be written.
         self.pending: list[Records] = []
         self.chunks = 0
+        #: The cut of the last chunk: every chunk's is later (its file name holds it).
+        self.last_cut = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="flusher", daemon=True)
 
@@ -319,8 +321,12 @@ class Flusher:
             self.flush(_second() - self.LAG)
 
     def flush(self, cut: int) -> None:
-        """Write the records before wall-clock second ``cut`` (and every identity) as a
-        chunk."""
+        """Write the records before wall-clock second ``cut`` (and every received identity)
+        as a chunk; nothing when ``cut`` is not past the last chunk's (a flush late by a
+        second, a clock stepped back): the records wait for the next."""
+        if cut <= self.last_cut:
+            return
+        self.last_cut = cut
         spec = self.spec
         taken = [recorder.take(cut) for recorder in self.recorders]
         try:

@@ -65,9 +65,11 @@ def write_node(
             }
             for key, value in row.items():
                 seconds[key].append(value)
-        for lo, hi in rec.sent_ranges:
+        for (lo, hi), second in zip(rec.sent_ranges, rec.range_seconds, strict=True):
             for key, value in zip(
-                SENT_RANGES_SCHEMA.names, (run_id, point, node, rec.worker, lo, hi), strict=True
+                SENT_RANGES_SCHEMA.names,
+                (run_id, point, node, rec.worker, lo, hi, second),
+                strict=True,
             ):
                 ranges[key].append(value)
     tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}

@@ -46,6 +46,8 @@ class Records:
     worker: int
     seconds: dict[int, SecondStats]
     sent_ranges: list[list[int]]
+    #: The second each range was confirmed in.
+    range_seconds: list[int]
     rx_node: array[int]
     rx_worker: array[int]
     rx_seq: array[int]
@@ -60,8 +62,10 @@ class WorkerRecorder:
         self.node = node
         self.worker = worker
         self.seconds: dict[int, SecondStats] = {}
-        #: Confirmed sequence ranges [lo, hi] (inclusive), contiguous runs merged.
+        #: Confirmed sequence ranges [lo, hi] (inclusive), contiguous runs within a
+        #: second merged, and the second each was confirmed in.
         self.sent_ranges: list[list[int]] = []
+        self.range_seconds: list[int] = []
         self.rx_node = array("i")
         self.rx_worker = array("i")
         self.rx_seq = array("q")
@@ -76,27 +80,38 @@ class WorkerRecorder:
 
     def take(self, before_second: int | None = None) -> Records:
         """Take what was recorded out of the recorder: the statistics of the seconds before
-        ``before_second`` (all of them when None) and every sequence range and received
-        identity so far. A second taken and then recorded into again (a worker's time
+        ``before_second`` (all of them when None), the sequence ranges confirmed in them,
+        and every received identity so far. A second taken and then recorded into again (a worker's time
         stamp a flush interval old) comes out again in a later take: the analysis adds the
         rows of a second."""
         with self._lock:
             if before_second is None:
                 seconds, self.seconds = self.seconds, {}
+                ranges, self.sent_ranges = self.sent_ranges, []
+                range_seconds, self.range_seconds = self.range_seconds, []
             else:
                 seconds = {s: v for s, v in self.seconds.items() if s < before_second}
                 for second in seconds:
                     del self.seconds[second]
+                ranges, range_seconds, kept, kept_seconds = [], [], [], []
+                for span, second in zip(self.sent_ranges, self.range_seconds, strict=True):
+                    if second < before_second:
+                        ranges.append(span)
+                        range_seconds.append(second)
+                    else:
+                        kept.append(span)
+                        kept_seconds.append(second)
+                self.sent_ranges, self.range_seconds = kept, kept_seconds
             taken = Records(
                 self.worker,
                 seconds,
-                self.sent_ranges,
+                ranges,
+                range_seconds,
                 self.rx_node,
                 self.rx_worker,
                 self.rx_seq,
                 self.rx_second,
             )
-            self.sent_ranges = []
             self.rx_node, self.rx_worker = array("i"), array("i")
             self.rx_seq, self.rx_second = array("q"), array("q")
             self._tenth = (0, 0)
@@ -139,11 +154,12 @@ class WorkerRecorder:
         if delay_ns is not None:
             stats.send_delay.record(delay_ns / 1000.0)
         self.total_sent += count
-        ranges = self.sent_ranges
-        if ranges and ranges[-1][1] + 1 == seq_lo:
+        ranges, second = self.sent_ranges, done_ns // 1_000_000_000
+        if ranges and ranges[-1][1] + 1 == seq_lo and self.range_seconds[-1] == second:
             ranges[-1][1] = seq_hi
         else:
             ranges.append([seq_lo, seq_hi])
+            self.range_seconds.append(second)
 
     def failed(self, now_ns: int, error: BaseException) -> None:
         with self._lock:

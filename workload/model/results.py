@@ -3,7 +3,7 @@
 The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model.layout`):
 
   ``seconds``                 per second, per worker: counters and latency histograms
-  ``sent_ranges``             per sender worker: confirmed sequence ranges
+  ``sent_ranges``             per sender worker: confirmed sequence ranges, per second
   ``received``                per received message: sender node, worker, seq, second
 
 and ``nodes/``, one JSON status per node part (ok, or the error that stopped it).
@@ -102,6 +102,8 @@ SENT_RANGES_SCHEMA = pa.schema(
         ("worker", pa.int32()),
         ("seq_lo", pa.int64()),
         ("seq_hi", pa.int64()),
+        # The second the range was confirmed in (a worker's contiguous sends of a second).
+        ("second", pa.int64()),
     ]
 )
 
