@@ -356,3 +356,34 @@ def test_a_run_killed_midway_keeps_its_flushed_seconds_and_report_says_where_the
     )
     assert "data ends at" in done.stdout and "interrupted (the coordinator is gone)" in done.stdout
     assert "data ends at" in (run_dir / "analysis" / "report.html").read_text()
+
+
+def test_the_report_draws_the_brokers_data_on_disk_through_its_readings(tmp_path: Path) -> None:
+    from analysis.chart_data import read_resources
+
+    rows = [
+        {"run_id": RUN, "point": 0, "role": "broker", "node": "n1", "second": 100 + i}
+        | ({"data_bytes": 2_000_000 * (i + 1)} if i % 5 == 0 else {})
+        for i in range(11)
+    ]
+    write_telemetry(tmp_path, rows[:6], cut=106)
+    write_telemetry(tmp_path, rows[6:])
+    charts = {title: series for title, _, series in read_resources(tmp_path, 0, 100)}
+    (disk,) = charts["Broker data on disk (its data directory)"]
+    assert (list(disk.seconds), list(disk.values)) == ([0, 5, 10], [2.0, 12.0, 22.0])
+
+
+def test_the_sampler_reads_a_broker_nodes_data_directory_every_few_seconds(tmp_path: Path) -> None:
+    import os
+
+    from workload.telemetry import Sampler, Target
+
+    (tmp_path / "log").write_bytes(b"z" * 50_000)
+    target = Target("broker", "n1", (os.getpid(),), data_dir=tmp_path)
+    sampler = Sampler(RUN, 0, lambda: [target])
+    sampler.sample(first=True)
+    sampler.sample()
+    sampler.sample()  # within DATA_EVERY of the last reading: not read again
+    rows = [r for r in sampler.take() if r["role"] == "broker"]
+    assert [r.get("data_bytes") for r in rows][1:] == [None]
+    assert rows[0]["data_bytes"] >= 50_000
