@@ -241,11 +241,12 @@ def run_node(
     ]
     errors: list[str] = []
     interval = Interval(recorders if spec.role == "receiver" else [], _second())
-    flusher = Flusher(spec, recorders).start()
+    # Never flush a second the progress reports may still read.
+    flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
-    def report(done: bool = False) -> None:
+    def report(done: bool = False, latency: dict[int, int] | None = None) -> None:
         if progress is not None:
-            latency = interval.take(_second())
+            latency = interval.take(_second()) if latency is None else latency
             progress.put(
                 Progress(
                     spec.point,
@@ -276,8 +277,10 @@ def run_node(
         errors.append(first_line(exc))
     finally:
         left = flusher.stop()
+        # The last interval's latencies, read before the records leave the recorders.
+        last = interval.take(_second()) if progress is not None else {}
         status = _keep_results(spec, recorders, errors, left)
-        report(done=True)
+        report(done=True, latency=last)
     return status
 
 
@@ -293,9 +296,17 @@ class Flusher:
     #: after it ends, and the progress reports read the last few again (:class:`Interval`).
     LAG = Interval.SETTLE + 2
 
-    def __init__(self, spec: NodeSpec, recorders: list[WorkerRecorder]) -> None:
+    def __init__(
+        self,
+        spec: NodeSpec,
+        recorders: list[WorkerRecorder],
+        keep_from: Callable[[], int] | None = None,
+    ) -> None:
         self.spec = spec
         self.recorders = recorders
+        #: The earliest second that must stay in the recorders (the progress reports'
+        #: next read), if any.
+        self.keep_from = keep_from
         #: Records taken whose chunk could not be written.
         self.pending: list[Records] = []
         self.chunks = 0
@@ -318,7 +329,8 @@ class Flusher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.spec.flush_interval):
-            self.flush(_second() - self.LAG)
+            cut = _second() - self.LAG
+            self.flush(cut if self.keep_from is None else min(cut, self.keep_from()))
 
     def flush(self, cut: int) -> None:
         """Write the records before wall-clock second ``cut`` (and every received identity)
