@@ -355,6 +355,7 @@ def test_a_run_killed_midway_keeps_its_flushed_seconds_and_report_says_where_the
         "the run was interrupted (the coordinator is gone)"
     )
     assert "data ends at" in done.stdout and "interrupted (the coordinator is gone)" in done.stdout
+    assert "each point's data ends at their last flushed chunk" in done.stdout
     assert "data ends at" in (run_dir / "analysis" / "report.html").read_text()
 
 
