@@ -388,3 +388,55 @@ def test_the_sampler_reads_a_broker_nodes_data_directory_every_few_seconds(tmp_p
     rows = [r for r in sampler.take() if r["role"] == "broker"]
     assert [r.get("data_bytes") for r in rows][1:] == [None]
     assert rows[0]["data_bytes"] >= 50_000
+
+
+class _Store:
+    """What the client agent needs of S3: uploads kept by key, JSON markers."""
+
+    run_id = RUN
+
+    def __init__(self) -> None:
+        self.uploaded: dict[str, bytes] = {}
+        self.markers: dict[str, object] = {}
+
+    def upload(self, path: Path, key: str) -> None:
+        self.uploaded[key] = path.read_bytes()
+
+    def get_json(self, key: str) -> object:
+        return self.markers.get(key)
+
+    def put_json(self, key: str, value: object) -> None:
+        self.markers[key] = value
+
+    def uri(self, key: str) -> str:
+        return f"s3://bucket/{key}"
+
+
+def test_a_client_machine_uploads_its_nodes_chunks_while_the_node_runs(tmp_path: Path) -> None:
+    from tests.conftest import SCENARIOS
+    from workload.aws.agent import ClientAgent
+    from workload.aws.store import Uploader
+    from workload.model.scenario import expand
+    from workload.model.scenario_file import load_scenario
+
+    store = _Store()
+    chunk = LAYOUT.raw_file("received", 0, "receiver", 0, 0, cut=123)
+
+    class Commands:
+        def run_node(self, point: int) -> tuple[bool, str]:
+            rec = WorkerRecorder("receiver", 0, 0)
+            receive(rec, 122, range(5))
+            write_node(tmp_path / RUN, RUN, 0, "receiver", 0, [rec.take(123)], 0, 123)
+            for _ in range(200):  # the node runs on until its chunk is in S3 (at most 20 s)
+                if chunk in store.uploaded:
+                    return True, "ok"
+                time.sleep(0.1)
+            return False, "the chunk was not uploaded while the node ran"
+
+    path = SCENARIOS / "redis-smoke.toml"
+    agent = ClientAgent("receiver", 0, store, path, tmp_path, Commands(), log=lambda _: None)  # type: ignore[arg-type]
+    agent.flush_interval = 0.2
+    agent.uploader = Uploader(store, tmp_path / RUN, lambda _: None)  # type: ignore[arg-type]
+    (point,) = expand(load_scenario(path))
+    assert agent.take_part(point, {"ok": True})
+    assert LAYOUT.done(0, "receiver", 0) in store.markers
