@@ -139,11 +139,26 @@ def test_a_chunk_that_cannot_be_written_goes_into_the_final_file(tmp_path: Path)
     flusher = Flusher(part, [rec])
     flusher.flush(200)
     assert flusher.chunks == 0 and len(flusher.pending) == 1 and not rec.rx_seq
+    receive(rec, 201, range(10, 12))
+    flusher.flush(202)  # still not writable: the next chunk would hold both
+    assert flusher.chunks == 0 and len(flusher.pending) == 2
     good = spec(tmp_path / "run", "receiver")
     status = _keep_results(good, [rec], [], flusher.pending)
-    assert status.ok and read_point(good.run_dir, "received", 0)["seq"].to_pylist() == list(
-        range(10)
-    )
+    received = read_point(good.run_dir, "received", 0)["seq"].to_pylist()
+    assert status.ok and received == list(range(12))
+
+
+def test_a_chunk_that_could_not_be_written_goes_into_the_next(tmp_path: Path) -> None:
+    rec = WorkerRecorder("receiver", 0, 0)
+    receive(rec, 100, range(10))
+    flusher = Flusher(spec(tmp_path, "receiver"), [rec])
+    flusher.pending = [rec.take(101)]  # as a failed flush leaves it
+    receive(rec, 101, range(10, 15))
+    flusher.flush(102)
+    assert flusher.pending == [] and flusher.chunks == 1
+    (chunk,) = (tmp_path / "raw" / "received").iterdir()
+    assert chunk.name == "p0-receiver-0.0.c102.parquet"
+    assert pq.read_table(chunk)["seq"].to_pylist() == list(range(15))
 
 
 def test_flush_interval_is_whole_seconds_up_to_an_hour() -> None:

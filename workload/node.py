@@ -286,11 +286,12 @@ def run_node(
 
 class Flusher:
     """Writes a node part's records in chunks while its workers run (docs/measurement.md
-    §3): every ``flush_interval`` it takes out of each recorder the seconds that ended
+    §5): every ``flush_interval`` it takes out of each recorder the seconds that ended
     :data:`LAG` seconds ago and every identity so far, and writes them as the part's next
     chunk (:func:`write_node` with a cut). A run killed midway keeps every chunk written; a
     worker's memory holds at most an interval's records. A chunk that cannot be written
-    stays in memory and goes into the part's final files (:meth:`stop`)."""
+    stays in memory and goes into the next chunk, or the part's final files (:meth:`stop`):
+    a chunk's cut never claims records that are not in it or an earlier chunk."""
 
     #: Seconds a chunk's cut lies behind the flush: a second keeps changing for a moment
     #: after it ends, and the progress reports read the last few again (:class:`Interval`).
@@ -340,14 +341,16 @@ class Flusher:
             return
         self.last_cut = cut
         spec = self.spec
-        taken = [recorder.take(cut) for recorder in self.recorders]
+        taken = [*self.pending, *(recorder.take(cut) for recorder in self.recorders)]
         try:
             write_node(
                 spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, taken, spec.part, cut
             )
-            self.chunks += 1
         except RecordsNotWritten:
-            self.pending += taken
+            self.pending = taken
+            return
+        self.pending = []
+        self.chunks += 1
 
 
 def _keep_results(
