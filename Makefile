@@ -12,7 +12,7 @@ BENCH_MESSAGES ?= 100000000
 # network namespaces for isolated nodes.
 TOOL_PACKAGES ?= cloud-init chromium iproute2
 
-.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers clean
+.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-soak clean
 
 help:
 	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
@@ -21,6 +21,7 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      recording, runner, telemetry sampler and analysis benchmarks (prints figures)"
 	@echo "make bench-peers brokerbench vs each broker's own load tool on one broker (PEERS_ARGS='--quick')"
+	@echo "make bench-soak  a 10-minute soak on a local Redis: client memory growth per hour (SOAK_ARGS='--minutes 60')"
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv $(VENV)"
@@ -77,6 +78,9 @@ bench: $(VENV)/.full
 
 bench-peers: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_peers.py $(PEERS_ARGS)
+
+bench-soak: $(VENV)/.full
+	$(BIN)/python tests/benchmarks/bench_soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .mypy_cache .ruff_cache

@@ -23,7 +23,10 @@ RESOURCE_CHARTS = (
     ("CPU per node (% of one core)", "%", "cpu_pct", ("broker", "sender", "receiver", HOST)),
     ("Disk write operations of the data device", "ops/s", "device_write_ops_s", ("broker", HOST)),
     ("Broker GC pause time", "ms/s", "gc_pause_ms_s", ("broker",)),
+    ("Broker data on disk (its data directory)", "MB", "data_bytes", ("broker",)),
 )
+#: Columns read only every few seconds (null between): drawn through their readings.
+_SPARSE = {"data_bytes": 1e-6}
 
 
 def read_resources(
@@ -43,14 +46,18 @@ def read_resources(
         by_node.setdefault((r["role"], r["node"]), []).append(r)
     out = []
     for title, unit, column, roles in RESOURCE_CHARTS:
+        scale = _SPARSE.get(column)
         series = [
             ResourceSeries(
                 f"{node} ({role})" if role != HOST else "machine",
-                [r["second"] - origin_s for r in found],
-                [r[column] for r in found],
+                [r["second"] - origin_s for r in kept],
+                [r.get(column) if scale is None else r[column] * scale for r in kept],
             )
             for (role, node), found in by_node.items()
             if role in roles
+            for kept in [
+                found if scale is None else [r for r in found if r.get(column) is not None]
+            ]
         ]
         if column == "device_write_ops_s":
             series = series[-1:] if any(s.name == "machine" for s in series) else series[:1]

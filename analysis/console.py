@@ -14,6 +14,10 @@ from analysis.summary_row import SummaryRow
 from analysis.summary_table import fault_lines, text_table
 from workload.model.record import RunContext
 
+#: How ``delivery`` begins for a point whose records end in flushed chunks
+#: (:mod:`analysis.records`).
+DATA_ENDS = "incomplete: data ends "
+
 
 def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryRow]) -> str:
     """The analysed run for the terminal (local ``run``/``report`` and AWS ``fetch``);
@@ -24,6 +28,11 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     lines = [text_table(broker.name, list(rows), durability.line if durability else "")]
     if record.status == "running" and record.records_its_end:
         lines.append(f"  note: the run {_ended(record)}")
+        if any(str(row.get("delivery") or "").startswith(DATA_ENDS) for row in rows):
+            lines.append(
+                "  note: its node processes were killed: each point's data ends at their last "
+                "flushed chunk (delivery says where); nothing is counted lost"
+            )
     lines += [f"  note: {caveat}" for caveat in broker.caveats]
     if broker.stand_in:
         lines.append(f"  note: local stand-in: {broker.stand_in}")

@@ -61,8 +61,13 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     context = RunContext.of(json.loads(run.read_text(LAYOUT.context)))
     measurement = context.scenario.measurement
     records = run_records(spark, run, context)
-    points = point_records(context, records)
     seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
+    starts = {}
+    if records.ends:  # a run killed midway: where each point's records end
+        starts = {r["point"]: r["first"] for r in tf.first_seconds(seconds).collect()}
+    points = point_records(context, records, starts)
+    ends = {p.point: p.data_end for p in points if p.data_end is not None}
+    seconds = tf.before_ends(seconds, ends)
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
     periods = tf.measurement_periods(seconds, math.ceil(_seconds(measurement.warmup)))
@@ -80,9 +85,14 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         [(context.run_id, p.point, p.state) for p in points],
         "run_id string, point int, state string",
     )
-    received = read_table(spark, run, "received", records.paths.get("received"))
+    received = tf.before_ends(
+        read_table(spark, run, "received", records.paths.get("received")), ends
+    )
     delivery = tf.delivery(
-        read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")), received
+        tf.before_ends(
+            read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")), ends
+        ),
+        received,
     )
     _merge(rows, _collect(tf.accounting(delivery, states)))
     _merge(rows, order_columns(context, points, received))

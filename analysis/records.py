@@ -7,7 +7,7 @@ largest clock offset (:func:`clock_offsets`), which qualifies its processing lat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from analysis import transforms as tf
 from analysis.raw_tables import read_table
 from analysis.storage import RunLocation
 from workload.model.errors import one_line
+from workload.model.layout import LAYOUT
 from workload.model.record import COORDINATOR_GONE, PointEntry, RunContext
 from workload.model.results import (
     DELIVERY_TABLES,
@@ -43,6 +44,10 @@ class RunRecords:
     unreadable: dict[tuple[str, PartKey], str] = field(default_factory=dict)
     #: Per table, the files to read (None: the whole folder).
     paths: dict[str, list[str] | None] = field(default_factory=dict)
+    #: Node parts whose records end in the chunks they flushed while they ran (no final
+    #: file: the process was killed): the wall-clock second before which they hold every
+    #: record (docs/measurement.md §5).
+    ends: dict[PartKey, int] = field(default_factory=dict)
 
     def parts(self) -> set[PartKey]:
         """Every node part that left a trace: a status or a file."""
@@ -87,11 +92,13 @@ def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> R
     if not run.s3:
         return local_records(run.local)
     present: set[tuple[str, PartKey]] = set()
+    cuts: dict[tuple[str, PartKey], int | None] = {}
     for table in TABLES:
         for path in read_table(spark, run, table).inputFiles():
             key = PartKey.of_file(path)
             if key is not None:
                 present.add((table, key))
+                _note_cut(cuts, table, key, path)
     candidates = {key for _, key in present}
     for point in context.points:
         candidates |= expected_parts(point)
@@ -104,7 +111,7 @@ def run_records(spark: SparkSession, run: RunLocation, context: RunContext) -> R
         status = parse_status(key.name, text)
         if status is not None:
             statuses[key] = status
-    return RunRecords(statuses, present)
+    return RunRecords(statuses, present, ends=_ends(cuts))
 
 
 def local_records(run_dir: Path) -> RunRecords:
@@ -112,6 +119,7 @@ def local_records(run_dir: Path) -> RunRecords:
     present: set[tuple[str, PartKey]] = set()
     unreadable: dict[tuple[str, PartKey], str] = {}
     paths: dict[str, list[str] | None] = {}
+    cuts: dict[tuple[str, PartKey], int | None] = {}
     for table in TABLES:
         readable = []
         for path in sorted(raw_dir(run_dir, table).glob("*.parquet")):
@@ -125,9 +133,38 @@ def local_records(run_dir: Path) -> RunRecords:
             readable.append(str(path))
             if key is not None:
                 present.add((table, key))
+                _note_cut(cuts, table, key, path.name)
         paths[table] = readable
     statuses = {status.key: status for status in read_statuses(run_dir)}
-    return RunRecords(statuses, present, unreadable, paths)
+    return RunRecords(statuses, present, unreadable, paths, _ends(cuts))
+
+
+def _note_cut(
+    cuts: dict[tuple[str, PartKey], int | None], table: str, key: PartKey, path: str
+) -> None:
+    """Keep how far a part's files of one table reach: None once its final file is seen,
+    else the latest cut of its chunks."""
+    cut = LAYOUT.chunk_of(path)
+    if (table, key) in cuts and cuts[table, key] is None:
+        return
+    if cut is None:
+        cuts[table, key] = None
+    else:
+        cuts[table, key] = max(cut, cuts.get((table, key)) or cut)
+
+
+def _ends(cuts: dict[tuple[str, PartKey], int | None]) -> dict[PartKey, int]:
+    """Per part without a final file of every table it writes: where its records end, the
+    earliest of its tables' latest chunk cuts (a kill between a chunk's two files leaves
+    the later one out). A table with no file at all is a gap, not an end
+    (:meth:`RunRecords.gap`)."""
+    ends: dict[PartKey, int] = {}
+    for key in {key for _, key in cuts}:
+        reach = [cuts[table, key] for table in key.tables if (table, key) in cuts]
+        chunked = [cut for cut in reach if cut is not None]
+        if chunked:
+            ends[key] = min(chunked)
+    return ends
 
 
 @dataclass(frozen=True)
@@ -137,6 +174,9 @@ class PointRecords:
     point: int
     state: str
     reason: str = ""
+    #: Where its records end (a wall-clock second, exclusive) when a node part's end in
+    #: chunks: nothing at or after it is read (None: they do not).
+    data_end: int | None = None
 
     @property
     def delivery(self) -> str:
@@ -148,12 +188,19 @@ class PointRecords:
         return self.state
 
 
-def point_records(context: RunContext, records: RunRecords) -> list[PointRecords]:
+def point_records(
+    context: RunContext, records: RunRecords, starts: Mapping[int, int] | None = None
+) -> list[PointRecords]:
     """Per sweep point of the context: drained, stopped early, incomplete, or never run.
 
     A run ends at the first point that is interrupted or fails, so in a run that did
     not complete the last point that left records is the one stopped early, and later
     points never ran. A point missing a node part's records is incomplete, whatever else.
+    So is a point some of whose node parts left only the chunks they flushed while they
+    ran (a process killed): its records end where the earliest of those parts' do — the
+    analysis reads nothing after it, and since messages sent before it may have been
+    received after it, none is counted lost or not drained. ``starts``: each point's first
+    recorded second, to say where its data ends in seconds from it.
     """
     stopped_early = context.ended in ("interrupted", "failed")
     left_records = records.parts()
@@ -171,9 +218,15 @@ def point_records(context: RunContext, records: RunRecords) -> list[PointRecords
             for key in parts
             if key.role == "receiver" and key in records.statuses and not records.statuses[key].ok
         ]
+        ends = [records.ends[key] for key in parts if key in records.ends]
         if gaps:
             more = f"; {len(gaps) - 1} more node process(es) likewise" if len(gaps) > 1 else ""
             out.append(PointRecords(index, tf.INCOMPLETE, gaps[0] + more))
+        elif ends:
+            end = min(ends)
+            start = (starts or {}).get(index)
+            reason = _data_end(context, point, end, start)
+            out.append(PointRecords(index, tf.INCOMPLETE, reason, data_end=end))
         elif stopped_early and index == last:
             out.append(PointRecords(index, tf.STOPPED, _why_stopped(context)))
         elif failed:
@@ -214,6 +267,26 @@ def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
         }
         for point, found in sources.items()
     }
+
+
+def _data_end(context: RunContext, point: PointEntry, end: int, start: int | None) -> str:
+    """Where a point's records end, and why, for its ``delivery``: "data ends at 34 s of
+    60 s; the run was interrupted (the coordinator is gone)…"."""
+    duration = point.load.duration
+    of = f" of {float(duration):g} s" if isinstance(duration, int | float) else ""
+    at = f"at {end - start} s{of}" if start is not None else f"before second {end}"
+    if context.coordinator_gone:
+        why = f"the run was {COORDINATOR_GONE}"
+    elif context.ended == "interrupted":
+        why = "the run was interrupted"
+    elif context.ended == "failed":
+        why = "the run failed"
+    else:
+        why = "a node process ended without its final records"
+    return (
+        f"data ends {at}; {why}: later records are not read, and messages sent before it "
+        "are not counted lost or not drained (some may have been received after it)"
+    )
 
 
 def _why_stopped(context: RunContext) -> str:

@@ -36,6 +36,22 @@ def bucket_ms(bucket: Column) -> Column:
     )
 
 
+def first_seconds(seconds: DataFrame) -> DataFrame:
+    """Per point: its first recorded second (``first``)."""
+    return seconds.groupBy(*KEY).agg(F.min("second").alias("first"))
+
+
+def before_ends(table: DataFrame, ends: dict[int, int]) -> DataFrame:
+    """The rows of a table with a ``second`` that lie before their point's end of data
+    (``ends``: point → wall-clock second; a point not in it keeps every row)."""
+    if not ends:
+        return table
+    keep = F.lit(True)
+    for point, end in sorted(ends.items()):
+        keep = F.when(F.col("point") == point, F.col("second") < end).otherwise(keep)
+    return table.where(keep)
+
+
 def counters_per_second(seconds: DataFrame) -> DataFrame:
     """Counters summed over all workers and nodes: one row per (run, point, second)."""
     return seconds.groupBy(*KEY, "second").agg(*(F.sum(c).alias(c) for c in COUNTERS))

@@ -225,7 +225,7 @@ def test_counts_percentiles_and_windows_cover_one_span(spark):
 
 def test_lost_duplicated_and_unconfirmed(spark):
     ranges = spark.createDataFrame(
-        [("r", 0, 0, 0, 0, 9), ("r", 0, 0, 0, 20, 29), ("r", 0, 1, 0, 0, 4)],
+        [("r", 0, 0, 0, 0, 9, 1), ("r", 0, 0, 0, 20, 29, 1), ("r", 0, 1, 0, 0, 4, 1)],
         spark_schema(SENT_RANGES_SCHEMA),
     )
     seqs = [(0, 0, s) for s in [*range(10), *range(20, 29), 5, 15]] + [(1, 0, s) for s in range(5)]
@@ -242,10 +242,10 @@ def test_lost_duplicated_and_unconfirmed(spark):
 def test_delivery_counts_identities_across_words_ranges_and_partitions(spark):
     ranges = spark.createDataFrame(
         [
-            ("r", 0, 0, 0, 0, 69),  # ends mid-word (64..127)
-            ("r", 0, 0, 0, 100, 130),  # starts and ends mid-word
-            ("r", 0, 0, 1, 60, 64),  # straddles the word boundary at 64
-            ("r", 1, 0, 0, 0, 9),
+            ("r", 0, 0, 0, 0, 69, 1),  # ends mid-word (64..127)
+            ("r", 0, 0, 0, 100, 130, 1),  # starts and ends mid-word
+            ("r", 0, 0, 1, 60, 64, 1),  # straddles the word boundary at 64
+            ("r", 1, 0, 0, 0, 9, 1),
         ],
         spark_schema(SENT_RANGES_SCHEMA),
     )
@@ -294,7 +294,7 @@ def test_identity_words_pack_what_fits_and_keep_the_rest_exact(spark):
 def test_accounting_claims_loss_only_where_receivers_drained(spark):
     # Every point confirmed seqs 0..9 and received 0..7 (seq 5 twice): 2 missing.
     ranges = spark.createDataFrame(
-        [("r", p, 0, 0, 0, 9) for p in range(3)], spark_schema(SENT_RANGES_SCHEMA)
+        [("r", p, 0, 0, 0, 9, 1) for p in range(3)], spark_schema(SENT_RANGES_SCHEMA)
     )
     seqs = [*range(8), 5, 42]  # 42 was never confirmed
     received = spark.createDataFrame(
@@ -323,7 +323,7 @@ def test_accounting_claims_loss_only_where_receivers_drained(spark):
 
 
 def test_accounting_of_a_stopped_point_with_nothing_received(spark):
-    ranges = spark.createDataFrame([("r", 0, 0, 0, 0, 99)], spark_schema(SENT_RANGES_SCHEMA))
+    ranges = spark.createDataFrame([("r", 0, 0, 0, 0, 99, 1)], spark_schema(SENT_RANGES_SCHEMA))
     received = spark.createDataFrame([], spark_schema(RECEIVED_SCHEMA))
     states = spark.createDataFrame([("r", 0, tf.STOPPED)], "run_id string, point int, state string")
     (row,) = tf.accounting(tf.delivery(ranges, received), states).collect()

@@ -28,7 +28,13 @@ from workload.coordinator import SweepPlace
 from workload.faults import FaultClock, start_faults
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
-from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
+from workload.model.results import (
+    NodeStatus,
+    read_statuses,
+    read_telemetry_chunks,
+    write_status,
+    write_telemetry,
+)
 from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
 from workload.model.verdict import NodeUsage, point_usage, verdict
@@ -76,6 +82,12 @@ class _Running:
     deaths: list[tuple[str, int]] = field(default_factory=list)
     #: When the coordinator first heard of a confirmed send (wall-clock ns; the faults' clock).
     sending_ns: int | None = None
+    #: When the sampler's rows were last written as a chunk (monotonic), and rows whose
+    #: chunk could not be written (they go into the final file).
+    flushed_at: float = field(default_factory=time.monotonic)
+    unflushed: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether a chunk of telemetry was written (the closing line reads them back).
+    flushed: bool = False
 
 
 @dataclass
@@ -126,6 +138,7 @@ class LocalFleet:
                 run_id=self.outcome.run_id,
                 system=self.system.name,
                 endpoints=self.endpoints,
+                flush_interval=self.scenario.measurement.flush_interval,
             )
             for role, count in (
                 ("receiver", point.receiver_nodes),
@@ -219,9 +232,12 @@ class LocalFleet:
             p for p, spec in zip(processes, running.specs, strict=True) if spec.role == "sender"
         ]
         caught_up = CaughtUp.for_idle_timeout(running.load.idle_timeout)
+        flush_interval = self.scenario.measurement.flush_interval
         while any(p.is_alive() for p in processes):
             _drain(running.progress, view, timeout=0.25)
             view.tick()
+            if time.monotonic() - running.flushed_at >= flush_interval:
+                self._flush_telemetry(running)
             if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
                 running.senders_done.set()
                 running.senders_done_at = time.time()
@@ -322,19 +338,38 @@ class LocalFleet:
                 process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
                 process.join(timeout=5)
 
+    def _flush_telemetry(self, running: _Running) -> None:
+        """Write the sampler's rows so far as a chunk (a run killed later keeps them) and
+        drop them from memory; rows that cannot be written wait for the final file."""
+        running.flushed_at = time.monotonic()
+        sampler = running.sampler
+        if sampler is None:
+            return
+        rows = sampler.take()
+        if not rows:
+            return
+        try:
+            write_telemetry(self.outcome.run_dir, rows, cut=int(time.time()))
+            running.flushed = True
+        except RecordsNotWritten:
+            running.unflushed += rows
+
     def _end_telemetry(self, running: _Running) -> str:
         """Stop the sampler, keep its rows, and judge from them what set the pace (the
         analysis judges again over the exact measurement period)."""
         sampler, running.sampler = running.sampler, None
         if sampler is None:
             return ""
-        rows = sampler.stop()
+        rows = [*running.unflushed, *sampler.stop()]
+        running.unflushed = []
         if sampler.failure:
             self.console(f"  note: {sampler.failure} (the rows before it are kept)")
         try:
             write_telemetry(self.outcome.run_dir, rows)
         except RecordsNotWritten as exc:
             self.console(f"  note: telemetry not kept: {exc}")
+        if running.flushed:  # the closing line judges the whole point
+            rows = read_telemetry_chunks(self.outcome.run_dir, sampler.point) + rows
         first, last = running.view.sending_span()
         if not first:
             return ""

@@ -34,7 +34,7 @@ from workload.model.sections import LoadSection
 from workload.model.sweep import SweepPoint
 from workload.naming import destination_name, point_tag, run_tag
 from workload.node_records import write_node
-from workload.recording import WorkerRecorder
+from workload.recording import Records, WorkerRecorder
 from workload.signals import leave_stopping_to_the_coordinator
 from workload.worker import (
     ReceiverLoop,
@@ -75,6 +75,9 @@ class NodeSpec:
     workers: range | None = None
     #: The host's clock state before the point. The local runner's nodes share one host.
     clock: ClockState = SINGLE_HOST
+    #: Seconds between the chunks of records the part writes while it runs
+    #: (``[measurement] flush_interval``).
+    flush_interval: float = 60.0
 
     @classmethod
     def of_point(
@@ -87,6 +90,7 @@ class NodeSpec:
         run_id: str,
         system: str,
         endpoints: Endpoints,
+        flush_interval: float = 60.0,
     ) -> NodeSpec:
         """Node ``node`` of ``role`` at a sweep point, whole (:func:`split` into its
         processes); its tag and destination derive from the run id, the same on every
@@ -104,6 +108,7 @@ class NodeSpec:
             params=point.params,
             destination=destination_name(tag, point.index).name,
             load=point.load,
+            flush_interval=flush_interval,
         )
 
     @property
@@ -236,10 +241,12 @@ def run_node(
     ]
     errors: list[str] = []
     interval = Interval(recorders if spec.role == "receiver" else [], _second())
+    # Never flush a second the progress reports may still read.
+    flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
-    def report(done: bool = False) -> None:
+    def report(done: bool = False, latency: dict[int, int] | None = None) -> None:
         if progress is not None:
-            latency = interval.take(_second())
+            latency = interval.take(_second()) if latency is None else latency
             progress.put(
                 Progress(
                     spec.point,
@@ -269,20 +276,97 @@ def run_node(
     except Exception as exc:
         errors.append(first_line(exc))
     finally:
-        status = _keep_results(spec, recorders, errors)
-        report(done=True)
+        left = flusher.stop()
+        # The last interval's latencies, read before the records leave the recorders.
+        last = interval.take(_second()) if progress is not None else {}
+        status = _keep_results(spec, recorders, errors, left)
+        report(done=True, latency=last)
     return status
 
 
-def _keep_results(spec: NodeSpec, recorders: list[WorkerRecorder], errors: list[str]) -> NodeStatus:
-    """Write the part's records and its status; the status. A results file that cannot be
+class Flusher:
+    """Writes a node part's records in chunks while its workers run (docs/measurement.md
+    §5): every ``flush_interval`` it takes out of each recorder the seconds that ended
+    :data:`LAG` seconds ago and every identity so far, and writes them as the part's next
+    chunk (:func:`write_node` with a cut). A run killed midway keeps every chunk written; a
+    worker's memory holds at most an interval's records. A chunk that cannot be written
+    stays in memory and goes into the next chunk, or the part's final files (:meth:`stop`):
+    a chunk's cut never claims records that are not in it or an earlier chunk."""
+
+    #: Seconds a chunk's cut lies behind the flush: a second keeps changing for a moment
+    #: after it ends, and the progress reports read the last few again (:class:`Interval`).
+    LAG = Interval.SETTLE + 2
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        recorders: list[WorkerRecorder],
+        keep_from: Callable[[], int] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.recorders = recorders
+        #: The earliest second that must stay in the recorders (the progress reports'
+        #: next read), if any.
+        self.keep_from = keep_from
+        #: Records taken whose chunk could not be written.
+        self.pending: list[Records] = []
+        self.chunks = 0
+        #: The cut of the last chunk: every chunk's is later (its file name holds it).
+        self.last_cut = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="flusher", daemon=True)
+
+    def start(self) -> Flusher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Records]:
+        """End flushing (a chunk being written is finished first); what was taken but not
+        written."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.pending
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.spec.flush_interval):
+            cut = _second() - self.LAG
+            self.flush(cut if self.keep_from is None else min(cut, self.keep_from()))
+
+    def flush(self, cut: int) -> None:
+        """Write the records before wall-clock second ``cut`` (and every received identity)
+        as a chunk; nothing when ``cut`` is not past the last chunk's (a flush late by a
+        second, a clock stepped back): the records wait for the next."""
+        if cut <= self.last_cut:
+            return
+        self.last_cut = cut
+        spec = self.spec
+        taken = [*self.pending, *(recorder.take(cut) for recorder in self.recorders)]
+        try:
+            write_node(
+                spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, taken, spec.part, cut
+            )
+        except RecordsNotWritten:
+            self.pending = taken
+            return
+        self.pending = []
+        self.chunks += 1
+
+
+def _keep_results(
+    spec: NodeSpec,
+    recorders: list[WorkerRecorder],
+    errors: list[str],
+    pending: list[Records] | None = None,
+) -> NodeStatus:
+    """Write the part's records (what its recorders hold, and ``pending`` chunks that could
+    not be written) and its status; the status. A results file that cannot be
     written (a full disk, a read-only directory) is one line here, in this process, and the
     first thing the part's status says."""
     unwritten: list[str] = []
+    left = [*(pending or []), *(recorder.take() for recorder in recorders)]
     try:
-        write_node(
-            spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, recorders, spec.part
-        )
+        write_node(spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, left, spec.part)
     except RecordsNotWritten as exc:
         unwritten.append(str(exc))
     status = NodeStatus(

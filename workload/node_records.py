@@ -1,5 +1,6 @@
-"""A node part's recorders written as the raw tables (:mod:`workload.model.results` holds
-their schemas and readers): one Parquet file per table, each whole or not at all."""
+"""A node part's records written as the raw tables (:mod:`workload.model.results` holds
+their schemas and readers): one Parquet file per table, each whole or not at all — a chunk
+flushed while the part runs, or the part's final file."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from workload.model.results import (
     SENT_RANGES_SCHEMA,
     write_table_file,
 )
-from workload.recording import WorkerRecorder
+from workload.recording import Records, WorkerRecorder
 
 
 def write_node(
@@ -27,10 +28,15 @@ def write_node(
     point: int,
     role: str,
     node: int,
-    recorders: Iterable[WorkerRecorder],
+    recorders: Iterable[Records | WorkerRecorder],
     part: int = 0,
+    cut: int | None = None,
 ) -> None:
-    """Write one node part's recorders as one Parquet file per table (atomically renamed).
+    """Write what one node part's workers recorded (taken out of their recorders,
+    :meth:`WorkerRecorder.take`, or read in place from the recorders) as one
+    Parquet file per table (atomically renamed): its final files, or with ``cut`` a chunk
+    holding its records before that wall-clock second not written before. The per-second
+    table is written first: a chunk whose delivery table is there is whole.
 
     Every table is attempted; the first that could not be written is then raised
     (:class:`RecordsNotWritten`).
@@ -60,9 +66,11 @@ def write_node(
             }
             for key, value in row.items():
                 seconds[key].append(value)
-        for lo, hi in rec.sent_ranges:
+        for (lo, hi), second in zip(rec.sent_ranges, rec.range_seconds, strict=True):
             for key, value in zip(
-                SENT_RANGES_SCHEMA.names, (run_id, point, node, rec.worker, lo, hi), strict=True
+                SENT_RANGES_SCHEMA.names,
+                (run_id, point, node, rec.worker, lo, hi, second),
+                strict=True,
             ):
                 ranges[key].append(value)
     tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}
@@ -86,7 +94,8 @@ def write_node(
     failed: list[RecordsNotWritten] = []
     for table, data in tables.items():  # each table on its own: keep whatever can be kept
         try:
-            write_table_file(run_dir / LAYOUT.raw_file(table, point, role, node, part), data)
+            path = LAYOUT.raw_file(table, point, role, node, part, cut)
+            write_table_file(run_dir / path, data)
         except RecordsNotWritten as exc:
             failed.append(exc)
     if failed:
@@ -99,7 +108,7 @@ def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], type_)
 
 
-def _late(recorders: list[WorkerRecorder], n: int) -> pa.Array:
+def _late(recorders: list[Records | WorkerRecorder], n: int) -> pa.Array:
     """The ``late`` column: True at the rows the recorders marked late, in their order."""
     mask = np.zeros(n, dtype=bool)
     first = 0

@@ -1,12 +1,17 @@
 """What one worker records: per-second counters and latency histograms, plus the message
 identities that loss and duplicate accounting needs (docs/measurement.md §3, §5).
 
-A recorder belongs to one worker (one thread or task), so it needs no locks; the node
-reads its running totals for progress and writes it out at the end (``workload.node_records``).
+A recorder belongs to one worker (one thread or task); the node reads its running totals
+for progress and writes it out (``workload.node_records``): in chunks while the worker runs
+(:meth:`WorkerRecorder.take`, every ``[measurement] flush_interval``, so that a long run
+killed midway keeps what it recorded and a worker's memory does not grow with the run's
+length) and whatever is left at the end. Recording and taking hold the recorder's lock —
+once per batch, uncontended but for the moment a chunk is taken.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +39,24 @@ class SecondStats:
     send_delay: Histogram = field(default_factory=Histogram)
 
 
+@dataclass
+class Records:
+    """What a worker recorded over a stretch of time, taken out of its recorder: its
+    per-second statistics, confirmed sequence ranges and received identities."""
+
+    worker: int
+    seconds: dict[int, SecondStats]
+    sent_ranges: list[list[int]]
+    #: The second each range was confirmed in.
+    range_seconds: list[int]
+    rx_node: array[int]
+    rx_worker: array[int]
+    rx_seq: array[int]
+    rx_second: array[int]
+    #: Positions (in the rx arrays) of messages that arrived late for their key.
+    rx_late: array[int]
+
+
 class WorkerRecorder:
     """Counters and histograms keyed by wall-clock second, for one worker."""
 
@@ -42,8 +65,10 @@ class WorkerRecorder:
         self.node = node
         self.worker = worker
         self.seconds: dict[int, SecondStats] = {}
-        #: Confirmed sequence ranges [lo, hi] (inclusive), contiguous runs merged.
+        #: Confirmed sequence ranges [lo, hi] (inclusive), contiguous runs within a
+        #: second merged, and the second each was confirmed in.
         self.sent_ranges: list[list[int]] = []
+        self.range_seconds: list[int] = []
         self.rx_node = array("i")
         self.rx_worker = array("i")
         self.rx_seq = array("q")
@@ -57,6 +82,47 @@ class WorkerRecorder:
         self.last_error = ""
         #: The tenth of a second last marked active: [start, end) in wall-clock ns.
         self._tenth = (0, 0)
+        self._lock = threading.Lock()
+
+    def take(self, before_second: int | None = None) -> Records:
+        """Take what was recorded out of the recorder: the statistics of the seconds before
+        ``before_second`` (all of them when None), the sequence ranges confirmed in them,
+        and every received identity so far. A second taken and then recorded into again (a worker's time
+        stamp a flush interval old) comes out again in a later take: the analysis adds the
+        rows of a second."""
+        with self._lock:
+            if before_second is None:
+                seconds, self.seconds = self.seconds, {}
+                ranges, self.sent_ranges = self.sent_ranges, []
+                range_seconds, self.range_seconds = self.range_seconds, []
+            else:
+                seconds = {s: v for s, v in self.seconds.items() if s < before_second}
+                for second in seconds:
+                    del self.seconds[second]
+                ranges, range_seconds, kept, kept_seconds = [], [], [], []
+                for span, second in zip(self.sent_ranges, self.range_seconds, strict=True):
+                    if second < before_second:
+                        ranges.append(span)
+                        range_seconds.append(second)
+                    else:
+                        kept.append(span)
+                        kept_seconds.append(second)
+                self.sent_ranges, self.range_seconds = kept, kept_seconds
+            taken = Records(
+                self.worker,
+                seconds,
+                ranges,
+                range_seconds,
+                self.rx_node,
+                self.rx_worker,
+                self.rx_seq,
+                self.rx_second,
+                self.rx_late,
+            )
+            self.rx_node, self.rx_worker = array("i"), array("i")
+            self.rx_seq, self.rx_second, self.rx_late = array("q"), array("q"), array("q")
+            self._tenth = (0, 0)
+            return taken
 
     def _mark(self, stats: SecondStats, now_ns: int) -> None:
         """Mark the tenth of the second ``now_ns`` falls in as active (callers skip the call
@@ -80,6 +146,12 @@ class WorkerRecorder:
         time ``done_ns``, ``latency_ns`` after it started and (open loop) ``delay_ns`` after
         it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
         Both durations are on the monotonic clock."""
+        with self._lock:
+            self._sent(done_ns, latency_ns, delay_ns, seq_lo, seq_hi)
+
+    def _sent(
+        self, done_ns: int, latency_ns: int, delay_ns: int | None, seq_lo: int, seq_hi: int
+    ) -> None:
         stats = self._at(done_ns)
         if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
             self._mark(stats, done_ns)
@@ -89,14 +161,16 @@ class WorkerRecorder:
         if delay_ns is not None:
             stats.send_delay.record(delay_ns / 1000.0)
         self.total_sent += count
-        ranges = self.sent_ranges
-        if ranges and ranges[-1][1] + 1 == seq_lo:
+        ranges, second = self.sent_ranges, done_ns // 1_000_000_000
+        if ranges and ranges[-1][1] + 1 == seq_lo and self.range_seconds[-1] == second:
             ranges[-1][1] = seq_hi
         else:
             ranges.append([seq_lo, seq_hi])
+            self.range_seconds.append(second)
 
     def failed(self, now_ns: int, error: BaseException) -> None:
-        self._at(now_ns).errors += 1
+        with self._lock:
+            self._at(now_ns).errors += 1
         self.total_errors += 1
         self.last_error = f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
@@ -115,9 +189,22 @@ class WorkerRecorder:
         :class:`message.Reader` reads them — lists, or numpy arrays for a large batch —
         ``intended`` the sender's wall-clock times); ``late``: the positions among them of
         those that arrived late for their key."""
-        n = len(seqs)
-        if not n:
+        if not len(seqs):
             return
+        with self._lock:
+            self._received(now_ns, nodes, workers, seqs, intended, redelivered, late)
+
+    def _received(
+        self,
+        now_ns: int,
+        nodes: Column,
+        workers: Column,
+        seqs: Column,
+        intended: Column,
+        redelivered: int,
+        late: Sequence[int],
+    ) -> None:
+        n = len(seqs)
         if late:
             first = len(self.rx_seq)
             self.rx_late.extend(first + i for i in late)
@@ -141,7 +228,9 @@ class WorkerRecorder:
 
     def foreign(self, now_ns: int, count: int = 1) -> None:
         """Messages that are not from this run and sweep point (left over in the broker)."""
-        self._at(now_ns).foreign += count
+        with self._lock:
+            self._at(now_ns).foreign += count
 
     def acked(self, now_ns: int, count: int) -> None:
-        self._at(now_ns).acked += count
+        with self._lock:
+            self._at(now_ns).acked += count

@@ -13,7 +13,9 @@ records (``second`` is the wall-clock second the middle of a row falls in):
 * disk: bytes the node's processes read and wrote (``/proc/<pid>/io``), and for the block
   device its data directory is on, write operations, bytes written, busy time and the
   flushes (fsync reaching the device) where the kernel counts them (``/proc/diskstats``,
-  whose flush fields psutil does not give);
+  whose flush fields psutil does not give); every :data:`DATA_EVERY` seconds, the space
+  its data directory takes on disk (``du``: allocated blocks), which a long run watches
+  grow until retention holds it;
 * network bytes in and out on the node's own interface (a namespace's veth); nodes that
   share loopback have none of their own, and the host row carries the machine's;
 * for a JVM, garbage-collection pause time per second (:mod:`workload.jvmstat`).
@@ -97,6 +99,40 @@ def block_device(path: Path) -> str | None:
         return None
 
 
+#: Seconds between two readings of a data directory's size (a walk of its files).
+DATA_EVERY = 5
+
+
+def directory_bytes(path: Path) -> int | None:
+    """The space the files under ``path`` take on disk (allocated blocks, as ``du``
+    counts them, each file once); None when ``path`` cannot be read. Files that vanish
+    while it walks (a segment deleted by retention) are skipped."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    stack = [str(path)]
+    try:
+        os.stat(path)
+    except OSError:
+        return None
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
 @dataclass(frozen=True)
 class DiskCounters:
     writes: int
@@ -139,6 +175,8 @@ class _TargetState:
     net: tuple[int, int] | None = None
     perf_files: dict[int, Path | None] = field(default_factory=dict)
     handles: dict[int, psutil.Process] = field(default_factory=dict)
+    #: When its data directory was last measured (wall-clock seconds; 0: never).
+    data_at: float = 0.0
 
 
 def _process_state(
@@ -320,6 +358,11 @@ class Sampler:
             "gc_pause_ms_s": None if gc is None else 1000.0 * gc / elapsed,
         }
         row.update(_disk_rates(state.device, previous_disk, disk, elapsed, notes))
+        if target.data_dir is not None and time.time() - state.data_at >= DATA_EVERY - 0.5:
+            state.data_at = time.time()
+            row["data_bytes"] = directory_bytes(target.data_dir)
+            if row["data_bytes"] is None:
+                notes.append("data directory not readable")
         if net is not None and previous_net is not None:
             row["net_in_bytes_s"] = (net[0] - previous_net[0]) / elapsed
             row["net_out_bytes_s"] = (net[1] - previous_net[1]) / elapsed

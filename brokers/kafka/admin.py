@@ -157,6 +157,12 @@ def kafka_topic_configs(params: KafkaParams, replication: int) -> dict[str, str]
     configs = {"min.insync.replicas": str(min_insync_for(params, replication))}
     if params.log_flush_interval_messages is not None:
         configs["flush.messages"] = str(params.log_flush_interval_messages)
+    if params.retention is not None:
+        configs["retention.ms"] = str(round(params.retention * 1000))
+    if params.retention_bytes is not None:
+        configs["retention.bytes"] = str(params.retention_bytes)
+    if params.segment_bytes is not None:
+        configs["segment.bytes"] = str(params.segment_bytes)
     return configs
 
 
@@ -165,7 +171,8 @@ def prepare(endpoints: Endpoints, params: KafkaParams, destination: Destination)
 
 
 def prepare_topics(endpoints: Endpoints, params: KafkaParams, names: Sequence[str]) -> None:
-    """Kafka's topics: replicated, ``min.insync.replicas``, optional ``flush.messages``."""
+    """Kafka's topics: replicated, ``min.insync.replicas``, optional ``flush.messages`` and
+    retention (``retention.ms``, ``retention.bytes``, ``segment.bytes``)."""
     admin = client.admin(endpoints)
     try:
         # Every broker the endpoints name counts, also one not registered (yet) or briefly

@@ -17,6 +17,8 @@ from brokers.connection import BrokerParams, Heap
 KafkaClient = Literal["confluent-kafka", "kafka-python"]
 #: More replicas than any cluster brokerbench starts or declares on AWS.
 MAX_REPLICAS = 16
+#: The longest retention a topic may be given: a year, in seconds.
+MAX_RETENTION_S = 365 * 86_400
 
 
 class KafkaClientParams(BrokerParams):
@@ -64,6 +66,28 @@ class KafkaParams(KafkaClientParams):
         le=2**31 - 1,
         description="Topic flush.messages (log.flush.interval.messages): fsync after this "
         "many messages; 1 = every message. Unset: Kafka's default (leave it to the OS).",
+    )
+    retention: float | None = Field(
+        None,
+        ge=1,
+        le=MAX_RETENTION_S,
+        description="Topic retention.ms, in seconds: segments older than this are deleted "
+        "(a soak run watches disk use level off). Unset: the broker's (24 h as brokerbench "
+        "starts it; checked every 5 min).",
+    )
+    retention_bytes: int | None = Field(
+        None,
+        ge=1 << 20,
+        le=1 << 50,
+        description="Topic retention.bytes: the most a partition keeps before its oldest "
+        "segments are deleted. Unset: Kafka's default (no limit).",
+    )
+    segment_bytes: int | None = Field(
+        None,
+        ge=1 << 20,
+        le=(1 << 31) - 1,
+        description="Topic segment.bytes: retention deletes whole segments, so a small "
+        "retention needs small segments. Unset: Kafka's default (1 GiB).",
     )
     heap: Heap = Field("512m", description="-Xmx of each locally started broker JVM.")
 

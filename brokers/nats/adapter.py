@@ -178,6 +178,8 @@ async def _create(js: JetStreamContext, client: Client, params: NatsParams, name
         retention=api.RetentionPolicy.WORK_QUEUE,
         storage=api.StorageType(params.storage),
         num_replicas=stream_replicas(client, params),
+        max_age=params.max_age,
+        max_bytes=params.max_bytes,
     )
     info = await _retrying(lambda: js.add_stream(config), f"creating stream {name}")
     consumer = api.ConsumerConfig(

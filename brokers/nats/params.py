@@ -36,3 +36,17 @@ class NatsParams(BrokerParams):
         le=3600,
         description="Seconds a publish waits for the stream's acknowledgement.",
     )
+    max_age: float | None = Field(
+        None,
+        ge=1,
+        le=365 * 86_400,
+        description="Stream max_age, seconds: older messages are discarded, acknowledged "
+        "or not (a soak run's retention). Unset: no limit.",
+    )
+    max_bytes: int | None = Field(
+        None,
+        ge=1 << 20,
+        le=1 << 50,
+        description="Stream max_bytes: the oldest messages are discarded beyond it. Unset: "
+        "no limit.",
+    )

@@ -98,7 +98,9 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 rows["processing_latency"].append([])
                 rows["send_delay"].append([])
             for name, value in zip(
-                SENT_RANGES_SCHEMA.names, (RUN_ID, 0, node, worker, 0, per_worker - 1), strict=True
+                SENT_RANGES_SCHEMA.names,
+                (RUN_ID, 0, node, worker, 0, per_worker - 1, 0),
+                strict=True,
             ):
                 ranges[name].append(value)
         name = node_file(0, "sender", node)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,6 +181,11 @@ class ClientAgent:
     fault_ack_timeout: float = 300.0
     #: Seconds between telemetry samples (the scenario's ``measurement.telemetry_interval``).
     telemetry_interval: float = 1.0
+    #: Seconds between uploads of what a node wrote while it runs (the scenario's
+    #: ``measurement.flush_interval``: the node's chunks reach S3 as they are written).
+    flush_interval: float = 60.0
+    #: Telemetry rows whose chunk could not be written while the node ran.
+    _unflushed: list[dict[str, Any]] = field(default_factory=list, init=False)
     _began: float = field(default=0.0, init=False)
     _posted: set[int] = field(default_factory=set, init=False)
 
@@ -211,6 +217,7 @@ class ClientAgent:
     def _run(self, scenario: Scenario, points: list[SweepPoint], mine: list[int]) -> int:
         endpoints = list(scenario.broker.endpoints)
         self.telemetry_interval = scenario.measurement.telemetry_interval
+        self.flush_interval = scenario.measurement.flush_interval
         self.uploader = self.uploader or Uploader(self.store, self.run_dir, self.log)
         self.log(
             f"{self.role} node {self.node} of run {self.store.run_id}: {len(points)} sweep point(s), "
@@ -324,9 +331,16 @@ class ClientAgent:
         if starting is not None:
             starting()
         sampler = self.sampler(point).start()
+        running = threading.Event()
+        uploads = threading.Thread(
+            target=self._upload_while_running, args=(sampler, running), daemon=True
+        )
+        uploads.start()
         try:
             succeeded, message = self.commands.run_node(point.index)
         finally:
+            running.set()
+            uploads.join()
             self.keep_telemetry(sampler)
         failed = self.upload_new()
         self._done(point.index, succeeded, "" if succeeded else message, failed)
@@ -354,10 +368,29 @@ class ClientAgent:
             host=f"host-{name}",
         )
 
+    def _upload_while_running(self, sampler: Sampler, ended: threading.Event) -> None:
+        """Every ``flush_interval`` while the node runs: write the sampler's rows as a chunk
+        and upload what the node's processes flushed, so that a machine lost midway leaves
+        its records up to then in S3. Rows whose chunk cannot be written are written with
+        the rest when the node ends; a failure is a line in the log, never the point's."""
+        while not ended.wait(self.flush_interval):
+            rows = sampler.take()
+            if rows:
+                try:
+                    write_telemetry(self.run_dir, rows, cut=int(time.time()))
+                except RecordsNotWritten as exc:
+                    self.log(f"telemetry chunk not kept: {exc}")
+                    self._unflushed += rows
+            try:
+                self.upload_new()
+            except Exception as exc:  # the end's upload says what stays on the machine
+                self.log(f"upload while running failed: {exc}")
+
     def keep_telemetry(self, sampler: Sampler) -> None:
         """Write the sampler's rows into the run directory (uploaded with the node's
         records); a failure is a line in the log, never the point's."""
-        rows = sampler.stop()
+        rows = [*self._unflushed, *sampler.stop()]
+        self._unflushed = []
         if sampler.failure:
             self.log(sampler.failure)
         try:

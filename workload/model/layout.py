@@ -5,8 +5,15 @@ them, plus the control markers through which the machines of an AWS run coordina
 ``context.json``                          the run context (:mod:`workload.model.record`)
 ``raw/<table>/p<K>-<role>-<node>.<part>.parquet``
                                           a node part's records of one raw table
-                                          (:mod:`workload.model.results`)
-``raw/telemetry/p<K>-<node>.parquet``    a node's resource telemetry at point K
+                                          (:mod:`workload.model.results`), written when
+                                          the part ends
+``raw/<table>/p<K>-<role>-<node>.<part>.c<S>.parquet``
+                                          a chunk the part flushed while it ran: its
+                                          records up to wall-clock second ``S``
+                                          (exclusive) not in an earlier chunk
+``raw/telemetry/p<K>-<node>[.c<S>].parquet``
+                                          a node's resource telemetry at point K (a
+                                          chunk flushed while the point ran: ``.c<S>``)
                                           (:mod:`workload.telemetry`; ``<node>`` a
                                           broker node's name, ``sender-<n>``,
                                           ``receiver-<n>`` or ``host``)
@@ -41,7 +48,7 @@ from dataclasses import dataclass
 #: Kinds of fault marker: a fault begins, a fault ends.
 BEGIN, END = "begin", "end"
 
-_NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)\.(?:parquet|json)")
+_NODE_FILE = re.compile(r"p(\d+)-(sender|receiver)-(\d+)\.(\d+)(?:\.c(\d+))?\.(?:parquet|json)")
 _FAULT_MARKER = re.compile(r"p(\d+)-f(\d+)\.(begin|end)$")
 
 
@@ -82,23 +89,40 @@ class RunLayout:
         match = _NODE_FILE.fullmatch(path.rsplit("/", 1)[-1])
         if match is None:
             return None
-        point, role, node, part = match.groups()
+        point, role, node, part, _ = match.groups()
         return int(point), role, int(node), int(part)
+
+    @staticmethod
+    def chunk_of(path: str) -> int | None:
+        """The cut of a chunk file (:meth:`raw_file` with ``cut``): the wall-clock second
+        before which it and the part's earlier chunks hold every record; None for a part's
+        final file or any other file."""
+        match = _NODE_FILE.fullmatch(path.rsplit("/", 1)[-1])
+        if match is None or match.group(5) is None:
+            return None
+        return int(match.group(5))
 
     def raw_table(self, table: str) -> str:
         """The folder of one raw table (``raw/seconds``)."""
         return f"{self.raw}/{table}"
 
-    def raw_file(self, table: str, point: int, role: str, node: int, part: int = 0) -> str:
-        return f"{self.raw_table(table)}/{self.part_name(point, role, node, part)}.parquet"
+    def raw_file(
+        self, table: str, point: int, role: str, node: int, part: int = 0, cut: int | None = None
+    ) -> str:
+        """A node part's file of one raw table: the final one, or (``cut``) a chunk flushed
+        while the part ran, holding its records before wall-clock second ``cut``."""
+        chunk = "" if cut is None else f".c{cut}"
+        return f"{self.raw_table(table)}/{self.part_name(point, role, node, part)}{chunk}.parquet"
 
     #: The raw table of the resource telemetry (not a node part's: one file per node).
     telemetry: str = "telemetry"
 
-    def telemetry_file(self, point: int, node: str) -> str:
-        """A node's telemetry at ``point``; ``node`` as the sampler names it."""
+    def telemetry_file(self, point: int, node: str, cut: int | None = None) -> str:
+        """A node's telemetry at ``point``; ``node`` as the sampler names it; ``cut``: a
+        chunk flushed while the point ran (its rows before that wall-clock second)."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node)
-        return f"{self.raw_table(self.telemetry)}/p{point}-{safe}.parquet"
+        chunk = "" if cut is None else f".c{cut}"
+        return f"{self.raw_table(self.telemetry)}/p{point}-{safe}{chunk}.parquet"
 
     #: Where broker machines on AWS stream their telemetry.
     telemetry_stream: str = "raw/telemetry-stream"

@@ -3,7 +3,7 @@
 The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model.layout`):
 
   ``seconds``                 per second, per worker: counters and latency histograms
-  ``sent_ranges``             per sender worker: confirmed sequence ranges
+  ``sent_ranges``             per sender worker: confirmed sequence ranges, per second
   ``received``                per received message: sender node, worker, seq, second, and
                               whether it arrived late for its key
 
@@ -89,6 +89,8 @@ TELEMETRY_SCHEMA = pa.schema(
         ("net_in_bytes_s", pa.float64()),
         ("net_out_bytes_s", pa.float64()),
         ("gc_pause_ms_s", pa.float64()),
+        # Space the node's data directory takes on disk, every few seconds (else null).
+        ("data_bytes", pa.int64()),
         ("note", pa.string()),
     ]
 )
@@ -101,6 +103,8 @@ SENT_RANGES_SCHEMA = pa.schema(
         ("worker", pa.int32()),
         ("seq_lo", pa.int64()),
         ("seq_hi", pa.int64()),
+        # The second the range was confirmed in (a worker's contiguous sends of a second).
+        ("second", pa.int64()),
     ]
 )
 
@@ -259,9 +263,10 @@ def telemetry_table(rows: list[dict[str, Any]]) -> pa.Table:
     )
 
 
-def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Write sampler rows as one Parquet file per point and node (:mod:`workload.model.layout`);
-    every file is attempted, the first that could not be written is raised
+def write_telemetry(run_dir: Path, rows: list[dict[str, Any]], cut: int | None = None) -> None:
+    """Write sampler rows as one Parquet file per point and node (:mod:`workload.model.layout`;
+    with ``cut``, a chunk flushed while the point runs); every file is attempted, the first
+    that could not be written is raised
     (:class:`~workload.model.errors.RecordsNotWritten`)."""
     by_file: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for row in rows:
@@ -269,8 +274,19 @@ def write_telemetry(run_dir: Path, rows: list[dict[str, Any]]) -> None:
     failed: list[RecordsNotWritten] = []
     for (point, node), part in sorted(by_file.items()):
         try:
-            write_table_file(run_dir / LAYOUT.telemetry_file(point, node), telemetry_table(part))
+            path = run_dir / LAYOUT.telemetry_file(point, node, cut)
+            write_table_file(path, telemetry_table(part))
         except RecordsNotWritten as exc:
             failed.append(exc)
     if failed:
         raise failed[0]
+
+
+def read_telemetry_chunks(run_dir: Path, point: int) -> list[dict[str, Any]]:
+    """The telemetry rows of ``point`` flushed in chunks while it ran (files that cannot be
+    read are skipped: a gap, not a failure)."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(raw_dir(run_dir, LAYOUT.telemetry).glob(f"p{point}-*.c*.parquet")):
+        with contextlib.suppress(OSError, ValueError, pa.ArrowException):
+            rows += pq.read_table(path, schema=TELEMETRY_SCHEMA).to_pylist()
+    return rows

@@ -267,6 +267,13 @@ class MeasurementSection(Strict):
         description="How often every node's resources (CPU, memory, disk, network, GC) are "
         "sampled; at most 60 s.",
     )
+    flush_interval: WholeSeconds = Field(
+        60.0,
+        le=3600.0,
+        description="How often every client node process writes what its workers recorded "
+        "(and the run its telemetry) and drops it from memory, so that a run killed midway "
+        "keeps all but its last seconds; whole seconds, 1 s to 1 h.",
+    )
 
     @model_validator(mode="after")
     def _step_fits(self) -> MeasurementSection:

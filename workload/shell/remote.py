@@ -70,6 +70,7 @@ def cmd_node(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         system=scenario.broker.system,
         endpoints=scenario.broker.given_endpoints(),
+        flush_interval=scenario.measurement.flush_interval,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
