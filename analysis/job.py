@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis import capacity, faults, hdr, repeats, resources
+from analysis import backlog, capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
 from analysis.column_model import RUN_QUANTILES, run_column
 from analysis.columns import SUMMARY_COLUMNS
@@ -35,6 +35,7 @@ from analysis.raw_tables import arrow_schema, read_table, read_telemetry
 from analysis.records import clock_offsets, delivery_label, point_records, run_records
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from analysis.summary_row import SummaryRow
+from workload.model.backlog import read_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
@@ -55,7 +56,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     context = RunContext.of(json.loads(run.read_text(LAYOUT.context)))
     measurement = context.scenario.measurement
     records = run_records(spark, run, context)
-    points = point_records(context, records)
+    phases = read_phases(run.local) if not run.s3 else {}  # backlogs run locally only
+    points = backlog.cut_off_records(point_records(context, records), phases)
     seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
@@ -88,6 +90,10 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
+    backlogs, backlog_series = backlog.backlog_columns(
+        spark, context.run_id or run.name, phases, counters, hist, periods
+    )
+    _merge(rows, backlogs)
     usage = tf.node_usage(read_telemetry(spark, run), periods).cache()
     usages = resources.node_usages(r.asDict() for r in usage.collect())
     _merge(rows, resources.resource_table(context, usages, rows))
@@ -105,6 +111,9 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     write_parquet(series, run, LAYOUT.windows)
     write_parquet(histograms, run, LAYOUT.histograms)
     write_parquet(usage.orderBy("point", "role", "node"), run, LAYOUT.resources)
+    if backlog_series is not None:
+        write_parquet(backlog_series, run, LAYOUT.backlog_series)
+        backlog_series.unpersist()
     write_hgrm(histograms, run)
     for cached in (counters, hist, series, histograms, usage):
         cached.unpersist()

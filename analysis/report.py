@@ -23,7 +23,7 @@ from typing import Any
 
 from analysis import charts, faults, point_charts, repeats
 from analysis.capacity import Capacity, capacity
-from analysis.chart_data import read_histograms, read_resources, read_windows
+from analysis.chart_data import read_backlog, read_histograms, read_resources, read_windows
 from analysis.column_model import METRIC_TITLES
 from analysis.columns import COLUMN
 from analysis.context_tables import as_text, context_tables, where_it_ran
@@ -94,6 +94,47 @@ def faults_block(row: SummaryRow, through: faults.Through | None, origin_s: int 
     )
 
 
+def backlog_block(row: SummaryRow) -> str:
+    """A point's "Backlog" block: what the backlog and its drain came to (empty without
+    ``[backlog]``), and, when the drain limit cut it off, what was left — not drained, not
+    lost."""
+    peak = row.figure("peak_backlog")
+    if peak is None:
+        return ""
+
+    def shown(column: str) -> str:
+        value = row.figure(column)
+        return "–" if value is None else COLUMN[column].fmt.format(value)
+
+    catch_up = row.figure("catch_up_s")
+    lines = [
+        f"peak backlog {peak:,.0f} messages; drain {shown('drain_msgs_per_s')} msgs/s; "
+        + (
+            f"caught up {catch_up:,.1f} s after the drain began"
+            if catch_up is not None
+            else "did not catch up"
+        ),
+        f"processing latency during the drain p50 {shown('drain_processing_p50_ms')} ms, "
+        f"p99 {shown('drain_processing_p99_ms')} ms; in the steady seconds p50 "
+        f"{shown('steady_processing_p50_ms')} ms, p99 {shown('steady_processing_p99_ms')} ms",
+    ]
+    cut = str(row.get("drain_cut_off") or "").lower() == "true"
+    warn = (
+        f"<p class=warn>The drain limit ended the point with {row.figure('backlog_left') or 0:,.0f} "
+        "message(s) still queued: they count as not drained, not as lost.</p>"
+        if cut
+        else ""
+    )
+    return (
+        "<h4>Backlog</h4>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+        + warn
+        + "<p class=muted>Queued is confirmed − received (redeliveries left out) at the end "
+        "of each second; the drain is shaded from its start to the catch-up "
+        "(docs/measurement.md §4).</p>"
+    )
+
+
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
 td.l,table.kv td,table.kv th{text-align:left}table.kv th{font-weight:normal;color:#555}
@@ -138,10 +179,13 @@ def _point_section(
     marks: list[point_charts.FaultMark],
     block: str,
     resources: list[tuple[str, str, list[point_charts.ResourceSeries]]] = [],  # noqa: B006
+    backlog: point_charts.BacklogSeries | None = None,
 ) -> str:
     number = int(row["point"])
     label = str(row.get("label") or "")
     figures = []
+    if backlog is not None:
+        figures.append(chart(point_charts.backlog_over_time(backlog)))
     if windows:
         figures.append(
             chart(point_charts.throughput_over_time(windows, "Throughput per window", marks))
@@ -369,6 +413,7 @@ def _sweep_points(
     """A section per sweep point: what its faults did, its charts over time (faults
     marked) and its latency spectra."""
     series = read_windows(run_dir)
+    backlogs = read_backlog(run_dir, {point: s.origin_s for point, s in series.items()})
     through = {
         point: faults.point_effects(run_dir, timeline)
         for point, timeline in read_timelines(run_dir).items()
@@ -389,8 +434,10 @@ def _sweep_points(
                 histograms.get(point, {}),
                 chart,
                 marks,
-                faults_block(r, found_faults, drawn.origin_s if drawn is not None else None),
+                faults_block(r, found_faults, drawn.origin_s if drawn is not None else None)
+                + backlog_block(r),
                 read_resources(run_dir, point, drawn.origin_s) if drawn is not None else [],
+                backlogs.get(point),
             )
         )
     return "".join(sections)

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from workload.backlog import BacklogClock, initial_phase
 from workload.coordinator import SweepPlace
 from workload.faults import FaultClock, start_faults
+from workload.model.backlog import HOLD, write_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
 from workload.model.results import NodeStatus, read_statuses, write_status, write_telemetry
@@ -75,6 +77,8 @@ class _Running:
     deaths: list[tuple[str, int]] = field(default_factory=list)
     #: When the coordinator first heard of a confirmed send (wall-clock ns; the faults' clock).
     sending_ns: int | None = None
+    #: The point's backlog phases, with ``[backlog]``.
+    backlog: BacklogClock | None = None
 
 
 @dataclass
@@ -116,6 +120,8 @@ class LocalFleet:
         destination = destination_name(self.tag, point.index)
         ctx = mp.get_context("spawn")
         stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
+        section = self.scenario.backlog
+        phase = ctx.Value("i", initial_phase(section))
         nodes = [
             NodeSpec.of_point(
                 point,
@@ -125,6 +131,7 @@ class LocalFleet:
                 run_id=self.outcome.run_id,
                 system=self.system.name,
                 endpoints=self.endpoints,
+                backlog=section,
             )
             for role, count in (
                 ("receiver", point.receiver_nodes),
@@ -136,7 +143,7 @@ class LocalFleet:
         processes = [
             ctx.Process(
                 target=node_process,
-                args=(spec, stop, progress, senders_done),
+                args=(spec, stop, progress, senders_done, phase),
                 name=f"{spec.role}-{spec.node}.{spec.part}",
             )
             for spec in specs
@@ -147,6 +154,8 @@ class LocalFleet:
         running = self._running = _Running(
             destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
+        if section is not None:
+            running.backlog = BacklogClock(section, point.index, point.load.message_size, phase)
         with self._guard(place, running):
             for process in processes:
                 process.start()
@@ -227,6 +236,8 @@ class LocalFleet:
                 running.sending_ns = time.time_ns()
                 if faults is not None:
                     faults.start()
+            if running.backlog is not None:
+                self._backlog(running)
             if self.cluster is not None:
                 # A node down by a declared fault is no failure; any other death is.
                 declared = faults.declared_down() if faults is not None else set()
@@ -235,6 +246,28 @@ class LocalFleet:
                     running.dead_reported.add(name)
                     running.deaths.append((name, time.time_ns()))
                     self.outcome.errors.append(f"broker node {name} died during the run")
+
+    def _backlog(self, running: _Running) -> None:
+        """Move the backlog's phases on; at the drain limit, stop the point."""
+        clock = running.backlog
+        assert clock is not None
+        sent, received, _ = running.view.totals()
+        queued = max(0, sent - (received - running.view.redelivered))
+        was = clock.phase
+        if clock.tick(running.sending_ns, queued, running.senders_done.is_set()):
+            running.stop.set()
+            self.console(
+                f"\n  drain limit ({clock.section.drain_limit:g} s) reached with {queued:,} "
+                "message(s) still queued: stopping the point (they count as not drained)"
+            )
+        elif clock.phase != was:
+            phases = clock.phases
+            what = (
+                "receivers hold: the backlog builds"
+                if clock.phase == HOLD
+                else f"the drain begins ({phases.drain_reason}; {queued:,} queued)"
+            )
+            self.console(f"\n  {what}")
 
     def await_nodes(self, place: SweepPlace) -> None:
         """Stop the node processes still running (nodes ignore SIGTERM: a last one is
@@ -275,9 +308,14 @@ class LocalFleet:
 
     def collect(self, place: SweepPlace) -> None:
         """Every node part's status: a failed one is an error, a missing one is written
-        (it exited without results) and named."""
+        (it exited without results) and named; the backlog's phases are kept."""
         running, self._running = self._current(), None
         run_dir, point = self.outcome.run_dir, place.point
+        if running.backlog is not None:
+            try:
+                write_phases(run_dir, running.backlog.phases)
+            except RecordsNotWritten as exc:
+                self.outcome.errors.append(str(exc))
         statuses = {
             (s.role, s.node, s.part): s for s in read_statuses(run_dir) if s.point == point.index
         }

@@ -26,6 +26,7 @@ from brokers import registry
 from brokers.registry import UnknownSystem
 from workload.model.bounds import MAX_FILE_BYTES
 from workload.model.checks import (
+    backlog_problems,
     drain_problems,
     fault_problems,
     point_problems,
@@ -139,6 +140,7 @@ def _cross_problems(scenario: Scenario) -> list[Problem]:
         + fault_problems(scenario)
         + drain_problems(scenario)
         + search_problems(scenario)
+        + backlog_problems(scenario)
     )
 
 
