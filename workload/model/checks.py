@@ -185,7 +185,7 @@ def search_problems(scenario: Scenario) -> list[Problem]:
 def backlog_problems(scenario: Scenario) -> list[Problem]:
     """What a ``[backlog]`` cannot go with: the coordinator of a local run drives its phases
     (not the client machines of an AWS stack, nor a capacity search's probes), and the
-    receivers must stop while the senders still send (``at`` within every point's
+    receivers must stop while the senders still send (``at`` within
     ``load.duration``)."""
     backlog = scenario.backlog
     if backlog is None:
@@ -203,13 +203,7 @@ def backlog_problems(scenario: Scenario) -> list[Problem]:
         problems.append(
             Problem(("backlog",), "a capacity search runs without a backlog: leave out [backlog]")
         )
-    durations = []
-    for combo in scenario.sweep.combinations():
-        try:  # a point that is not valid is point_problems' to report
-            durations.append(scenario.point_load(combo.load).duration)
-        except ValidationError:
-            continue
-    shortest = min(durations, default=scenario.load.duration)
+    shortest = scenario.load.duration  # not swept
     if backlog.at >= shortest:
         problems.append(
             Problem(
