@@ -111,9 +111,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     write_parquet(series, run, LAYOUT.windows)
     write_parquet(histograms, run, LAYOUT.histograms)
     write_parquet(usage.orderBy("point", "role", "node"), run, LAYOUT.resources)
-    if backlog_series is not None:
-        write_parquet(backlog_series, run, LAYOUT.backlog_series)
-        backlog_series.unpersist()
+    if backlog_series:
+        backlog.write_series(run.local, backlog_series)
     write_hgrm(histograms, run)
     for cached in (counters, hist, series, histograms, usage):
         cached.unpersist()

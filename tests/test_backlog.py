@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import transforms as tf
-from analysis.backlog import cut_off_records
+from analysis.backlog import backlog_series, cut_off_records, drain_figures, phase_seconds
 from analysis.chart_data import read_backlog
 from analysis.records import PointRecords
 from workload import backlog as clock_module
@@ -285,3 +285,107 @@ def test_the_report_reads_the_backlog_series_on_the_charts_time_axis(tmp_path: P
     assert series.drain_start_s == pytest.approx(2.5)
     assert series.caught_up_s == 5  # second 103: everything confirmed before it received
     assert read_backlog(tmp_path / "none", {}) == {}
+
+
+def test_the_backlog_and_its_drain_from_per_second_counts() -> None:
+    """Receivers away for seconds 100–102 (100 confirmed per second), the drain from 103.5:
+    295 received in 103 and 104, 35 in 105 while 20 more are confirmed, the last 10 in 106."""
+    counts = {
+        99: (10, 10),
+        100: (100, 0),
+        101: (100, 0),
+        102: (100, 0),
+        103: (20, 150),
+        104: (0, 145),
+        105: (20, 35),
+        107: (0, 10),  # 106 has no records: the series has it all the same
+    }
+    series = backlog_series(0, counts)
+    assert [s.second for s in series] == list(range(99, 108))
+    assert [s.queued for s in series] == [0, 100, 200, 300, 170, 25, 10, 10, 0]
+    phases = BacklogPhases(point=0, hold_ns=100 * 10**9, drain_ns=103_500_000_000)
+    drain = drain_figures(series, phases)
+    assert (drain.peak_backlog, drain.backlog_left) == (300, 0)
+    # 105 is the first second by whose end (340 received) everything confirmed before it
+    # (330) was received.
+    assert drain.catch_up_s == pytest.approx(106 - 103.5)
+    assert drain.drain_msgs_per_s == pytest.approx(330 / 2.5)
+    assert (drain.drain_first, drain.drain_last, drain.hold_first) == (103, 105, 100)
+    labelled = phase_seconds(drain, series, (99, 107))
+    drains = [(s, "drain") for s in (103, 104, 105)]
+    assert labelled == [*drains, (99, "steady"), (106, "steady"), (107, "steady")]
+
+    # Cut off: never caught up; the rate runs to the last second, what is left is reported.
+    cut = drain_figures(
+        backlog_series(1, {199: (100, 0), 200: (0, 60)}),
+        BacklogPhases(point=1, drain_ns=200 * 10**9, cut_off_ns=201 * 10**9),
+    )
+    assert (cut.peak_backlog, cut.backlog_left, cut.catch_up_s) == (100, 40, None)
+    assert cut.drain_msgs_per_s == pytest.approx(60.0)
+    # No drain (the point was stopped before it began): the peak and what is left only.
+    held = drain_figures(backlog_series(2, {5: (30, 0)}), BacklogPhases(point=2, hold_ns=1))
+    assert (held.peak_backlog, held.backlog_left, held.catch_up_s, held.drain_first) == (
+        30,
+        30,
+        None,
+        None,
+    )
+    assert backlog_series(3, {}) == []
+
+
+def seconds_row(second, sent=0, received=0, redelivered=0, proc=None, point=0, role="sender"):
+    counts = (sent, received, received, 0, redelivered, 0, 0)
+    return ("r", point, role, 0, 0, second, *counts, {}, proc or {}, {})
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
+    """Point 0: receivers away for seconds 100–102 (100 sent per second), the drain from
+    103.5, 150 received in 103 and 104 (5 of them again: no progress), 35 in 105 while 20
+    more are sent, the last 10 in 106. Point 1: cut off with 40 left."""
+    from analysis.backlog import backlog_columns
+    from analysis.raw_tables import spark_schema
+    from workload.histogram import bucket_of
+    from workload.model.results import SECONDS_SCHEMA
+
+    slow, fast = bucket_of(2_000_000), bucket_of(5_000)  # 2 s, 5 ms
+    rows = [
+        seconds_row(99, sent=10),
+        seconds_row(99, received=10, proc={fast: 10}, role="receiver"),
+        *(seconds_row(s, sent=100) for s in (100, 101, 102)),
+        seconds_row(103, sent=20),
+        seconds_row(103, received=150, proc={slow: 150}, role="receiver"),
+        seconds_row(104, received=150, redelivered=5, proc={slow: 150}, role="receiver"),
+        seconds_row(105, sent=20),
+        seconds_row(105, received=35, proc={slow: 25, fast: 10}, role="receiver"),
+        seconds_row(106, received=10, proc={fast: 10}, role="receiver"),
+        # point 1: 100 sent, 60 received after the drain began at 200.0, then cut off
+        seconds_row(199, sent=100, point=1),
+        seconds_row(200, received=60, point=1, role="receiver"),
+    ]
+    seconds = spark.createDataFrame(rows, spark_schema(SECONDS_SCHEMA))
+    counters = tf.counters_per_second(seconds)
+    hist = tf.histogram_per_second(seconds)
+    periods = tf.measurement_periods(seconds, 0)
+    phases = {
+        0: BacklogPhases(point=0, hold_ns=100 * 10**9, drain_ns=103_500_000_000),
+        1: BacklogPhases(
+            point=1, hold_ns=199 * 10**9, drain_ns=200 * 10**9, cut_off_ns=201 * 10**9
+        ),
+    }
+    columns, series = backlog_columns(spark, "r", phases, counters, hist, periods)
+    queued = {(r.point, r.second): r.queued for r in series}
+    assert [queued[0, s] for s in range(99, 107)] == [0, 100, 200, 300, 170, 25, 10, 0]
+    first = columns[0]
+    assert first["peak_backlog"] == 300 and first["backlog_left"] == 0
+    # Caught up in 105: by its end 340 received, more than the 330 confirmed before it.
+    assert first["catch_up_s"] == pytest.approx(106 - 103.5)
+    assert first["drain_msgs_per_s"] == pytest.approx((150 + 145 + 35) / 2.5)
+    assert first["drain_processing_p50_ms"] == pytest.approx(2_000, rel=0.01)
+    assert first["steady_processing_p99_ms"] == pytest.approx(5, rel=0.01)  # 99 and 106
+    assert first["drain_cut_off"] is False
+    cut = columns[1]
+    assert cut["peak_backlog"] == 100 and cut["backlog_left"] == 40
+    assert cut["catch_up_s"] is None and cut["drain_cut_off"] is True
+    assert cut["drain_msgs_per_s"] == pytest.approx(60 / 1.0)
