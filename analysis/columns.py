@@ -353,6 +353,7 @@ COLUMNS: tuple[Column, ...] = (
         unit="msgs",
         title="peak backlog",
         long="peak backlog",
+        fmt="{:,.0f}",
     ),
     Column(
         "catch_up_s",
@@ -382,6 +383,7 @@ COLUMNS: tuple[Column, ...] = (
         unit="msgs",
         title="backlog left",
         long="backlog left",
+        fmt="{:,.0f}",
     ),
     Column(
         "drain_cut_off",

@@ -32,6 +32,7 @@ from analysis.hdr import Bucket
 from analysis.summary_row import SummaryRow
 from analysis.summary_table import (
     SCOPES,
+    backlog_lines,
     bound_label,
     cell,
     delivery,
@@ -95,42 +96,20 @@ def faults_block(row: SummaryRow, through: faults.Through | None, origin_s: int 
 
 
 def backlog_block(row: SummaryRow) -> str:
-    """A point's "Backlog" block: what the backlog and its drain came to (empty without
-    ``[backlog]``), and, when the drain limit cut it off, what was left — not drained, not
-    lost."""
-    peak = row.figure("peak_backlog")
-    if peak is None:
+    """A point's "Backlog" block (:func:`backlog_lines`; empty without ``[backlog]``), the
+    drain limit's cut-off marked."""
+    lines = backlog_lines(row)
+    if not lines:
         return ""
-
-    def shown(column: str) -> str:
-        value = row.figure(column)
-        return "–" if value is None else COLUMN[column].fmt.format(value)
-
-    catch_up = row.figure("catch_up_s")
-    lines = [
-        f"peak backlog {peak:,.0f} messages; drain {shown('drain_msgs_per_s')} msgs/s; "
-        + (
-            f"caught up {catch_up:,.1f} s after the drain began"
-            if catch_up is not None
-            else "did not catch up"
-        ),
-        f"processing latency during the drain p50 {shown('drain_processing_p50_ms')} ms, "
-        f"p99 {shown('drain_processing_p99_ms')} ms; in the steady seconds p50 "
-        f"{shown('steady_processing_p50_ms')} ms, p99 {shown('steady_processing_p99_ms')} ms",
-    ]
     cut = str(row.get("drain_cut_off") or "").lower() == "true"
-    warn = (
-        f"<p class=warn>The drain limit ended the point with {row.figure('backlog_left') or 0:,.0f} "
-        "message(s) still queued: they count as not drained, not as lost.</p>"
-        if cut
-        else ""
-    )
+    shown = [(line, cut and i == len(lines) - 1) for i, line in enumerate(lines)]
     return (
         "<h4>Backlog</h4>"
-        + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
-        + warn
+        + "".join(
+            f"<p{' class=warn' if warn else ''}>{html.escape(line)}</p>" for line, warn in shown
+        )
         + "<p class=muted>Queued is confirmed − received (redeliveries left out) at the end "
-        "of each second; the drain is shaded from its start to the catch-up "
+        "of each second; the chart shades the drain from its start to the catch-up "
         "(docs/measurement.md §4).</p>"
     )
 

@@ -389,3 +389,37 @@ def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
     assert cut["peak_backlog"] == 100 and cut["backlog_left"] == 40
     assert cut["catch_up_s"] is None and cut["drain_cut_off"] is True
     assert cut["drain_msgs_per_s"] == pytest.approx(60 / 1.0)
+
+
+def test_the_terminal_and_the_report_say_what_the_backlog_came_to() -> None:
+    from analysis.report import backlog_block
+    from analysis.summary_row import SummaryRow
+    from analysis.summary_table import backlog_lines
+
+    assert backlog_lines(SummaryRow({"point": 0})) == [] and backlog_block(SummaryRow({})) == ""
+    drained = SummaryRow(
+        {
+            "point": 0,
+            "peak_backlog": "5043",
+            "catch_up_s": "3.695",
+            "drain_msgs_per_s": "1472.3",
+            "backlog_left": "0",
+            "drain_cut_off": "False",
+            "drain_processing_p50_ms": "4641.1",
+            "drain_processing_p99_ms": "7352.0",
+            "steady_processing_p50_ms": "25.6",
+            "steady_processing_p99_ms": "81.66",
+        }
+    )
+    assert backlog_lines(drained) == [
+        "peak backlog 5,043 messages; drain 1,472 msgs/s; caught up 3.7 s after the drain began",
+        "processing latency during the drain p50 4,641.10 ms, p99 7,352.0 ms; in the steady "
+        "seconds p50 25.60 ms, p99 81.7 ms",
+    ]
+    cut = SummaryRow({"point": 1, "peak_backlog": 900, "backlog_left": 870, "drain_cut_off": True})
+    lines = backlog_lines(cut)
+    assert "did not catch up" in lines[0] and "p99 – ms" in lines[1]
+    assert lines[2] == (
+        "the drain limit ended the point with 870 message(s) still queued: not drained, not lost"
+    )
+    assert "<p class=warn>the drain limit ended the point" in backlog_block(cut)

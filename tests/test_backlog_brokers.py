@@ -68,9 +68,10 @@ def assert_drained(row: dict[str, str], phases: BacklogPhases, series: list[dict
     caught = min(s for s in queued if s >= drain_s and received_by[s] >= before[s])
     catch_up = float(row["catch_up_s"])
     assert catch_up > 0
-    assert catch_up == pytest.approx(caught + 1 - phases.drain_ns / 1e9)
+    # summary.csv keeps three decimals
+    assert catch_up == pytest.approx(caught + 1 - phases.drain_ns / 1e9, abs=1e-3)
     drained = sum(raw.get(s, (0, 0))[1] for s in range(drain_s, caught + 1))
-    assert float(row["drain_msgs_per_s"]) == pytest.approx(drained / catch_up)
+    assert float(row["drain_msgs_per_s"]) == pytest.approx(drained / catch_up, rel=1e-3)
     assert float(row["drain_processing_p99_ms"]) >= float(row["drain_processing_p50_ms"]) > 0
     return peak, catch_up
 
@@ -87,7 +88,7 @@ def test_kafka_backlog_builds_and_drains_while_senders_go_on(
         endpoints,
         tmp_path,
         {
-            "load": {"duration": "7s", "idle_timeout": "2s", "rate": 400},
+            "load": {"duration": "5s", "idle_timeout": "2s", "rate": 400},
             "backlog": {"build": "3s", "drain_rate": 200},
             "measurement": {"window": "2s"},
         },
@@ -108,14 +109,14 @@ def test_rabbitmq_backlog_drains_and_a_drain_past_its_limit_is_not_drained_not_l
     local_brokers: LocalBrokers, spark, tmp_path: Path
 ) -> None:
     endpoints = local_brokers.get(registry.get("rabbitmq"), "single").endpoints
-    short = {"duration": "6s", "idle_timeout": "2s"}
+    short = {"duration": "5s", "idle_timeout": "2s"}
     run_dir = run_against(
         SCENARIOS / "rabbitmq-backlog.toml",
         endpoints,
         tmp_path / "drains",
         {
             "load": short,
-            "backlog": {"at": "1s", "build": "3s", "build_messages": 1500},
+            "backlog": {"at": "1s", "build": "2s", "build_messages": 1500},
             "measurement": {"window": "2s"},
         },
     )
@@ -131,7 +132,7 @@ def test_rabbitmq_backlog_drains_and_a_drain_past_its_limit_is_not_drained_not_l
         tmp_path / "cut",
         {
             "load": short,
-            "backlog": {"at": "0s", "build": "3s", "drain_limit": "0.1s"},
+            "backlog": {"at": "0s", "build": "2s", "drain_limit": "0.1s"},
             "measurement": {"window": "2s"},
         },
     )
