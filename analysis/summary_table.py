@@ -15,7 +15,7 @@ from typing import Any
 
 from analysis.column_model import run_column, window_column
 from analysis.columns import COLUMN
-from analysis.summary_row import SummaryRow
+from analysis.summary_row import SummaryRow, number
 from workload.model.verdict import Verdict
 
 #: The terminal table's columns, (column, title, format) as each column declares them.
@@ -129,13 +129,13 @@ def backlog_lines(row: SummaryRow) -> list[str]:
     its peak, the drain's rate and catch-up, the processing latency of the drain apart from
     the steady seconds, and — when the drain limit cut it off — what was left, not drained
     (never lost)."""
-    if row.figure("peak_backlog") is None:
+    if number(row.get("peak_backlog")) is None:
         return []
 
     def shown(key: str) -> str:
         return cell(row, key, COLUMN[key].fmt)
 
-    catch_up = row.figure("catch_up_s")
+    catch_up = number(row.get("catch_up_s"))
     lines = [
         f"peak backlog {shown('peak_backlog')} messages; drain {shown('drain_msgs_per_s')} "
         "msgs/s; "

@@ -423,3 +423,13 @@ def test_the_terminal_and_the_report_say_what_the_backlog_came_to() -> None:
         "the drain limit ended the point with 870 message(s) still queued: not drained, not lost"
     )
     assert "<p class=warn>the drain limit ended the point" in backlog_block(cut)
+
+
+def test_receivers_may_idle_out_only_once_the_drain_has_nothing_queued() -> None:
+    shared = Shared()
+    clock = BacklogClock(BacklogSection(at=0, build=1), 0, 100, shared)
+    assert not clock.drained(0)  # holding
+    shared.value = DRAIN
+    assert not clock.drained(5) and clock.drained(0)
+    shared.value = STEADY  # the senders finished before the backlog began
+    assert clock.drained(5)

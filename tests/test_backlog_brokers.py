@@ -110,6 +110,8 @@ def test_rabbitmq_backlog_drains_and_a_drain_past_its_limit_is_not_drained_not_l
 ) -> None:
     endpoints = local_brokers.get(registry.get("rabbitmq"), "single").endpoints
     short = {"duration": "5s", "idle_timeout": "2s"}
+    for name in ("drains", "cut"):
+        (tmp_path / name).mkdir()
     run_dir = run_against(
         SCENARIOS / "rabbitmq-backlog.toml",
         endpoints,

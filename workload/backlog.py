@@ -9,7 +9,9 @@ finished — whichever comes first. Queued is the coordinator's count from the n
 progress reports (once a second): confirmed sent − received, redeliveries left out. The
 drain then runs until the point ends by itself, or ``drain_limit`` after it began, when the
 coordinator stops every worker and says so (:class:`BacklogPhases`, written for the
-analysis: what is still queued then is *not drained*, never lost).
+analysis: what is still queued then is *not drained*, never lost). Receivers do not idle
+out while the drain has messages queued (:meth:`BacklogClock.drained`): a client that must
+first join a group (Kafka) may take longer than ``idle_timeout`` to receive its first.
 """
 
 from __future__ import annotations
@@ -80,6 +82,12 @@ class BacklogClock:
             phases.queued_at_cut_off = queued
             return True
         return False
+
+    def drained(self, queued: int) -> bool:
+        """Whether receivers may idle out, the senders being done: not while the backlog
+        builds, nor while the drain has messages queued (a receiver that stopped then would
+        leave them behind, counted lost; the drain limit ends a drain that cannot finish)."""
+        return self.phase == STEADY or (self.phase == DRAIN and queued == 0)
 
     def _build_over(self, now: int, sending_ns: int | None, queued: int, senders_done: bool) -> str:
         """Why the build is over now, or "" while it goes on."""

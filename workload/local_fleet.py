@@ -229,9 +229,13 @@ class LocalFleet:
         while any(p.is_alive() for p in processes):
             _drain(running.progress, view, timeout=0.25)
             view.tick()
-            if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
-                running.senders_done.set()
+            if not running.senders_done_at and not any(p.is_alive() for p in senders):
                 running.senders_done_at = time.time()
+            # Receivers may idle out once the senders are done — with a backlog, only once
+            # its drain has nothing queued.
+            drained = running.backlog is None or running.backlog.drained(self._queued(running))
+            if running.senders_done_at and drained and not running.senders_done.is_set():
+                running.senders_done.set()
             if running.sending_ns is None and view.totals()[0] > 0:
                 running.sending_ns = time.time_ns()
                 if faults is not None:
@@ -251,10 +255,9 @@ class LocalFleet:
         """Move the backlog's phases on; at the drain limit, stop the point."""
         clock = running.backlog
         assert clock is not None
-        sent, received, _ = running.view.totals()
-        queued = max(0, sent - (received - running.view.redelivered))
+        queued = self._queued(running)
         was = clock.phase
-        if clock.tick(running.sending_ns, queued, running.senders_done.is_set()):
+        if clock.tick(running.sending_ns, queued, bool(running.senders_done_at)):
             running.stop.set()
             self.console(
                 f"\n  drain limit ({clock.section.drain_limit:g} s) reached with {queued:,} "
@@ -268,6 +271,13 @@ class LocalFleet:
                 else f"the drain begins ({phases.drain_reason}; {queued:,} queued)"
             )
             self.console(f"\n  {what}")
+
+    @staticmethod
+    def _queued(running: _Running) -> int:
+        """Messages queued by the nodes' latest progress reports: confirmed sent −
+        received, redeliveries left out."""
+        sent, received, _ = running.view.totals()
+        return max(0, sent - (received - running.view.redelivered))
 
     def await_nodes(self, place: SweepPlace) -> None:
         """Stop the node processes still running (nodes ignore SIGTERM: a last one is

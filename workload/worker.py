@@ -55,8 +55,9 @@ class WorkerSettings:
     pool: Sequence[bytes]
     stop_requested: Callable[[], bool]
     seed: int = 0
-    #: Locally the coordinator says when every sender has finished; receivers do not idle
-    #: out before that (a slow start of the senders is not the end of the run).
+    #: Locally the coordinator says when every sender has finished (and, with a backlog,
+    #: its drain has nothing queued); receivers do not idle out before that (a slow start
+    #: of the senders is not the end of the run).
     senders_done: Callable[[], bool] = lambda: True
     #: ``max_n`` of each receive call: ``load.receive_batch``, or the system's default.
     receive_batch: int = 10
