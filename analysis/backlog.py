@@ -258,12 +258,11 @@ def cut_off_records(
     for records in points:
         found = phases.get(records.point)
         if found is not None and found.cut_off and records.state == tf.DRAINED:
-            queued = found.queued_at_cut_off or 0
             records = PointRecords(
                 records.point,
                 tf.STOPPED,
-                f"the drain limit ({found.drain_limit_s:g} s) ended the point with "
-                f"{queued:,} message(s) queued",
+                f"the drain limit ({found.drain_limit_s:g} s) ended the point before it "
+                "drained (backlog_left: what was still queued)",
             )
         out.append(records)
     return out

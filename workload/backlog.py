@@ -97,7 +97,11 @@ class BacklogClock:
             if now >= since + int(build * NS):
                 return "build elapsed"
         if self.target is not None and queued >= self.target:
-            return f"{queued} queued"
+            return (
+                "build_messages reached"
+                if self.section.build_messages is not None and queued >= self.section.build_messages
+                else "build_bytes reached"
+            )
         if senders_done:
             return "senders finished"
         return ""

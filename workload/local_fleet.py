@@ -261,14 +261,16 @@ class LocalFleet:
             running.stop.set()
             self.console(
                 f"\n  drain limit ({clock.section.drain_limit:g} s) reached with {queued:,} "
-                "message(s) still queued: stopping the point (they count as not drained)"
+                "message(s) queued by the latest progress reports: stopping the point (what "
+                "is still queued counts as not drained)"
             )
         elif clock.phase != was:
             phases = clock.phases
             what = (
                 "receivers hold: the backlog builds"
                 if clock.phase == HOLD
-                else f"the drain begins ({phases.drain_reason}; {queued:,} queued)"
+                else f"the drain begins ({phases.drain_reason}; {queued:,} queued by the "
+                "latest progress reports)"
             )
             self.console(f"\n  {what}")
 

@@ -111,12 +111,14 @@ class BacklogPhases(BaseModel):
     point: int
     hold_ns: int | None = None
     drain_ns: int | None = None
-    #: Why the drain began: "build elapsed", "<N> queued", "senders finished".
+    #: Why the drain began: "build elapsed", "build_messages reached", "senders finished".
     drain_reason: str = ""
-    #: Queued messages (the coordinator's count) when the drain began.
+    #: Queued messages when the drain began, by the coordinator's count from the nodes'
+    #: latest progress reports (up to a second old: the analysis counts from the records).
     queued_at_drain: int | None = None
     drain_limit_s: float = 0.0
-    #: Set when the drain limit ended the point: then, and what was queued then.
+    #: Set when the drain limit ended the point: then, and what was queued then by the
+    #: coordinator's count (as ``queued_at_drain``).
     cut_off_ns: int | None = None
     queued_at_cut_off: int | None = None
 
