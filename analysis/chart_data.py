@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 
 from analysis.column_model import METRIC_TITLES, RUN_QUANTILES
 from analysis.hdr import Bucket
-from analysis.point_charts import ResourceSeries, Window
+from analysis.point_charts import BacklogSeries, ResourceSeries, Window
+from workload.model.backlog import read_phases
 from workload.model.layout import LAYOUT
 from workload.model.telemetry import HOST
 
@@ -111,5 +112,45 @@ def read_histograms(run_dir: Path) -> dict[int, dict[str, list[Bucket]]]:
     for row in pq.read_table(directory).to_pylist():
         out.setdefault(int(row["point"]), {}).setdefault(row["metric"], []).append(
             Bucket(int(row["bucket"]), int(row["count"]), float(row["value_ms"]))
+        )
+    return out
+
+
+def read_backlog(run_dir: Path, origin: dict[int, int]) -> dict[int, BacklogSeries]:
+    """Each point's backlog series (``analysis/backlog``) and its drain, time counted from
+    the point's chart origin (``origin``, else its first second); none where the run had
+    no ``[backlog]`` or it cannot be read."""
+    directory = run_dir / LAYOUT.backlog_series
+    if not directory.is_dir():
+        return {}
+    try:
+        rows = pq.read_table(directory).to_pylist()
+        phases = read_phases(run_dir)
+    except (OSError, ValueError):
+        return {}
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["second"]):
+        by_point.setdefault(int(row["point"]), []).append(row)
+    out = {}
+    for point, found in by_point.items():
+        zero = origin.get(point, found[0]["second"])
+        drain = phases.get(point)
+        start = (
+            drain.drain_ns / 1e9 - zero
+            if drain is not None and drain.drain_ns is not None
+            else None
+        )
+        caught = [
+            r["second"] + 1 - zero
+            for r in found
+            if start is not None
+            and r["second"] + 1 - zero > start
+            and r["received_total"] >= r["confirmed_total"] - r["confirmed"]
+        ]
+        out[point] = BacklogSeries(
+            [r["second"] + 1 - zero for r in found],
+            [int(r["queued"]) for r in found],
+            start,
+            caught[0] if caught else None,
         )
     return out

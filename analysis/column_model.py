@@ -72,6 +72,7 @@ class Scope(Enum):
     RUN = "run"
     WINDOW = "window"
     FAULT = "fault"
+    BACKLOG = "backlog"
     SEARCH = "search"
 
     @property
@@ -88,6 +89,9 @@ _SCOPE_MEANINGS = {
     ),
     Scope.WINDOW: "the worst latency window of the measurement period",
     Scope.FAULT: "what the point's declared faults did (empty without faults)",
+    Scope.BACKLOG: (
+        "the backlog the point built and drained (empty without [backlog]; docs/measurement.md §4)"
+    ),
     Scope.SEARCH: "a capacity search's probe (empty for a sweep)",
 }
 

@@ -1,6 +1,7 @@
 """What the terminal shows of an analysed run: the docs/measurement.md §3 table under the
 broker's durability line, a note where the run is recorded as running (still running, or
-its coordinator is gone), the broker's caveats, what each point's declared faults did, a
+its coordinator is gone), the broker's caveats, what each point's declared faults did and
+what its backlog came to, a
 capacity search's result, and for repeated points their medians and ranges."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 from analysis import repeats
 from analysis.capacity import capacity
 from analysis.summary_row import SummaryRow
-from analysis.summary_table import fault_lines, text_table
+from analysis.summary_table import backlog_lines, fault_lines, text_table
 from workload.model.record import RunContext
 
 #: How ``delivery`` begins for a point whose records end in flushed chunks
@@ -41,6 +42,13 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
         lines += ["", "Faults"]
     for row in faulted:
         first, *rest = fault_lines(row)
+        lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
+        lines += [f"    {line}" for line in rest]
+    backlogs = [row for row in rows if backlog_lines(row)]
+    if backlogs:
+        lines += ["", "Backlog"]
+    for row in backlogs:
+        first, *rest = backlog_lines(row)
         lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
         lines += [f"    {line}" for line in rest]
     if (found := capacity(record, rows)) is not None:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis import capacity, faults, hdr, repeats, resources
+from analysis import backlog, capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
 from analysis.column_model import RUN_QUANTILES, run_column
 from analysis.columns import SUMMARY_COLUMNS
@@ -41,6 +41,7 @@ from analysis.records import (
 )
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
 from analysis.summary_row import SummaryRow
+from workload.model.backlog import read_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
@@ -65,7 +66,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     starts = {}
     if records.ends:  # a run killed midway: where each point's records end
         starts = {r["point"]: r["first"] for r in tf.first_seconds(seconds).collect()}
-    points = point_records(context, records, starts)
+    phases = read_phases(run.local) if not run.s3 else {}  # backlogs run locally only
+    points = backlog.cut_off_records(point_records(context, records, starts), phases)
     ends = {p.point: p.data_end for p in points if p.data_end is not None}
     seconds = tf.before_ends(seconds, ends)
     counters = tf.counters_per_second(seconds).cache()
@@ -105,6 +107,10 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
             target[run_column(row["metric"], q)] = row[f"{q}_ms"]
     if not run.s3:  # faults are declared for local runs only
         _merge(rows, fault_columns(run.local, rows))
+    backlogs, backlog_series = backlog.backlog_columns(
+        spark, context.run_id or run.name, phases, counters, hist, periods
+    )
+    _merge(rows, backlogs)
     usage = tf.node_usage(read_telemetry(spark, run), periods).cache()
     usages = resources.node_usages(r.asDict() for r in usage.collect())
     _merge(rows, resources.resource_table(context, usages, rows))
@@ -122,6 +128,8 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     write_parquet(series, run, LAYOUT.windows)
     write_parquet(histograms, run, LAYOUT.histograms)
     write_parquet(usage.orderBy("point", "role", "node"), run, LAYOUT.resources)
+    if backlog_series:
+        backlog.write_series(run.local, backlog_series)
     write_hgrm(histograms, run)
     for cached in (counters, hist, series, histograms, usage):
         cached.unpersist()

@@ -157,6 +157,75 @@ def resources_over_time(
     return mark_faults(fig, faults, windows)
 
 
+@dataclass(frozen=True)
+class BacklogSeries:
+    """A point's backlog second by second (``analysis/backlog``), on the time axis of its
+    other charts: the end of each second since the chart's origin, the messages queued
+    then; and the drain from its start to the catch-up (None: it did not catch up), if it
+    began."""
+
+    seconds: Sequence[float]
+    queued: Sequence[int]
+    drain_start_s: float | None = None
+    caught_up_s: float | None = None
+
+
+#: The colour of the drain's band on the backlog chart.
+DRAIN_COLOR = "#2a7"
+
+
+def backlog_over_time(series: BacklogSeries, title: str = "Backlog over time") -> go.Figure:
+    """Messages queued (confirmed − received) at the end of each second, the drain shaded
+    from its start to the catch-up (to the end of the chart when it did not catch up)."""
+    fig = figure(
+        title,
+        "time since the start of the measurement (s)",
+        "messages queued",
+        x_type="linear",
+        y_type="linear",
+    )
+    fig.add_trace(
+        graph_objects().Scatter(
+            x=list(series.seconds),
+            y=list(series.queued),
+            name="queued",
+            mode="lines+markers",
+            marker={"size": 4},
+            line={"color": COLORS[0]},
+            hovertemplate="%{y:,} queued<br>%{x:,.0f} s<extra></extra>",
+        )
+    )
+    start = series.drain_start_s
+    if start is not None:
+        end = series.caught_up_s
+        label = "drain" if end is not None else "drain (not caught up)"
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            y0=0,
+            y1=1,
+            layer="below",
+            x0=start,
+            x1=end if end is not None else max(series.seconds, default=start),
+            fillcolor=DRAIN_COLOR,
+            opacity=0.12,
+            line={"width": 0},
+            name="drain",
+        )
+        fig.add_annotation(
+            x=start,
+            xref="x",
+            y=1,
+            yref="paper",
+            xanchor="left",
+            text=label,
+            showarrow=False,
+            font={"color": DRAIN_COLOR, "size": 11},
+        )
+    return fig
+
+
 def _window_text(w: Window) -> str:
     return f"window {w.end_s - w.seconds:,.0f}–{w.end_s:,.0f} s"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from analysis import charts, faults, point_charts, repeats
 from analysis.capacity import Capacity, capacity
-from analysis.chart_data import read_histograms, read_resources, read_windows
+from analysis.chart_data import read_backlog, read_histograms, read_resources, read_windows
 from analysis.column_model import METRIC_TITLES
 from analysis.columns import COLUMN
 from analysis.context_tables import as_text, context_tables, where_it_ran
@@ -32,6 +32,7 @@ from analysis.hdr import Bucket
 from analysis.summary_row import SummaryRow
 from analysis.summary_table import (
     SCOPES,
+    backlog_lines,
     bound_label,
     cell,
     delivery,
@@ -94,6 +95,25 @@ def faults_block(row: SummaryRow, through: faults.Through | None, origin_s: int 
     )
 
 
+def backlog_block(row: SummaryRow) -> str:
+    """A point's "Backlog" block (:func:`backlog_lines`; empty without ``[backlog]``), the
+    drain limit's cut-off marked."""
+    lines = backlog_lines(row)
+    if not lines:
+        return ""
+    cut = str(row.get("drain_cut_off") or "").lower() == "true"
+    shown = [(line, cut and i == len(lines) - 1) for i, line in enumerate(lines)]
+    return (
+        "<h4>Backlog</h4>"
+        + "".join(
+            f"<p{' class=warn' if warn else ''}>{html.escape(line)}</p>" for line, warn in shown
+        )
+        + "<p class=muted>Queued is confirmed − received (redeliveries left out) at the end "
+        "of each second; the chart shades the drain from its start to the catch-up "
+        "(docs/measurement.md §4).</p>"
+    )
+
+
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1500px}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
 td.l,table.kv td,table.kv th{text-align:left}table.kv th{font-weight:normal;color:#555}
@@ -138,10 +158,13 @@ def _point_section(
     marks: list[point_charts.FaultMark],
     block: str,
     resources: list[tuple[str, str, list[point_charts.ResourceSeries]]] = [],  # noqa: B006
+    backlog: point_charts.BacklogSeries | None = None,
 ) -> str:
     number = int(row["point"])
     label = str(row.get("label") or "")
     figures = []
+    if backlog is not None:
+        figures.append(chart(point_charts.backlog_over_time(backlog)))
     if windows:
         figures.append(
             chart(point_charts.throughput_over_time(windows, "Throughput per window", marks))
@@ -369,6 +392,7 @@ def _sweep_points(
     """A section per sweep point: what its faults did, its charts over time (faults
     marked) and its latency spectra."""
     series = read_windows(run_dir)
+    backlogs = read_backlog(run_dir, {point: s.origin_s for point, s in series.items()})
     through = {
         point: faults.point_effects(run_dir, timeline)
         for point, timeline in read_timelines(run_dir).items()
@@ -389,8 +413,10 @@ def _sweep_points(
                 histograms.get(point, {}),
                 chart,
                 marks,
-                faults_block(r, found_faults, drawn.origin_s if drawn is not None else None),
+                faults_block(r, found_faults, drawn.origin_s if drawn is not None else None)
+                + backlog_block(r),
                 read_resources(run_dir, point, drawn.origin_s) if drawn is not None else [],
+                backlogs.get(point),
             )
         )
     return "".join(sections)

@@ -15,7 +15,7 @@ from typing import Any
 
 from analysis.column_model import run_column, window_column
 from analysis.columns import COLUMN
-from analysis.summary_row import SummaryRow
+from analysis.summary_row import SummaryRow, number
 from workload.model.verdict import Verdict
 
 #: The terminal table's columns, (column, title, format) as each column declares them.
@@ -122,6 +122,38 @@ def fault_note(row: SummaryRow) -> str:
     if unavailable not in (None, "", 0, "0"):
         note += f"; {unavailable} confirmed messages unavailable (left on a node that is down)"
     return note
+
+
+def backlog_lines(row: SummaryRow) -> list[str]:
+    """What a point's backlog came to, from its summary row (none without ``[backlog]``):
+    its peak, the drain's rate and catch-up, the processing latency of the drain apart from
+    the steady seconds, and — when the drain limit cut it off — what was left, not drained
+    (never lost)."""
+    if number(row.get("peak_backlog")) is None:
+        return []
+
+    def shown(key: str) -> str:
+        return cell(row, key, COLUMN[key].fmt)
+
+    catch_up = number(row.get("catch_up_s"))
+    lines = [
+        f"peak backlog {shown('peak_backlog')} messages; drain {shown('drain_msgs_per_s')} "
+        "msgs/s; "
+        + (
+            f"caught up {catch_up:,.1f} s after the drain began"
+            if catch_up is not None
+            else "did not catch up"
+        ),
+        f"processing latency during the drain p50 {shown('drain_processing_p50_ms')} ms, "
+        f"p99 {shown('drain_processing_p99_ms')} ms; in the steady seconds p50 "
+        f"{shown('steady_processing_p50_ms')} ms, p99 {shown('steady_processing_p99_ms')} ms",
+    ]
+    if str(row.get("drain_cut_off") or "").lower() == "true":
+        lines.append(
+            f"the drain limit ended the point with {shown('backlog_left')} message(s) still "
+            "queued: not drained, not lost"
+        )
+    return lines
 
 
 def fault_lines(row: SummaryRow) -> list[str]:

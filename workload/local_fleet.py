@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
+from workload.backlog import BacklogClock, initial_phase
 from workload.caught_up import CaughtUp
 from workload.coordinator import SweepPlace
 from workload.faults import FaultClock, start_faults
+from workload.model.backlog import HOLD, write_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
 from workload.model.results import (
@@ -88,6 +90,8 @@ class _Running:
     unflushed: list[dict[str, Any]] = field(default_factory=list)
     #: Whether a chunk of telemetry was written (the closing line reads them back).
     flushed: bool = False
+    #: The point's backlog phases, with ``[backlog]``.
+    backlog: BacklogClock | None = None
 
 
 @dataclass
@@ -129,6 +133,8 @@ class LocalFleet:
         destination = destination_name(self.tag, point.index)
         ctx = mp.get_context("spawn")
         stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
+        section = self.scenario.backlog
+        phase = ctx.Value("i", initial_phase(section))
         nodes = [
             NodeSpec.of_point(
                 point,
@@ -139,6 +145,7 @@ class LocalFleet:
                 system=self.system.name,
                 endpoints=self.endpoints,
                 flush_interval=self.scenario.measurement.flush_interval,
+                backlog=section,
             )
             for role, count in (
                 ("receiver", point.receiver_nodes),
@@ -150,7 +157,7 @@ class LocalFleet:
         processes = [
             ctx.Process(
                 target=node_process,
-                args=(spec, stop, progress, senders_done),
+                args=(spec, stop, progress, senders_done, phase),
                 name=f"{spec.role}-{spec.node}.{spec.part}",
             )
             for spec in specs
@@ -161,6 +168,8 @@ class LocalFleet:
         running = self._running = _Running(
             destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
+        if section is not None:
+            running.backlog = BacklogClock(section, point.index, point.load.message_size, phase)
         with self._guard(place, running):
             for process in processes:
                 process.start()
@@ -238,9 +247,13 @@ class LocalFleet:
             view.tick()
             if time.monotonic() - running.flushed_at >= flush_interval:
                 self._flush_telemetry(running)
-            if not running.senders_done.is_set() and not any(p.is_alive() for p in senders):
-                running.senders_done.set()
+            if not running.senders_done_at and not any(p.is_alive() for p in senders):
                 running.senders_done_at = time.time()
+            # Receivers may idle out once the senders are done — with a backlog, only once
+            # its drain has nothing queued.
+            drained = running.backlog is None or running.backlog.drained(self._queued(running))
+            if running.senders_done_at and drained and not running.senders_done.is_set():
+                running.senders_done.set()
             sent, received, errors = view.totals()
             if not running.stop.is_set() and caught_up.check(
                 time.monotonic(),
@@ -256,6 +269,8 @@ class LocalFleet:
                 running.sending_ns = time.time_ns()
                 if faults is not None:
                     faults.start()
+            if running.backlog is not None:
+                self._backlog(running)
             if self.cluster is not None:
                 # A node down by a declared fault is no failure; any other death is.
                 declared = faults.declared_down() if faults is not None else set()
@@ -264,6 +279,36 @@ class LocalFleet:
                     running.dead_reported.add(name)
                     running.deaths.append((name, time.time_ns()))
                     self.outcome.errors.append(f"broker node {name} died during the run")
+
+    def _backlog(self, running: _Running) -> None:
+        """Move the backlog's phases on; at the drain limit, stop the point."""
+        clock = running.backlog
+        assert clock is not None
+        queued = self._queued(running)
+        was = clock.phase
+        if clock.tick(running.sending_ns, queued, bool(running.senders_done_at)):
+            running.stop.set()
+            self.console(
+                f"\n  drain limit ({clock.section.drain_limit:g} s) reached with {queued:,} "
+                "message(s) queued by the latest progress reports: stopping the point (what "
+                "is still queued counts as not drained)"
+            )
+        elif clock.phase != was:
+            phases = clock.phases
+            what = (
+                "receivers hold: the backlog builds"
+                if clock.phase == HOLD
+                else f"the drain begins ({phases.drain_reason}; {queued:,} queued by the "
+                "latest progress reports)"
+            )
+            self.console(f"\n  {what}")
+
+    @staticmethod
+    def _queued(running: _Running) -> int:
+        """Messages queued by the nodes' latest progress reports: confirmed sent −
+        received, redeliveries left out."""
+        sent, received, _ = running.view.totals()
+        return max(0, sent - (received - running.view.redelivered))
 
     def await_nodes(self, place: SweepPlace) -> None:
         """Stop the node processes still running (nodes ignore SIGTERM: a last one is
@@ -304,9 +349,14 @@ class LocalFleet:
 
     def collect(self, place: SweepPlace) -> None:
         """Every node part's status: a failed one is an error, a missing one is written
-        (it exited without results) and named."""
+        (it exited without results) and named; the backlog's phases are kept."""
         running, self._running = self._current(), None
         run_dir, point = self.outcome.run_dir, place.point
+        if running.backlog is not None:
+            try:
+                write_phases(run_dir, running.backlog.phases)
+            except RecordsNotWritten as exc:
+                self.outcome.errors.append(str(exc))
         statuses = {
             (s.role, s.node, s.part): s for s in read_statuses(run_dir) if s.point == point.index
         }

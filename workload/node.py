@@ -28,6 +28,7 @@ from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload import message
 from workload.clock import SINGLE_HOST, ClockState, read_clock
+from workload.model.backlog import STEADY, BacklogSection
 from workload.model.errors import RecordsNotWritten, first_line
 from workload.model.results import NodeStatus, read_statuses, write_status
 from workload.model.sections import LoadSection
@@ -55,6 +56,12 @@ class ProgressSink(Protocol):
     def put(self, item: Any) -> None: ...
 
 
+class PhaseValue(Protocol):
+    """The backlog phase the coordinator shares (a ``multiprocessing.Value``)."""
+
+    value: int
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     """Everything a node needs; picklable so it crosses into a spawned process."""
@@ -78,6 +85,8 @@ class NodeSpec:
     #: Seconds between the chunks of records the part writes while it runs
     #: (``[measurement] flush_interval``).
     flush_interval: float = 60.0
+    #: The scenario's ``[backlog]``, whose phases the coordinator drives (local runs).
+    backlog: BacklogSection | None = None
 
     @classmethod
     def of_point(
@@ -91,6 +100,7 @@ class NodeSpec:
         system: str,
         endpoints: Endpoints,
         flush_interval: float = 60.0,
+        backlog: BacklogSection | None = None,
     ) -> NodeSpec:
         """Node ``node`` of ``role`` at a sweep point, whole (:func:`split` into its
         processes); its tag and destination derive from the run id, the same on every
@@ -109,6 +119,7 @@ class NodeSpec:
             destination=destination_name(tag, point.index).name,
             load=point.load,
             flush_interval=flush_interval,
+            backlog=backlog,
         )
 
     @property
@@ -218,8 +229,10 @@ def run_node(
     stop: StopFlag,
     progress: ProgressSink | None = None,
     senders_done: StopFlag | None = None,
+    phase: PhaseValue | None = None,
 ) -> NodeStatus:
-    """Run the workers of one node to the end and write their results."""
+    """Run the workers of one node to the end and write their results; ``phase``, with a
+    backlog, is the phase the coordinator has the point in (:mod:`workload.backlog`)."""
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
     destination = Destination(spec.destination)
@@ -236,6 +249,8 @@ def run_node(
             senders_done=senders_done.is_set if senders_done is not None else lambda: True,
             seed=hash((spec.run_id, spec.point, spec.node, w)) & 0xFFFFFFFF,
             receive_batch=spec.load.receive_batch or system.receive_batch,
+            backlog=spec.backlog,
+            phase=(lambda: int(phase.value)) if phase is not None else lambda: STEADY,
         )
         for w in spec.worker_ids
     ]
@@ -485,10 +500,11 @@ def node_process(
     stop: StopFlag,
     progress: ProgressSink | None,
     senders_done: StopFlag | None,
+    phase: PhaseValue | None = None,
 ) -> None:
     """Entry point of a spawned node process: signals are the coordinator's to handle."""
     leave_stopping_to_the_coordinator()
-    run_node(spec, stop, progress, senders_done)
+    run_node(spec, stop, progress, senders_done, phase)
 
 
 def run_node_processes(spec: NodeSpec, stop: StopFlag) -> list[NodeStatus]:

@@ -37,6 +37,7 @@ from brokers.base import (
 )
 from workload import message
 from workload.keys import KeyScheme, OrderTracker
+from workload.model.backlog import DRAIN, HOLD, STEADY, BacklogSection
 from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
 
@@ -57,11 +58,17 @@ class WorkerSettings:
     pool: Sequence[bytes]
     stop_requested: Callable[[], bool]
     seed: int = 0
-    #: Locally the coordinator says when every sender has finished; receivers do not idle
-    #: out before that (a slow start of the senders is not the end of the run).
+    #: Locally the coordinator says when every sender has finished (and, with a backlog,
+    #: its drain has nothing queued); receivers do not idle out before that (a slow start
+    #: of the senders is not the end of the run).
     senders_done: Callable[[], bool] = lambda: True
     #: ``max_n`` of each receive call: ``load.receive_batch``, or the system's default.
     receive_batch: int = 10
+    #: The point's ``[backlog]``, and the phase the coordinator has it in
+    #: (:mod:`workload.backlog`): receivers hold in HOLD; in DRAIN senders stop or change
+    #: their rate, as the backlog says.
+    backlog: BacklogSection | None = None
+    phase: Callable[[], int] = lambda: STEADY
 
 
 #: How often a worker asks whether it should stop: the flag is shared between processes,
@@ -88,6 +95,30 @@ class _Every:
             self._value = self._flag()
             self._next = now + self._interval
         return self._value
+
+
+class _Phase:
+    """The backlog phase, read at most every ``interval`` seconds (it is shared between
+    processes, like the stop flag)."""
+
+    __slots__ = ("_interval", "_next", "_read", "_value")
+
+    def __init__(self, read: Callable[[], int], interval: float = STOP_CHECK_INTERVAL) -> None:
+        self._read = read
+        self._interval = interval
+        self._next = 0.0
+        self._value = STEADY
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if now >= self._next:
+            self._value = self._read()
+            self._next = now + self._interval
+        return self._value
+
+
+#: How long a holding receiver sleeps between looks at the phase.
+HOLD_POLL = 0.05
 
 
 class _Failures:
@@ -144,9 +175,13 @@ class SenderLoop:
         self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
         self.keys = KeyScheme.of(settings.load)
         self.stop_requested = _Every(settings.stop_requested)
+        self.phase = _Phase(settings.phase)
+        self.draining = False
         self.seq = 0
-        #: The open-loop schedule's origin (monotonic) and one slot's length.
+        #: The open-loop schedule's origin (monotonic), the sequence number it starts
+        #: from, and one slot's length (a backlog's drain_rate starts a new schedule).
         self.start_ns = time.monotonic_ns()
+        self.origin_seq = 0
         self.slot_ns = 1e9 / settings.load.rate if settings.load.rate else 0.0
         self.deadline = self.start_ns / 1e9 + settings.load.duration
         self.failures = _Failures(
@@ -168,11 +203,26 @@ class SenderLoop:
             time.monotonic() >= self.deadline
             or (limit is not None and self.seq >= limit)
             or self.stop_requested()
+            or self._drain_stops()
         )
+
+    def _drain_stops(self) -> bool:
+        """Whether a backlog's drain stops the senders; when the drain begins with a
+        drain_rate, the open-loop schedule starts again at that rate, from now."""
+        backlog = self.s.backlog
+        if backlog is None:
+            return False
+        if not self.draining and self.phase() == DRAIN:
+            self.draining = True
+            if backlog.drain_rate is not None:
+                self.start_ns = time.monotonic_ns()
+                self.origin_seq = self.seq
+                self.slot_ns = 1e9 / backlog.drain_rate
+        return self.draining and backlog.senders == "stop"
 
     def slot(self, seq: int) -> int:
         """When message ``seq`` is due on the open-loop schedule (monotonic ns)."""
-        return self.start_ns + int(seq * self.slot_ns)
+        return self.start_ns + int((seq - self.origin_seq) * self.slot_ns)
 
     def pause(self) -> float:
         """Seconds to wait before the next batch: until its last message is due (open loop
@@ -254,10 +304,18 @@ class ReceiverLoop:
         scheme = KeyScheme.of(settings.load)
         self.order = None if scheme is None else OrderTracker(scheme)
         self.stop_requested = _Every(settings.stop_requested)
+        self.phase = _Phase(settings.phase)
         self.last_message = time.monotonic()
         self.failures = _Failures(
             settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
         )
+
+    def holding(self) -> bool:
+        """A backlog builds: the receiver does not receive (and a hold is not idleness)."""
+        if self.phase() != HOLD:
+            return False
+        self.last_message = time.monotonic()
+        return True
 
     def finished(self) -> bool:
         if self.stop_requested():
@@ -372,6 +430,9 @@ def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
 
 def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
+        if loop.holding():
+            time.sleep(HOLD_POLL)
+            continue
         try:
             receipts = loop.handle(receiver.receive_batch(loop.s.receive_batch))
             if receipts:
@@ -443,6 +504,9 @@ async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> 
 
 async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
+        if loop.holding():
+            await asyncio.sleep(HOLD_POLL)
+            continue
         try:
             receipts = loop.handle(await receiver.receive_batch(loop.s.receive_batch))
             if receipts:

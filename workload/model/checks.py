@@ -2,7 +2,7 @@
 every sweep point validated whole (:func:`point_problems`), its broker parameters against
 the topology (:func:`topology_problems`) and none twice (:func:`sweep_problems`), and what ``[[faults]]``
 (:func:`fault_problems`, :func:`drain_problems`), ``[search]`` (:func:`search_problems`)
-and ``[load] keys`` (:func:`key_problems`) ask of the rest. Each returns problems (key path and message), none when all is well;
+and ``[load] keys`` (:func:`key_problems`) and ``[backlog]`` (:func:`backlog_problems`) ask of the rest. Each returns problems (key path and message), none when all is well;
 :func:`workload.model.scenario_file.parse_scenario` reports them together.
 """
 
@@ -179,6 +179,39 @@ def search_problems(scenario: Scenario) -> list[Problem]:
                     f"{MIN_RATE:g} to {MAX_RATE:g} msgs/s",
                 )
             )
+    return problems
+
+
+def backlog_problems(scenario: Scenario) -> list[Problem]:
+    """What a ``[backlog]`` cannot go with: the coordinator of a local run drives its phases
+    (not the client machines of an AWS stack, nor a capacity search's probes), and the
+    receivers must stop while the senders still send (``at`` within
+    ``load.duration``)."""
+    backlog = scenario.backlog
+    if backlog is None:
+        return []
+    problems: list[Problem] = []
+    if scenario.broker.aws_topology is not None:
+        problems.append(
+            Problem(
+                ("backlog",),
+                "a backlog's phases are driven by the coordinator of a local run "
+                "(`brokerbench run`); the client machines of an AWS stack do not run them yet",
+            )
+        )
+    if scenario.search is not None:
+        problems.append(
+            Problem(("backlog",), "a capacity search runs without a backlog: leave out [backlog]")
+        )
+    shortest = scenario.load.duration  # not swept
+    if backlog.at >= shortest:
+        problems.append(
+            Problem(
+                ("backlog", "at"),
+                f"receivers would stop at {backlog.at:g} s, when the senders are done "
+                f"(load.duration {shortest:g} s): nothing would build up; make it shorter",
+            )
+        )
     return problems
 
 

@@ -24,8 +24,10 @@ them, plus the control markers through which the machines of an AWS run coordina
                                           by their second)
 ``nodes/p<K>-<role>-<node>.<part>.json``  how that node part ended
 ``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
+``backlog/p<K>.json``                     a point's backlog phases (:mod:`workload.backlog`)
 ``analysis/``                             what the analysis job writes: ``summary.csv``,
                                           ``repeats.csv``, ``windows/``, ``histograms/``,
+                                          ``backlog/``,
                                           ``resources/``,
                                           ``hdr/``, ``report.html``; on EMR its ``logs/``
 ``logs/<role>-<node>.log``                a client machine's agent log (AWS)
@@ -61,6 +63,7 @@ class RunLayout:
     raw: str = "raw"
     nodes: str = "nodes"
     faults: str = "faults"
+    backlog: str = "backlog"
     #: The glob of the point timelines in :attr:`faults`.
     timelines: str = "p*.json"
     analysis: str = "analysis"
@@ -142,6 +145,9 @@ class RunLayout:
     def timeline(self, point: int) -> str:
         return f"{self.faults}/p{point}.json"
 
+    def backlog_phases(self, point: int) -> str:
+        return f"{self.backlog}/p{point}.json"
+
     # -- analysis --------------------------------------------------------------------------
 
     @property
@@ -159,6 +165,11 @@ class RunLayout:
     @property
     def histograms(self) -> str:
         return f"{self.analysis}/histograms"
+
+    @property
+    def backlog_series(self) -> str:
+        """Per point with ``[backlog]`` and second: confirmed, received and queued messages."""
+        return f"{self.analysis}/backlog"
 
     @property
     def resources(self) -> str:

@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from brokers import registry
 from brokers.connection import BrokerParams
+from workload.model.backlog import BacklogSection
 from workload.model.bounds import (
     MAX_DESCRIPTION,
     MAX_FAULTS,
@@ -67,6 +68,11 @@ class Scenario(Strict):
         le=MAX_REPEAT,
         description="Runs of each sweep point, interleaved: every point once, then every "
         "point again, … (each run its own sweep point, with its own destination).",
+    )
+    backlog: BacklogSection | None = Field(
+        None,
+        description="A backlog built and drained at every sweep point: receivers stay away, "
+        "then drain (local runs, `brokerbench run`).",
     )
     search: SearchSection | None = Field(
         None,

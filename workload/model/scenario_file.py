@@ -26,6 +26,7 @@ from brokers import registry
 from brokers.registry import UnknownSystem
 from workload.model.bounds import MAX_FILE_BYTES
 from workload.model.checks import (
+    backlog_problems,
     drain_problems,
     fault_problems,
     key_problems,
@@ -141,6 +142,7 @@ def _cross_problems(scenario: Scenario) -> list[Problem]:
         + drain_problems(scenario)
         + search_problems(scenario)
         + key_problems(scenario)
+        + backlog_problems(scenario)
     )
 
 

@@ -1,0 +1,268 @@
+"""A backlog built and drained (``[backlog]``, docs/measurement.md §4, §5): per point, the
+backlog over time and what the drain did, from the per-second counters and histograms and
+the coordinator's phases (:class:`workload.model.backlog.BacklogPhases`).
+
+Per second, **queued** is the messages confirmed up to the end of that second minus those
+received up to then, redeliveries left out (every second of the point, also those without
+records). From it and the phases:
+
+- ``peak_backlog``: the most queued at the end of any second;
+- ``catch_up_s``: from the drain's start to the end of the first second from it on by whose
+  end every message confirmed before that second was received (with the senders stopped:
+  the backlog is 0) — to the second, so a drain within one second reads as under a second;
+- ``drain_msgs_per_s``: messages received from the drain's start to the catch-up, per
+  second of ``catch_up_s`` (to the point's last second when it did not catch up);
+- ``backlog_left``: what was still queued at the end of the point's last second (0 when
+  it drained);
+- the processing latency of the drain's seconds (from its start to the catch-up) apart
+  from the steady seconds (the latency span's seconds before the backlog and after the
+  catch-up), as p50 and p99.
+
+The counters are per second — a few rows per second of a point, whatever the message
+rate — so the arithmetic runs on the driver (:func:`backlog_series`, :func:`drain_figures`);
+the latencies are one Spark aggregation over the histograms (:func:`latencies`). A drain
+the limit cut off leaves its point *stopped*: what is still queued is not drained, never
+lost (:func:`cut_off_records`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analysis import transforms as tf
+from analysis.records import PointRecords
+from workload.model.backlog import BacklogPhases
+from workload.model.errors import RecordsNotWritten
+from workload.model.layout import LAYOUT
+
+NS = 1_000_000_000
+LATENCY = "processing_latency"
+DRAIN, STEADY = "drain", "steady"
+
+
+@dataclass(frozen=True)
+class BacklogSecond:
+    """One second of a point's backlog: confirmed and received (first deliveries) in it,
+    and up to its end; queued then."""
+
+    point: int
+    second: int
+    confirmed: int
+    received: int
+    confirmed_total: int
+    received_total: int
+    queued: int
+
+
+def backlog_series(point: int, counts: Mapping[int, tuple[int, int]]) -> list[BacklogSecond]:
+    """A point's backlog from its per-second (confirmed, received first deliveries), every
+    second from its first to its last."""
+    if not counts:
+        return []
+    out = []
+    confirmed_total = received_total = 0
+    for second in range(min(counts), max(counts) + 1):
+        confirmed, received = counts.get(second, (0, 0))
+        confirmed_total += confirmed
+        received_total += received
+        out.append(
+            BacklogSecond(
+                point,
+                second,
+                confirmed,
+                received,
+                confirmed_total,
+                received_total,
+                max(0, confirmed_total - received_total),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Drain:
+    """What one point's backlog came to; ``seconds``: the drain's seconds, and the steady
+    seconds' bounds (before ``hold_first``, after ``drain_last``) for :func:`latencies`."""
+
+    peak_backlog: int
+    backlog_left: int
+    catch_up_s: float | None
+    drain_msgs_per_s: float | None
+    drain_first: int | None
+    drain_last: int | None
+    hold_first: int | None
+
+
+def drain_figures(series: list[BacklogSecond], phases: BacklogPhases) -> Drain:
+    """The backlog's figures (see the module) from its series and phases."""
+    peak = max((s.queued for s in series), default=0)
+    left = series[-1].queued if series else 0
+    hold_first = phases.hold_ns // NS if phases.hold_ns is not None else None
+    if phases.drain_ns is None or not series:
+        return Drain(peak, left, None, None, None, None, hold_first)
+    drain_at = phases.drain_ns / NS
+    drain_first = math.floor(drain_at)
+    caught = next(
+        (
+            s.second
+            for s in series
+            if s.second >= drain_first and s.received_total >= s.confirmed_total - s.confirmed
+        ),
+        None,
+    )
+    last = caught if caught is not None else series[-1].second
+    drained_for = last + 1 - drain_at
+    received = sum(s.received for s in series if drain_first <= s.second <= last)
+    return Drain(
+        peak,
+        left,
+        drained_for if caught is not None else None,
+        received / drained_for if drained_for > 0 else None,
+        drain_first,
+        last,
+        hold_first,
+    )
+
+
+def phase_seconds(
+    drain: Drain, series: list[BacklogSecond], latency_span: tuple[int, int] | None
+) -> list[tuple[int, str]]:
+    """The point's seconds whose processing latencies are the drain's or the steady
+    phase's: (second, phase)."""
+    out: list[tuple[int, str]] = []
+    if drain.drain_first is not None and drain.drain_last is not None:
+        out += [(s, DRAIN) for s in range(drain.drain_first, drain.drain_last + 1)]
+    if latency_span is not None:
+        backlog_from = drain.hold_first if drain.hold_first is not None else drain.drain_first
+        lo, hi = latency_span
+        for s in range(lo, hi + 1):
+            before = backlog_from is not None and s < backlog_from
+            after = drain.drain_last is not None and s > drain.drain_last
+            if before or after:
+                out.append((s, STEADY))
+    return out
+
+
+def latencies(
+    spark: SparkSession, hist: DataFrame, run_id: str, seconds: Iterable[tuple[int, int, str]]
+) -> dict[int, dict[str, Any]]:
+    """Per point: processing-latency p50 and p99 of its drain's and its steady seconds
+    (``seconds``: point, second, phase), merged histograms, one Spark job."""
+    rows = [(run_id, point, second, phase) for point, second, phase in seconds]
+    if not rows:
+        return {}
+    labels = spark.createDataFrame(rows, "run_id string, point int, second long, phase string")
+    merged = (
+        hist.where(F.col("metric") == LATENCY)
+        .join(F.broadcast(labels), on=[*tf.KEY, "second"])
+        .select(*tf.KEY, "phase", "bucket", "count")
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for row in tf.percentiles(merged, [*tf.KEY, "phase"]).collect():
+        target = out.setdefault(int(row["point"]), {})
+        target[f"{row['phase']}_processing_p50_ms"] = row["p50_ms"]
+        target[f"{row['phase']}_processing_p99_ms"] = row["p99_ms"]
+    return out
+
+
+#: The latency columns a point with ``[backlog]`` gets, empty where it has no such seconds.
+LATENCY_COLUMNS = tuple(f"{p}_processing_{q}_ms" for p in (DRAIN, STEADY) for q in ("p50", "p99"))
+
+
+def backlog_columns(
+    spark: SparkSession,
+    run_id: str,
+    phases: Mapping[int, BacklogPhases],
+    counters: DataFrame,
+    hist: DataFrame,
+    periods: DataFrame,
+) -> tuple[dict[int, dict[str, Any]], list[BacklogSecond]]:
+    """Per point with phases: its backlog columns; and every such point's series."""
+    if not phases:
+        return {}, []
+    points = sorted(phases)
+    counts: dict[int, dict[int, tuple[int, int]]] = {p: {} for p in points}
+    for row in (
+        counters.where(F.col("point").isin(points))
+        .select("point", "second", "sent", (F.col("received") - F.col("redelivered")).alias("r"))
+        .collect()
+    ):
+        counts[int(row["point"])][int(row["second"])] = (int(row["sent"]), int(row["r"]))
+    spans = {
+        int(r["point"]): (int(r["latency_start"]), int(r["latency_end"]))
+        for r in periods.where(F.col("point").isin(points)).collect()
+        if r["latency_start"] is not None and r["latency_end"] is not None
+    }
+    columns: dict[int, dict[str, Any]] = {}
+    everything: list[BacklogSecond] = []
+    labelled: list[tuple[int, int, str]] = []
+    for point in points:
+        series = backlog_series(point, counts[point])
+        drain = drain_figures(series, phases[point])
+        everything += series
+        labelled += [(point, s, p) for s, p in phase_seconds(drain, series, spans.get(point))]
+        columns[point] = {
+            "peak_backlog": drain.peak_backlog,
+            "backlog_left": drain.backlog_left,
+            "catch_up_s": drain.catch_up_s,
+            "drain_msgs_per_s": drain.drain_msgs_per_s,
+            "drain_cut_off": phases[point].cut_off,
+        } | dict.fromkeys(LATENCY_COLUMNS)
+    for point, found in latencies(spark, hist, run_id, labelled).items():
+        columns[point].update(found)
+    return columns, everything
+
+
+#: The backlog series' file (``analysis/backlog``), one row per point and second.
+SERIES_SCHEMA = pa.schema(
+    [
+        ("point", pa.int32()),
+        ("second", pa.int64()),
+        ("confirmed", pa.int64()),
+        ("received", pa.int64()),
+        ("confirmed_total", pa.int64()),
+        ("received_total", pa.int64()),
+        ("queued", pa.int64()),
+    ]
+)
+
+
+def write_series(run_dir: Path, series: list[BacklogSecond]) -> None:
+    """Write the backlog series (a local run's: backlogs run locally) or raise
+    :class:`~workload.model.errors.RecordsNotWritten`."""
+    path = run_dir / LAYOUT.backlog_series / "part-0.parquet"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pylist([asdict(s) for s in series], SERIES_SCHEMA)
+        pq.write_table(table, path, compression="zstd")
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise RecordsNotWritten(path, exc) from exc
+
+
+def cut_off_records(
+    points: list[PointRecords], phases: Mapping[int, BacklogPhases]
+) -> list[PointRecords]:
+    """The points whose drain the limit cut off are stopped early, not drained: what was
+    still queued is *not drained*, never lost (docs/measurement.md §5)."""
+    out = []
+    for records in points:
+        found = phases.get(records.point)
+        if found is not None and found.cut_off and records.state == tf.DRAINED:
+            records = PointRecords(
+                records.point,
+                tf.STOPPED,
+                f"the drain limit ({found.drain_limit_s:g} s) ended the point before it "
+                "drained (backlog_left: what was still queued)",
+            )
+        out.append(records)
+    return out
