@@ -22,11 +22,14 @@ from workload.model.verdict import Verdict
 TABLE = [
     COLUMN[name].shown
     for name in (
-        "threads",
+        "sender_threads",
+        "receiver_threads",
         "sender_nodes",
         "receiver_nodes",
         "send_msgs_per_s",
         "receive_msgs_per_s",
+        "send_mb_per_s",
+        "receive_mb_per_s",
         window_column("processing_latency"),
         run_column("processing_latency", "p99"),
         window_column("send_latency"),

@@ -28,6 +28,10 @@ class SecondStats:
     errors: int = 0
     redelivered: int = 0
     foreign: int = 0
+    #: Bytes of the messages confirmed, received (this run's) and acknowledged.
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    acked_bytes: int = 0
     send_latency: Histogram = field(default_factory=Histogram)
     processing_latency: Histogram = field(default_factory=Histogram)
     send_delay: Histogram = field(default_factory=Histogram)
@@ -47,6 +51,7 @@ class WorkerRecorder:
         self.rx_worker = array("i")
         self.rx_seq = array("q")
         self.rx_second = array("q")
+        self.rx_size = array("i")
         self.total_sent = 0
         self.total_received = 0
         self.total_errors = 0
@@ -70,17 +75,24 @@ class WorkerRecorder:
 
     # sender side
     def batch_sent(
-        self, done_ns: int, latency_ns: int, delay_ns: int | None, seq_lo: int, seq_hi: int
+        self,
+        done_ns: int,
+        latency_ns: int,
+        delay_ns: int | None,
+        seq_lo: int,
+        seq_hi: int,
+        nbytes: int,
     ) -> None:
-        """A send call for sequence numbers ``seq_lo..seq_hi`` was confirmed at wall-clock
-        time ``done_ns``, ``latency_ns`` after it started and (open loop) ``delay_ns`` after
-        it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
-        Both durations are on the monotonic clock."""
+        """A send call for sequence numbers ``seq_lo..seq_hi`` (``nbytes`` bytes in all) was
+        confirmed at wall-clock time ``done_ns``, ``latency_ns`` after it started and (open
+        loop) ``delay_ns`` after it was due; a closed-loop batch (``delay_ns`` None) has no
+        send delay to record. Both durations are on the monotonic clock."""
         stats = self._at(done_ns)
         if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
             self._mark(stats, done_ns)
         count = seq_hi - seq_lo + 1
         stats.sent += count
+        stats.sent_bytes += nbytes
         stats.send_latency.record(latency_ns / 1000.0)
         if delay_ns is not None:
             stats.send_delay.record(delay_ns / 1000.0)
@@ -105,10 +117,11 @@ class WorkerRecorder:
         seqs: Column,
         intended: Column,
         redelivered: int,
+        sizes: Column,
     ) -> None:
         """Messages received together at wall-clock time ``now_ns`` (identities as
         :class:`message.Reader` reads them — lists, or numpy arrays for a large batch —
-        ``intended`` the sender's wall-clock times)."""
+        ``intended`` the sender's wall-clock times, ``sizes`` their bytes)."""
         n = len(seqs)
         if not n:
             return
@@ -122,11 +135,15 @@ class WorkerRecorder:
             self.rx_node.frombytes(np.asarray(nodes, dtype=np.int32).tobytes())
             self.rx_worker.frombytes(np.asarray(workers, dtype=np.int32).tobytes())
             self.rx_seq.frombytes(np.asarray(seqs, dtype=np.int64).tobytes())
+            self.rx_size.frombytes(np.asarray(sizes, dtype=np.int32).tobytes())
+            stats.received_bytes += int(sizes.sum())
         else:
             stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
             self.rx_node.extend(nodes)
             self.rx_worker.extend(workers)
             self.rx_seq.extend(seqs)
+            self.rx_size.extend(sizes)
+            stats.received_bytes += sum(sizes)
         self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
         self.total_received += n
 
@@ -134,5 +151,8 @@ class WorkerRecorder:
         """Messages that are not from this run and sweep point (left over in the broker)."""
         self._at(now_ns).foreign += count
 
-    def acked(self, now_ns: int, count: int) -> None:
-        self._at(now_ns).acked += count
+    def acked(self, now_ns: int, count: int, nbytes: int) -> None:
+        """``count`` messages of ``nbytes`` bytes in all were acknowledged."""
+        stats = self._at(now_ns)
+        stats.acked += count
+        stats.acked_bytes += nbytes

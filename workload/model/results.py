@@ -4,7 +4,7 @@ The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model
 
   ``seconds``                 per second, per worker: counters and latency histograms
   ``sent_ranges``             per sender worker: confirmed sequence ranges
-  ``received``                per received message: sender node, worker, seq, second
+  ``received``                per received message: sender node, worker, seq, second, size
 
 and ``nodes/``, one JSON status per node part (ok, or the error that stopped it).
 
@@ -52,6 +52,10 @@ SECONDS_SCHEMA = pa.schema(
         ("errors", pa.int64()),
         ("redelivered", pa.int64()),
         ("foreign", pa.int64()),
+        # Bytes of the messages confirmed, received (this run's) and acknowledged.
+        ("sent_bytes", pa.int64()),
+        ("received_bytes", pa.int64()),
+        ("acked_bytes", pa.int64()),
         # Tenths of the second with a confirmed send / a receive (bit i: the i-th tenth).
         ("active_tenths", pa.int32()),
         ("send_latency", HIST),
@@ -112,6 +116,8 @@ RECEIVED_SCHEMA = pa.schema(
         ("seq", pa.int64()),
         ("receiver_node", pa.int32()),
         ("second", pa.int64()),
+        # The message's size in bytes.
+        ("size", pa.int32()),
     ]
 )
 
