@@ -52,15 +52,15 @@ SECONDS_SCHEMA = pa.schema(
         ("errors", pa.int64()),
         ("redelivered", pa.int64()),
         ("foreign", pa.int64()),
-        # Bytes of the messages confirmed, received (this run's) and acknowledged.
-        ("sent_bytes", pa.int64()),
-        ("received_bytes", pa.int64()),
-        ("acked_bytes", pa.int64()),
         # Tenths of the second with a confirmed send / a receive (bit i: the i-th tenth).
         ("active_tenths", pa.int32()),
         ("send_latency", HIST),
         ("processing_latency", HIST),
         ("send_delay", HIST),
+        # Bytes of the messages confirmed, received (this run's) and acknowledged.
+        ("sent_bytes", pa.int64()),
+        ("received_bytes", pa.int64()),
+        ("acked_bytes", pa.int64()),
     ]
 )
 
