@@ -107,7 +107,9 @@ class SizeDistribution(Strict):
             )
         missing = [k for k in takes if k not in given and k not in OPTIONAL.get(self.kind, ())]
         if missing:
-            raise conflict(("kind",), f'kind = "{self.kind}" needs {_and(missing)}')
+            # Reported at kind; the missing keys are named too, so that a check that left
+            # a wrong one out does not report it missing.
+            raise conflict(("kind", *missing), f'kind = "{self.kind}" needs {_and(missing)}')
         if self.kind == "uniform":
             assert self.min is not None and self.max is not None
             if self.min > self.max:
