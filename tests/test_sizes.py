@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -330,3 +331,38 @@ def test_the_shipped_size_scenario_is_a_lognormal_on_redis() -> None:
     assert shipped.broker.system == "redis"
     assert shipped.load.message_size.kind == "lognormal"
     assert json.loads(json.dumps(shipped.load.model_dump()))["message_size"]["p99"] == 8000
+
+
+class SizedRun:
+    """What a run against a real broker recorded of its bytes: the analysed summary row,
+    and the raw tables' figures the row must equal."""
+
+    def __init__(self, run_dir: Path, row: Any) -> None:
+        self.row = row
+        self.seconds = pq.read_table(run_dir / LAYOUT.raw_table("seconds")).to_pylist()
+        self.received_sizes = (
+            pq.read_table(run_dir / LAYOUT.raw_table("received"), columns=["size"])
+            .column("size")
+            .to_pylist()
+        )
+        self.context = json.loads((run_dir / LAYOUT.context).read_text())
+
+    def check_exact(self) -> None:
+        """The summary's byte totals are the raw records' to the byte; with every confirmed
+        message received once and nothing else, sent and received bytes are equal."""
+        row = self.row
+        assert row["delivery"] == "drained" and row["lost"] == 0 and row["duplicated"] == 0
+        assert row["unconfirmed_received"] == 0 and row["sent"] == row["received"] > 0
+        assert row["sent_bytes"] == sum(r["sent_bytes"] for r in self.seconds)
+        assert row["received_bytes"] == sum(self.received_sizes)
+        assert row["received_bytes"] == sum(r["received_bytes"] for r in self.seconds)
+        assert row["sent_bytes"] == row["received_bytes"]
+        assert row["send_mb_per_s"] > 0 and row["receive_mb_per_s"] > 0
+
+
+def sized_run(run_dir: Path, spark: Any) -> SizedRun:
+    """Analyse a run (one sweep point) with the session's Spark."""
+    from analysis.job import analyse
+
+    (row,) = analyse(spark, run_dir)
+    return SizedRun(run_dir, row)
