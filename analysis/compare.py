@@ -156,14 +156,29 @@ def load_summary(run_dir: Path) -> list[SummaryRow]:
 
 def point_name(row: SummaryRow) -> str:
     """A readable, run-independent name of a sweep point."""
+    senders, receivers = _cell(row, "sender_threads"), _cell(row, "receiver_threads")
+    threads = (
+        f"threads={senders}"
+        if senders == receivers
+        else f"sender_threads={senders} receiver_threads={receivers}"
+    )
     return (
-        f"threads={row['threads']} senders={row['sender_nodes']} "
+        f"{threads} senders={row['sender_nodes']} "
         f"receivers={row['receiver_nodes']} size={row['message_size']}"
     )
 
 
+def _cell(row: SummaryRow, key: str) -> str:
+    """A point's value of a sweepable key; sender and receiver threads are ``threads`` in
+    a summary written before they were counted apart."""
+    value = row.get(key)
+    if value in (None, "") and key in ("sender_threads", "receiver_threads"):
+        value = row.get("threads")
+    return str(value if value is not None else "")
+
+
 def _key(row: SummaryRow) -> tuple[str, ...]:
-    return (*(str(row.get(k, "")) for k in POINT_KEY), str(row.get("label", "")))
+    return (*(_cell(row, k) for k in POINT_KEY), str(row.get("label", "")))
 
 
 def _runs(rows: Iterable[SummaryRow]) -> dict[tuple[str, ...], list[SummaryRow]]:

@@ -15,6 +15,7 @@ from analysis.summary_row import SummaryRow, number
 from analysis.summary_table import formatted
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext
+from workload.model.sizes import SizeDistribution
 
 
 def where_it_ran(context: RunContext | Mapping[str, Any]) -> str:
@@ -76,7 +77,8 @@ def _kv_table(pairs: list[tuple[str, str]]) -> str:
 
 #: Columns of the sweep point table of the run context: (key of the point's load, title).
 POINT_LOAD = (
-    ("threads", "threads"),
+    ("sender_threads", "sender threads"),
+    ("receiver_threads", "receiver threads"),
     ("sender_nodes", "senders"),
     ("receiver_nodes", "receivers"),
     ("message_size", "message bytes"),
@@ -88,7 +90,22 @@ POINT_LOAD = (
 
 
 def _from_load(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda point: (point.get("load") or {}).get(key)
+    """A point's value of a load key: sender and receiver threads are ``threads`` in a
+    record written before they were counted apart; a message-size table in short."""
+
+    def get(point: dict[str, Any]) -> Any:
+        load = point.get("load") or {}
+        value = load.get(key)
+        if value is None and key in ("sender_threads", "receiver_threads"):
+            return load.get("threads")
+        if key == "message_size" and isinstance(value, dict):
+            try:
+                return SizeDistribution.model_validate(value).label
+            except ValueError:  # a record of another version: as it is
+                return " ".join(f"{k}={v}" for k, v in value.items())
+        return value
+
+    return get
 
 
 def _points_table(points: list[dict[str, Any]]) -> str:

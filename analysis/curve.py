@@ -162,7 +162,7 @@ def no_knee(curve: Sequence[Level]) -> str:
 
 #: What the load sweeps raise; any other swept value (a message size, a broker parameter,
 #: receiver nodes) makes a curve of its own on the latency–throughput chart.
-LOAD_KEYS = ("threads", "sender_nodes", "rate", "max_in_flight")
+LOAD_KEYS = ("threads", "sender_threads", "sender_nodes", "rate", "max_in_flight")
 
 
 def offered_load(load: LoadSection) -> float:
@@ -187,7 +187,8 @@ def curve_points(
         if point is not None:
             offered = offered_load(point.load)
         else:  # no context point: the row's own workers, one batch in flight each
-            offered = (number(r.get("threads")) or 0) * (number(r.get("sender_nodes")) or 1)
+            threads = number(r.get("sender_threads")) or number(r.get("threads")) or 0
+            offered = threads * (number(r.get("sender_nodes")) or 1)
         varied = point.varied if point is not None else {}
         others = " ".join(f"{k}={v}" for k, v in varied.items() if k not in LOAD_KEYS)
         label = r.get("label") or (point.label if point is not None else "")

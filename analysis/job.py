@@ -241,9 +241,11 @@ def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[
             "repeat": point.repeat,
             "base_point": point.base,
             "threads": load.threads,
+            "sender_threads": load.threads_of("sender"),
+            "receiver_threads": load.threads_of("receiver"),
             "sender_nodes": load.sender_nodes,
             "receiver_nodes": load.receiver_nodes,
-            "message_size": load.message_size,
+            "message_size": load.message_size.label,
             "sent": r.get("confirmed", r.get("sent", 0)) or 0,
             "received": r.get("received", 0) or 0,
         }

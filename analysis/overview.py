@@ -78,8 +78,9 @@ def load_runs(results: Path) -> list[RunSummary]:
 
 
 def concurrency(row: SummaryRow) -> int:
-    """Sending threads in the whole fleet: threads per node × sender nodes."""
-    return int(row.threads or 0) * int(row.sender_nodes or 0)
+    """Sending threads in the whole fleet: sender threads per node × sender nodes (a
+    summary without sender threads: threads per node)."""
+    return int(row.sender_threads or row.threads or 0) * int(row.sender_nodes or 0)
 
 
 def _series(runs: list[RunSummary], column: str) -> dict[str, list[tuple[int, float]]]:

@@ -74,14 +74,13 @@ class RunRecords:
 
 def expected_parts(point: PointEntry) -> set[PartKey]:
     """The node parts a sweep point of the context runs: every sender and receiver node,
-    each spread over the point's processes per node."""
+    each spread over the point's processes per node of its role."""
     nodes = {"sender": point.load.sender_nodes, "receiver": point.load.receivers}
-    parts = point.processes
     return {
         PartKey(point.point, role, node, part)
         for role, count in nodes.items()
         for node in range(count)
-        for part in range(parts)
+        for part in range(point.processes_of(role))
     }
 
 

@@ -22,11 +22,14 @@ from workload.model.verdict import Verdict
 TABLE = [
     COLUMN[name].shown
     for name in (
-        "threads",
+        "sender_threads",
+        "receiver_threads",
         "sender_nodes",
         "receiver_nodes",
         "send_msgs_per_s",
         "receive_msgs_per_s",
+        "send_mb_per_s",
+        "receive_mb_per_s",
         window_column("processing_latency"),
         run_column("processing_latency", "p99"),
         window_column("send_latency"),
@@ -80,10 +83,15 @@ def delivery(row: SummaryRow) -> str:
 
 
 def cell(row: SummaryRow, key: str, fmt: str) -> str:
-    """One cell of a summary row: lost reads "incomplete" where a node's records are missing."""
+    """One cell of a summary row: lost reads "incomplete" where a node's records are missing;
+    sender and receiver threads are ``threads`` in a summary written before they were
+    counted apart."""
     if key == "lost" and delivery(row).startswith("incomplete"):
         return "incomplete"
-    return formatted(row.get(key), fmt)
+    value = row.get(key)
+    if key in ("sender_threads", "receiver_threads") and value in (None, ""):
+        value = row.get("threads")
+    return formatted(value, fmt)
 
 
 def notes(row: SummaryRow) -> list[str]:

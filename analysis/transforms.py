@@ -18,7 +18,19 @@ from workload.model.buckets import CLIPPED, GAMMA, MAX_US, NEGATIVE
 from workload.model.telemetry import USAGE_MEANS
 
 KEY = ["run_id", "point"]
-COUNTERS = ("sent", "received", "acked", "errors", "redelivered", "foreign")
+COUNTERS = (
+    "sent",
+    "received",
+    "acked",
+    "errors",
+    "redelivered",
+    "foreign",
+    "sent_bytes",
+    "received_bytes",
+    "acked_bytes",
+)
+#: Bytes in a megabyte (the MB/s columns).
+MB = 1_000_000
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "p999": 0.999, "max": 1.0}
 #: A point is flagged when receivers acked less than this share of the send rate.
 KEEP_UP_RATIO = 0.95
@@ -258,13 +270,16 @@ def out_of_range(hist: DataFrame) -> DataFrame:
 
 
 def throughput(counters: DataFrame, periods: DataFrame) -> DataFrame:
-    """Per point: send and receive rates over the measurement period, totals, keep-up flag."""
+    """Per point: send and receive rates over the measurement period — messages and
+    megabytes (10⁶ bytes) per second — totals, keep-up flag."""
     inside = counters.join(periods, on=KEY).where(
         (F.col("second") >= F.col("start")) & (F.col("second") <= F.col("end"))
     )
     rates = inside.groupBy(*KEY).agg(
         (F.sum("sent") / F.first("seconds")).alias("send_msgs_per_s"),
         (F.sum("acked") / F.first("seconds")).alias("receive_msgs_per_s"),
+        (F.sum("sent_bytes") / F.first("seconds") / F.lit(MB)).alias("send_mb_per_s"),
+        (F.sum("acked_bytes") / F.first("seconds") / F.lit(MB)).alias("receive_mb_per_s"),
         F.first("seconds").alias("measured_seconds"),
     )
     totals = counters.groupBy(*KEY).agg(*(F.sum(c).alias(c) for c in COUNTERS))

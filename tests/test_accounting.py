@@ -106,11 +106,11 @@ def recorders(role: str, node: int, seqs: range, second: int = 100) -> list[Work
     now = second * SECOND_NS
     if role == "sender":
         if seqs:
-            rec.batch_sent(now, 1_000_000, None, seqs[0], seqs[-1])
+            rec.batch_sent(now, 1_000_000, None, seqs[0], seqs[-1], 100 * len(seqs))
     else:
         n = len(seqs)
-        rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 2_000_000] * n, 0)
-        rec.acked(now, n)
+        rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 2_000_000] * n, 0, [100] * n)
+        rec.acked(now, n, 100 * n)
     return [rec]
 
 
@@ -181,8 +181,8 @@ def test_payload_pools_that_do_not_fit_in_memory_are_refused() -> None:
     check_memory(points, available=None)  # nothing to check against (not Linux)
     with pytest.raises(UserError) as refused:
         check_memory(points, available=1 << 20)
-    # 3 nodes × 2 processes × 1000 × (936 + 64) B
-    assert "need 5.7 MB" in str(refused.value) and "6 processes" in str(refused.value)
+    # 1 sender node × 2 processes × 1000 × (936 + 64) B: receivers keep no pool
+    assert "need 1.9 MB" in str(refused.value) and "2 sender processes" in str(refused.value)
     assert "lower pool_size" in str(refused.value)
 
 

@@ -67,7 +67,8 @@ def test_every_column_a_view_uses_is_declared_and_titled() -> None:
 
 
 def test_views_show_what_the_columns_declare() -> None:
-    assert summary_table.TABLE[3] == ("send_msgs_per_s", "send msgs/s", "{:,.0f}")
+    assert summary_table.TABLE[4] == ("send_msgs_per_s", "send msgs/s", "{:,.0f}")
+    assert summary_table.TABLE[6] == ("send_mb_per_s", "send MB/s", "{:,.2f}")
     assert summary_table.SEND_DELAY == (
         "send_delay_run_p99_ms",
         "send delay p99 ms [run]",

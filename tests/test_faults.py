@@ -223,7 +223,13 @@ def synthetic_run(
     for s, seqs in (again or {}).items():
         now = (T0 + s) * NS + NS // 2
         receiver.received_batch(
-            now, [0] * len(seqs), [0] * len(seqs), seqs, [now] * len(seqs), len(seqs)
+            now,
+            [0] * len(seqs),
+            [0] * len(seqs),
+            seqs,
+            [now] * len(seqs),
+            len(seqs),
+            [100] * len(seqs),
         )
     seq = 0
     for s in range(10):
@@ -232,11 +238,11 @@ def synthetic_run(
             sender.failed(now, RuntimeError("broker gone"))
             receiver.failed(now, RuntimeError("broker gone"))
             continue
-        sender.batch_sent(now, now - 1000, now - 1000, seq, seq + 9)
+        sender.batch_sent(now, now - 1000, now - 1000, seq, seq + 9, 1000)
         got = [q for q in range(seq, seq + 10) if q < received_upto]
         if got:
             receiver.received_batch(
-                now + NS, [0] * len(got), [0] * len(got), got, [now] * len(got), 0
+                now + NS, [0] * len(got), [0] * len(got), got, [now] * len(got), 0, [100] * len(got)
             )
         seq += 10
     run = tmp_path / "run"

@@ -31,9 +31,9 @@ def test_foreign_payloads_are_not_parsed() -> None:
 def test_recorder_merges_contiguous_ranges_and_keeps_gaps() -> None:
     rec = WorkerRecorder("sender", 0, 0)
     t = 5_000_000_000
-    rec.batch_sent(t + 1_000, 1_000, 0, 0, 9)
-    rec.batch_sent(t + 2_000, 2_000, 0, 10, 14)
-    rec.batch_sent(t + 3_000, 3_000, 0, 20, 29)  # 15..19 failed
+    rec.batch_sent(t + 1_000, 1_000, 0, 0, 9, 1_000)
+    rec.batch_sent(t + 2_000, 2_000, 0, 10, 14, 500)
+    rec.batch_sent(t + 3_000, 3_000, 0, 20, 29, 1_000)  # 15..19 failed
     assert rec.sent_ranges == [[0, 14], [20, 29]]
     assert rec.total_sent == 25
     assert rec.seconds[5].send_latency.total == 3
@@ -102,12 +102,16 @@ def test_recording_an_array_fills_the_same_buckets_as_one_by_one() -> None:
 def test_the_recorder_takes_arrays_as_it_takes_lists() -> None:
     now = 7_000_000_000
     ids = ([0, 3], [2, 1], [5, 9], [now - 1_000_000, now - 2_000])
+    sizes = [100, 4_000]
     as_lists = WorkerRecorder("receiver", 1, 0)
-    as_lists.received_batch(now, *ids, 0)
+    as_lists.received_batch(now, *ids, 0, sizes)
     as_arrays = WorkerRecorder("receiver", 1, 0)
-    as_arrays.received_batch(now, *(np.array(c, dtype=np.int64) for c in ids), 0)
-    for column in ("rx_node", "rx_worker", "rx_seq", "rx_second"):
+    arrays = (np.array(c, dtype=np.int64) for c in (*ids, sizes))
+    *columns, sized = arrays
+    as_arrays.received_batch(now, *columns, 0, sized)
+    for column in ("rx_node", "rx_worker", "rx_seq", "rx_second", "rx_size"):
         assert getattr(as_arrays, column) == getattr(as_lists, column)
+    assert as_arrays.seconds[7].received_bytes == as_lists.seconds[7].received_bytes == 4_100
     assert as_arrays.seconds[7].processing_latency.counts == (
         as_lists.seconds[7].processing_latency.counts
     )
@@ -116,13 +120,14 @@ def test_the_recorder_takes_arrays_as_it_takes_lists() -> None:
 def test_recorder_records_a_received_batch() -> None:
     rec = WorkerRecorder("receiver", 1, 0)
     now = 7_000_000_000
-    rec.received_batch(now, [0, 0, 1], [2, 2, 0], [5, 6, 9], [now - 1_000_000] * 3, 1)
+    rec.received_batch(now, [0, 0, 1], [2, 2, 0], [5, 6, 9], [now - 1_000_000] * 3, 1, [72, 80, 90])
     stats = rec.seconds[7]
     assert (stats.received, stats.redelivered) == (3, 1)
     assert stats.processing_latency.total == 3
     assert 990 <= (stats.processing_latency.percentile(0.5) or 0) <= 1010  # 1 ms in µs
     assert list(rec.rx_seq) == [5, 6, 9] and list(rec.rx_second) == [7, 7, 7]
     assert rec.total_received == 3
+    assert list(rec.rx_size) == [72, 80, 90] and stats.received_bytes == 242
 
 
 def test_a_message_received_before_it_was_sent_is_counted_not_read_as_one_microsecond() -> None:
@@ -130,7 +135,9 @@ def test_a_message_received_before_it_was_sent_is_counted_not_read_as_one_micros
     now = 7_000_000_000
     # The sender's clock is 5 ms ahead of the receiver's: the first message's latency
     # (2 ms) reads -3 ms.
-    rec.received_batch(now, [0, 0], [0, 0], [1, 2], [now + 3_000_000, now - 1_000_000], 0)
+    rec.received_batch(
+        now, [0, 0], [0, 0], [1, 2], [now + 3_000_000, now - 1_000_000], 0, [100] * 2
+    )
     latency = rec.seconds[7].processing_latency
     assert latency.counts[NEGATIVE] == 1 and 0 not in latency.counts
     assert latency.percentile(0.5) == 0.0

@@ -11,7 +11,7 @@ import pytest
 from brokers import registry
 from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
-from tests.conftest import LocalBrokers
+from tests.conftest import SCENARIOS, LocalBrokers
 from tests.support import drain, files_holding, prepared
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
@@ -162,3 +162,34 @@ def test_asynchronous_replication_commits_locally(cluster) -> None:
     adapter.send([b"local"])
     assert [m.body for m in adapter.receive(10)] == [b"local"]
     adapter.close()
+
+
+@pytest.mark.integration
+def test_a_fixed_message_size_gives_bytes_of_exactly_size_times_messages(
+    cluster, spark, tmp_path: Path
+) -> None:
+    """300-byte messages: bytes sent and received are 300 × the messages, to the byte, and
+    the MB/s columns 300 × the msgs/s beside them."""
+    import math
+
+    from tests.support import run_against
+    from tests.test_sizes import sized_run
+
+    short = {
+        "load": {"duration": "3s", "idle_timeout": "1s", "message_size": 300},
+        "measurement": {"window": "2s"},
+    }
+    scenario = SCENARIOS / "postgresql-cluster-smoke.toml"
+    run = sized_run(run_against(scenario, cluster.endpoints, tmp_path, short), spark)
+    run.check_exact()
+    row = run.row
+    assert row["sent_bytes"] == 300 * row["sent"] and row["received_bytes"] == 300 * row["received"]
+    assert set(run.received_sizes) == {300}
+    for side in ("send", "receive"):
+        mb = row[f"{side}_mb_per_s"] * 1e6
+        assert math.isclose(mb, 300 * row[f"{side}_msgs_per_s"], rel_tol=1e-9), side
+    print(
+        f"postgresql 300 B: {row['sent']} msgs, {row['sent_bytes']} B; send "
+        f"{row['send_msgs_per_s']:.0f} msgs/s {row['send_mb_per_s']:.3f} MB/s, receive "
+        f"{row['receive_msgs_per_s']:.0f} msgs/s {row['receive_mb_per_s']:.3f} MB/s"
+    )

@@ -39,7 +39,7 @@ def receive(
     now = second * S + S // 2
     n = len(latencies_ms)
     intended = [now - int(ms * 1e6) for ms in latencies_ms]
-    recorder.received_batch(now, [0] * n, [0] * n, list(range(n)), intended, again)
+    recorder.received_batch(now, [0] * n, [0] * n, list(range(n)), intended, again, [100] * n)
 
 
 def histogram(latencies_ms: list[float]) -> dict[int, int]:

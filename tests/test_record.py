@@ -64,7 +64,8 @@ def test_a_context_of_today_round_trips_unchanged(tmp_path: Path) -> None:
             "load": point.load.model_dump(mode="json"),
             "params": point.params,
             "client": "redis",
-            "processes_per_node": processes_for(point.load),
+            "processes_per_node": processes_for(point.load, "sender"),
+            "receiver_processes_per_node": processes_for(point.load, "receiver"),
         }
 
     loaded = load_context(tmp_path)

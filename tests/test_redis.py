@@ -183,3 +183,45 @@ def test_redis_cluster_sharded_end_to_end(tmp_path: Path) -> None:
     import json
 
     assert json.loads(context.read_text())["broker"]["cluster_shards"] == 3
+
+
+@pytest.mark.integration
+def test_message_sizes_and_producers_and_consumers_apart(cluster, spark, tmp_path: Path) -> None:
+    """Uniform sizes, 3 sender threads against 1 receiver thread on each of 2 receiver
+    nodes: the byte columns equal the raw records to the byte, every size is one the
+    sender's pool drew, and each role ran its own count of workers."""
+    from tests.support import run_against
+    from tests.test_sizes import sized_run
+    from workload.model.sections import LoadSection
+
+    sizes = {"kind": "uniform", "min": 100, "max": 3000}
+    load = {
+        "duration": "3s",
+        "idle_timeout": "1s",
+        "sender_threads": 3,
+        "receiver_threads": 1,
+        "receiver_nodes": 2,
+        "message_size": sizes,
+    }
+    short = {"load": load, "measurement": {"window": "2s"}}
+    run = sized_run(
+        run_against(SCENARIOS / "redis-cluster-smoke.toml", cluster.endpoints, tmp_path, short),
+        spark,
+    )
+    run.check_exact()
+    row = run.row
+    pool = LoadSection.model_validate({"message_size": sizes}).message_size.draw(10_000, seed=0)
+    assert set(run.received_sizes) <= set(pool) and len(set(run.received_sizes)) > 50
+    assert 100 <= row["send_mb_per_s"] * 1e6 / row["send_msgs_per_s"] <= 3000
+    assert (row["sender_threads"], row["receiver_threads"], row["threads"]) == (3, 1, 2)
+    assert row["message_size"] == "uniform 100–3000"
+    workers = {(r["role"], r["node"], r["worker"]) for r in run.seconds}
+    assert {w for role, _, w in workers if role == "sender"} == {0, 1, 2}
+    assert {(n, w) for role, n, w in workers if role == "receiver"} == {(0, 0), (1, 0)}
+    (point,) = run.context["points"]
+    assert point["receiver_processes_per_node"] == 1
+    print(
+        f"redis sizes: {row['sent']} msgs, {row['sent_bytes']} B; send "
+        f"{row['send_msgs_per_s']:.0f} msgs/s {row['send_mb_per_s']:.2f} MB/s, receive "
+        f"{row['receive_msgs_per_s']:.0f} msgs/s {row['receive_mb_per_s']:.2f} MB/s"
+    )

@@ -47,7 +47,7 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     s = load_scenario(write(tmp_path, GOOD))
     assert s.load.threads == 3
     assert s.load.duration == 120.0
-    assert (s.load.message_size, s.load.max_send_batch) == (100, 10)
+    assert (s.load.message_size.fixed, s.load.max_send_batch) == (100, 10)
     assert s.load.receive_batch is None  # the system's own
     assert (s.load.pool_size, s.load.idle_timeout) == (10_000, 60.0)
     assert (s.measurement.window, s.measurement.step) == (60.0, 10.0)
@@ -329,7 +329,14 @@ def test_sweep_values_obey_the_load_limits(tmp_path: Path) -> None:
 
 
 def test_a_sweep_lists_and_a_sweep_point_sets_the_same_load_keys() -> None:
-    assert SWEEPABLE == ("threads", "sender_nodes", "receiver_nodes", "message_size")
+    assert SWEEPABLE == (
+        "threads",
+        "sender_nodes",
+        "receiver_nodes",
+        "message_size",
+        "sender_threads",
+        "receiver_threads",
+    )
     assert set(SweepSection.model_fields) == {*SWEEPABLE, "params", "points"}
     assert set(SWEEPABLE) <= set(LoadSection.model_fields)
 

@@ -50,6 +50,8 @@ LOAD_LIMITS: dict[str, tuple[type, float, float]] = {
     "failure_timeout": (float, 1, WEEK),
     "keys": (int, 1, 1_000_000),
     "key_zipf": (float, 0, 10),
+    "sender_threads": (int, 1, 10_000),
+    "receiver_threads": (int, 1, 10_000),
 }
 #: Keys whose lowest value is excluded (a duration of 0 is not allowed).
 ABOVE_LOWEST = {"duration", "idle_timeout", "key_zipf"}
@@ -186,11 +188,15 @@ def check_load(load: LoadSection) -> None:
         value = getattr(load, key)
         if value is None:
             continue
+        if key == "message_size":  # a distribution: every size it draws within the limits
+            drawn = value.draw(100, seed=0)
+            assert lowest <= min(drawn) and max(drawn) <= value.upper, (key, value)
+            value = value.upper
         assert type(value) is kind, (key, value)
         assert math.isfinite(value), (key, value)
         assert value > lowest if key in ABOVE_LOWEST else value >= lowest, (key, value)
         assert value <= highest, (key, value)
-    assert load.pool_size * load.message_size <= POOL_BYTES
+    assert load.pool_size * load.message_size.upper <= POOL_BYTES
 
 
 def check_accepted(scenario: Scenario, points: list[SweepPoint]) -> None:
@@ -302,7 +308,14 @@ def test_every_key_with_every_hostile_value(tmp_path: Path) -> None:
         for value in HOSTILE_VALUES:
             path.write_text(kept.replace(f"[{table}]", f"[{table}]\n{key} = {value}", 1))
             check(path)
-    for key in ("threads", "sender_nodes", "receiver_nodes", "message_size"):
+    for key in (
+        "threads",
+        "sender_nodes",
+        "receiver_nodes",
+        "message_size",
+        "sender_threads",
+        "receiver_threads",
+    ):
         for value in HOSTILE_VALUES:
             path.write_text(f"{base}\n[sweep]\n{key} = [{value}]\n")
             check(path)

@@ -53,14 +53,14 @@ def spec(run_dir: Path, role: str, node: int = 0, flush_interval: float = 60.0) 
 
 
 def send(rec: WorkerRecorder, second: int, lo: int, hi: int) -> None:
-    rec.batch_sent(second * S + 1, 1_000_000, None, lo, hi)
+    rec.batch_sent(second * S + 1, 1_000_000, None, lo, hi, 100 * (hi - lo + 1))
 
 
 def receive(rec: WorkerRecorder, second: int, seqs: range) -> None:
     n = len(seqs)
     now = second * S + 2
-    rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 3_000_000] * n, 0)
-    rec.acked(now, n)
+    rec.received_batch(now, [0] * n, [0] * n, list(seqs), [now - 3_000_000] * n, 0, [100] * n)
+    rec.acked(now, n, 100 * n)
 
 
 # -- the recorder ---------------------------------------------------------------------------

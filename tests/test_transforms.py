@@ -35,6 +35,9 @@ def second_row(point, worker, second, sent=0, acked=0, proc=None, send=None, rol
         send or {},
         proc or {},
         {},
+        100 * sent,  # sent_bytes: 100-byte messages
+        100 * acked,
+        100 * acked,
     )
 
 
@@ -56,6 +59,9 @@ def test_throughput_and_keep_up_flag(seconds):
     periods = tf.measurement_periods(seconds, warmup_s=0)
     got = {r["point"]: r for r in tf.throughput(counters, periods).collect()}
     assert got[0]["send_msgs_per_s"] == 20.0 and got[0]["receive_msgs_per_s"] == 19.0
+    # 100 bytes each: 2,000 and 1,900 bytes/s, in MB/s; the totals are every second's.
+    assert got[0]["send_mb_per_s"] == 0.002 and got[0]["receive_mb_per_s"] == 0.0019
+    assert got[0]["sent_bytes"] == 100 * got[0]["sent"] == 20_000
     # Seconds 101..108: the first and last sending seconds are partial, left out.
     assert got[0]["receivers_kept_up"] is True and got[0]["measured_seconds"] == 8
     assert got[1]["sent"] == 60 and got[1]["receivers_kept_up"] is False
@@ -230,7 +236,7 @@ def test_lost_duplicated_and_unconfirmed(spark):
     )
     seqs = [(0, 0, s) for s in [*range(10), *range(20, 29), 5, 15]] + [(1, 0, s) for s in range(5)]
     received = spark.createDataFrame(
-        [("r", 0, n, w, s, 0, 1) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+        [("r", 0, n, w, s, 0, 1, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
     )
     (row,) = tf.delivery(ranges, received).collect()
     assert row["confirmed"] == 25
@@ -260,7 +266,7 @@ def test_delivery_counts_identities_across_words_ranges_and_partitions(spark):
         (1, 0, 0): [*range(10), 3, -1, -65, -65],
         (2, 0, 0): [7],  # a point without confirmed ranges
     }
-    rows = [("r", p, n, w, s, 0, 1) for (p, n, w), ss in seqs.items() for s in ss]
+    rows = [("r", p, n, w, s, 0, 1, 100) for (p, n, w), ss in seqs.items() for s in ss]
     # Spread the copies of one identity over several partitions.
     received = spark.createDataFrame(rows, spark_schema(RECEIVED_SCHEMA)).repartition(3)
     got = {
@@ -275,7 +281,7 @@ def test_identity_words_pack_what_fits_and_keep_the_rest_exact(spark):
     seqs = [(3, 7, 0), (3, 7, 63), (3, 7, 63), (3, 7, 64), (3, 7, -1)]
     seqs += [(big_node, 0, 5), (0, 1 << 16, 5), (2, 2, big_seq), (2, 2, big_seq + 1)]
     received = spark.createDataFrame(
-        [("r", 0, n, w, s, 0, 1) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+        [("r", 0, n, w, s, 0, 1, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
     )
     got = {
         (r["sender_node"], r["sender_worker"], r["word"]): (r["bits"], r["rows"])
@@ -298,7 +304,8 @@ def test_accounting_claims_loss_only_where_receivers_drained(spark):
     )
     seqs = [*range(8), 5, 42]  # 42 was never confirmed
     received = spark.createDataFrame(
-        [("r", p, 0, 0, s, 0, 1) for p in range(3) for s in seqs], spark_schema(RECEIVED_SCHEMA)
+        [("r", p, 0, 0, s, 0, 1, 100) for p in range(3) for s in seqs],
+        spark_schema(RECEIVED_SCHEMA),
     )
     states = spark.createDataFrame(
         [("r", 0, tf.DRAINED), ("r", 1, tf.STOPPED), ("r", 2, tf.INCOMPLETE), ("r", 3, tf.NOT_RUN)],

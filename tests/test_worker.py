@@ -325,8 +325,8 @@ def test_send_delay_is_recorded_per_open_loop_batch_and_never_in_closed_loop() -
     assert _histogram(opened, "send_delay").total == adapter.calls
     # A batch sent exactly on time is a sample of 0 — not left out.
     recorder = WorkerRecorder("sender", 0, 0)
-    recorder.batch_sent(time.time_ns(), 1_000, 0, 0, 9)
-    recorder.batch_sent(time.time_ns(), 1_000, None, 10, 19)
+    recorder.batch_sent(time.time_ns(), 1_000, 0, 0, 9, 1_000)
+    recorder.batch_sent(time.time_ns(), 1_000, None, 10, 19, 1_000)
     (stats,) = recorder.seconds.values()
     assert stats.send_delay.total == 1 and stats.send_latency.total == 2
 

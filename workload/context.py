@@ -113,7 +113,8 @@ def point_entry(system: BrokerSystem[Any], point: SweepPoint) -> PointEntry:
         params=point.params,
         client=system.client(system.params_model.model_validate(point.params)),
         # Processes each client node spreads its workers over (on this host).
-        processes_per_node=processes_for(point.load),
+        processes_per_node=processes_for(point.load, "sender"),
+        receiver_processes_per_node=processes_for(point.load, "receiver"),
     )
 
 

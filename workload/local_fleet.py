@@ -14,6 +14,7 @@ process that left no status gets one saying so, for the analysis.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import queue
 import time
@@ -118,10 +119,17 @@ class LocalFleet:
         rate = f" rate={point.load.rate:g}/s per sender worker" if point.load.rate else ""
         repeat = self.scenario.repeat
         run = f" (run {point.repeat + 1} of {repeat})" if repeat > 1 else ""
+        load = point.load
+        senders, receivers = load.threads_of("sender"), load.threads_of("receiver")
+        threads = (
+            f"threads={senders}"
+            if senders == receivers
+            else f"sender_threads={senders} receiver_threads={receivers}"
+        )
         self.console(
-            f"{place.position}: threads={point.load.threads} "
-            f"sender_nodes={point.load.sender_nodes} receiver_nodes={point.receiver_nodes} "
-            f"message_size={point.load.message_size}{rate}{run}"
+            f"{place.position}: {threads} "
+            f"sender_nodes={load.sender_nodes} receiver_nodes={point.receiver_nodes} "
+            f"message_size={load.message_size.label}{rate}{run}"
         )
         prepare_point(self.system, self.endpoints, self.outcome.run_id, point)
         return None
@@ -169,7 +177,9 @@ class LocalFleet:
             destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
         if section is not None:
-            running.backlog = BacklogClock(section, point.index, point.load.message_size, phase)
+            # Bytes queued are reckoned from the mean message size.
+            mean_size = math.ceil(point.load.message_size.average)
+            running.backlog = BacklogClock(section, point.index, mean_size, phase)
         with self._guard(place, running):
             for process in processes:
                 process.start()

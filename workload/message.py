@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from workload.model.bounds import HEADER_MAX
+from workload.model.sections import LoadSection
 
 MAGIC = b"bb1"
 #: Hex digits of the header's numbers after the prefix: sender node (a scenario has at most
@@ -129,12 +130,12 @@ class Stamper:
 
 class Identities:
     """The identities :meth:`Reader.read` found in one batch of bodies, column by column:
-    the sender node, worker, sequence number and intended send time of each message of this
-    run and sweep point — Python lists for a small batch, numpy arrays for a large one —
-    and the positions of the bodies that are not (another run's, or not brokerbench
-    messages)."""
+    the sender node, worker, sequence number, intended send time and size in bytes of each
+    message of this run and sweep point — Python lists for a small batch, numpy arrays for
+    a large one — and the positions of the bodies that are not (another run's, or not
+    brokerbench messages)."""
 
-    __slots__ = ("foreign", "intended", "nodes", "seqs", "workers")
+    __slots__ = ("foreign", "intended", "nodes", "seqs", "sizes", "workers")
 
     def __init__(
         self,
@@ -143,12 +144,14 @@ class Identities:
         seqs: Column,
         intended: Column,
         foreign: list[int],
+        sizes: Column,
     ) -> None:
         self.nodes = nodes
         self.workers = workers
         self.seqs = seqs
         self.intended = intended
         self.foreign = foreign
+        self.sizes = sizes
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -200,6 +203,7 @@ class Reader:
         workers: list[int] = []
         seqs: list[int] = []
         intended: list[int] = []
+        sizes: list[int] = []
         foreign: list[int] = []
         for i, body in enumerate(bodies):
             if body.startswith(prefix) and body[s + 53 : s + 54] == b"|":
@@ -215,9 +219,10 @@ class Reader:
                 workers.append(w)
                 seqs.append(q)
                 intended.append(t)
+                sizes.append(len(body))
             else:
                 foreign.append(i)
-        return Identities(nodes, workers, seqs, intended, foreign)
+        return Identities(nodes, workers, seqs, intended, foreign, sizes)
 
     def _read_numpy(self, bodies: Sequence[bytes]) -> Identities | None:
         """None when the bodies are not all ``bytes`` (numpy would read them otherwise)."""
@@ -238,14 +243,34 @@ class Reader:
         sums = (digits @ self._weights).astype(np.int64)  # exact: every sum is below 2**53
         values = sums[:, :4]
         values[:, 3] += sums[:, 4] << 32
+        sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies))
         foreign: list[int] = []
         if not ok.all():
             foreign = np.flatnonzero(~ok).tolist()
             values = values[ok]
-        return Identities(values[:, 0], values[:, 1], values[:, 2], values[:, 3], foreign)
+            sizes = sizes[ok]
+        return Identities(values[:, 0], values[:, 1], values[:, 2], values[:, 3], foreign, sizes)
 
 
 def message_pool(count: int, size: int, seed: int | None = None) -> list[bytes]:
     """``count`` random ASCII payloads of exactly ``size`` bytes."""
     rng = random.Random(seed)
     return [bytes(rng.choices(_ALPHABET, k=size)) for _ in range(count)]
+
+
+def sized_pool(sizes: Sequence[int], seed: int | None = None) -> list[bytes]:
+    """Random ASCII payloads of exactly these sizes, in order (numpy draws the bytes: a
+    pool of large payloads is made in a moment)."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(_ALPHABET, dtype=np.uint8)
+    return [alphabet[rng.integers(0, len(alphabet), size)].tobytes() for size in sizes]
+
+
+def payload_pool(load: LoadSection, seed: int | None = None) -> list[bytes]:
+    """A sender process's payloads: ``load.pool_size`` of them, of sizes drawn from
+    ``load.message_size`` (all of one size when it is fixed); messages take the sizes of
+    the payloads they are picked from."""
+    sizes = load.message_size
+    if sizes.fixed is not None:
+        return message_pool(load.pool_size, sizes.fixed, seed)
+    return sized_pool(sizes.draw(load.pool_size, seed), seed)

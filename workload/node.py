@@ -124,7 +124,7 @@ class NodeSpec:
 
     @property
     def worker_ids(self) -> range:
-        return self.workers if self.workers is not None else range(self.load.threads)
+        return self.workers if self.workers is not None else range(self.load.threads_of(self.role))
 
 
 def prepare_point(
@@ -136,16 +136,17 @@ def prepare_point(
     system.prepare(endpoints, params, destination_name(run_tag(run_id), point.index))
 
 
-def processes_for(load: LoadSection, cpus: int | None = None) -> int:
-    """How many processes a node spreads its workers over (never more than workers)."""
+def processes_for(load: LoadSection, role: str, cpus: int | None = None) -> int:
+    """How many processes a node of ``role`` spreads its workers over (never more than
+    its workers)."""
     wanted = load.processes or cpus or os.cpu_count() or 1
-    return max(1, min(load.threads, wanted))
+    return max(1, min(load.threads_of(role), wanted))
 
 
 def split(spec: NodeSpec, cpus: int | None = None) -> list[NodeSpec]:
     """The node's processes: its workers in contiguous shares, as even as they divide."""
-    count = processes_for(spec.load, cpus)
-    threads = spec.load.threads
+    count = processes_for(spec.load, spec.role, cpus)
+    threads = spec.load.threads_of(spec.role)
     bounds = [threads * i // count for i in range(count + 1)]
     return [replace(spec, part=i, workers=range(bounds[i], bounds[i + 1])) for i in range(count)]
 
@@ -236,7 +237,8 @@ def run_node(
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
     destination = Destination(spec.destination)
-    pool = message.message_pool(spec.load.pool_size, spec.load.message_size, seed=spec.node)
+    # Only senders use the payloads (receivers keep no pool).
+    pool = message.payload_pool(spec.load, seed=spec.node) if spec.role == "sender" else []
     recorders = [WorkerRecorder(spec.role, spec.node, w) for w in spec.worker_ids]
     settings = [
         WorkerSettings(

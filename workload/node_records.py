@@ -59,6 +59,9 @@ def write_node(
                 "errors": s.errors,
                 "redelivered": s.redelivered,
                 "foreign": s.foreign,
+                "sent_bytes": s.sent_bytes,
+                "received_bytes": s.received_bytes,
+                "acked_bytes": s.acked_bytes,
                 "active_tenths": s.active,
                 "send_latency": list(s.send_latency.counts.items()),
                 "processing_latency": list(s.processing_latency.counts.items()),
@@ -88,6 +91,7 @@ def write_node(
                 "receiver_node": pa.repeat(pa.scalar(node, pa.int32()), n),
                 "second": _concat([r.rx_second for r in recorders], pa.int64()),
                 "late": _late(recorders, n),
+                "size": _concat([r.rx_size for r in recorders], pa.int32()),
             },
             schema=RECEIVED_SCHEMA,
         )

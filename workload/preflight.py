@@ -14,6 +14,7 @@ every message costs :data:`RECEIVED_ROW_BYTES` (its received-identity row, uncom
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -69,16 +70,17 @@ def disk_estimate(points: Sequence[SweepPoint], cpus: int | None = None) -> Disk
         if load.messages is not None:
             sent = min(sent, load.messages * senders)
         messages += int(sent)
-        workers = senders + load.threads * point.receiver_nodes
+        workers = senders + load.threads_of("receiver") * point.receiver_nodes
         worker_seconds += int(workers * (load.duration + load.idle_timeout))
     return DiskEstimate(messages, worker_seconds)
 
 
 def pool_bytes(point: SweepPoint, cpus: int | None = None) -> int:
-    """Memory of the payload pools of one sweep point: one pool in every client process."""
+    """Memory of the payload pools of one sweep point: one pool in every sender process
+    (receivers keep none), of payloads the distribution's average size."""
     load = point.load
-    processes = (load.sender_nodes + point.receiver_nodes) * processes_for(load, cpus)
-    return processes * load.pool_size * (load.message_size + PAYLOAD_OVERHEAD)
+    processes = load.sender_nodes * processes_for(load, "sender", cpus)
+    return processes * load.pool_size * (math.ceil(load.message_size.average) + PAYLOAD_OVERHEAD)
 
 
 def available_memory() -> int | None:
@@ -131,8 +133,8 @@ def check_memory(points: Sequence[SweepPoint], available: int | None) -> None:
         raise UserError(
             f"sweep point {point.index} ({point.label}): its client processes' payload "
             f"pools need {_size(needed)} (pool_size {load.pool_size:,} × (message_size "
-            f"{load.message_size:,} + {PAYLOAD_OVERHEAD}) B × "
-            f"{(load.sender_nodes + point.receiver_nodes) * processes_for(load)} processes) "
+            f"{math.ceil(load.message_size.average):,} + {PAYLOAD_OVERHEAD}) B × "
+            f"{load.sender_nodes * processes_for(load, 'sender')} sender processes) "
             f"but {_size(available)} of memory is available; lower pool_size or processes"
         )
 

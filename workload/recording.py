@@ -34,6 +34,10 @@ class SecondStats:
     errors: int = 0
     redelivered: int = 0
     foreign: int = 0
+    #: Bytes of the messages confirmed, received (this run's) and acknowledged.
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    acked_bytes: int = 0
     send_latency: Histogram = field(default_factory=Histogram)
     processing_latency: Histogram = field(default_factory=Histogram)
     send_delay: Histogram = field(default_factory=Histogram)
@@ -55,6 +59,8 @@ class Records:
     rx_second: array[int]
     #: Positions (in the rx arrays) of messages that arrived late for their key.
     rx_late: array[int]
+    #: Each received message's size in bytes.
+    rx_size: array[int]
 
 
 class WorkerRecorder:
@@ -76,6 +82,7 @@ class WorkerRecorder:
         #: Positions (in the rx arrays) of messages that arrived late for their key
         #: (:class:`workload.keys.OrderTracker`); empty for a keyless load.
         self.rx_late = array("q")
+        self.rx_size = array("i")
         self.total_sent = 0
         self.total_received = 0
         self.total_errors = 0
@@ -118,9 +125,11 @@ class WorkerRecorder:
                 self.rx_seq,
                 self.rx_second,
                 self.rx_late,
+                self.rx_size,
             )
             self.rx_node, self.rx_worker = array("i"), array("i")
             self.rx_seq, self.rx_second, self.rx_late = array("q"), array("q"), array("q")
+            self.rx_size = array("i")
             self._tenth = (0, 0)
             return taken
 
@@ -140,23 +149,36 @@ class WorkerRecorder:
 
     # sender side
     def batch_sent(
-        self, done_ns: int, latency_ns: int, delay_ns: int | None, seq_lo: int, seq_hi: int
+        self,
+        done_ns: int,
+        latency_ns: int,
+        delay_ns: int | None,
+        seq_lo: int,
+        seq_hi: int,
+        nbytes: int,
     ) -> None:
-        """A send call for sequence numbers ``seq_lo..seq_hi`` was confirmed at wall-clock
-        time ``done_ns``, ``latency_ns`` after it started and (open loop) ``delay_ns`` after
-        it was due; a closed-loop batch (``delay_ns`` None) has no send delay to record.
-        Both durations are on the monotonic clock."""
+        """A send call for sequence numbers ``seq_lo..seq_hi`` (``nbytes`` bytes in all) was
+        confirmed at wall-clock time ``done_ns``, ``latency_ns`` after it started and (open
+        loop) ``delay_ns`` after it was due; a closed-loop batch (``delay_ns`` None) has no
+        send delay to record. Both durations are on the monotonic clock."""
         with self._lock:
-            self._sent(done_ns, latency_ns, delay_ns, seq_lo, seq_hi)
+            self._sent(done_ns, latency_ns, delay_ns, seq_lo, seq_hi, nbytes)
 
     def _sent(
-        self, done_ns: int, latency_ns: int, delay_ns: int | None, seq_lo: int, seq_hi: int
+        self,
+        done_ns: int,
+        latency_ns: int,
+        delay_ns: int | None,
+        seq_lo: int,
+        seq_hi: int,
+        nbytes: int,
     ) -> None:
         stats = self._at(done_ns)
         if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
             self._mark(stats, done_ns)
         count = seq_hi - seq_lo + 1
         stats.sent += count
+        stats.sent_bytes += nbytes
         stats.send_latency.record(latency_ns / 1000.0)
         if delay_ns is not None:
             stats.send_delay.record(delay_ns / 1000.0)
@@ -183,16 +205,17 @@ class WorkerRecorder:
         seqs: Column,
         intended: Column,
         redelivered: int,
+        sizes: Column,
         late: Sequence[int] = (),
     ) -> None:
         """Messages received together at wall-clock time ``now_ns`` (identities as
         :class:`message.Reader` reads them — lists, or numpy arrays for a large batch —
-        ``intended`` the sender's wall-clock times); ``late``: the positions among them of
-        those that arrived late for their key."""
+        ``intended`` the sender's wall-clock times, ``sizes`` their bytes); ``late``: the
+        positions among them of those that arrived late for their key."""
         if not len(seqs):
             return
         with self._lock:
-            self._received(now_ns, nodes, workers, seqs, intended, redelivered, late)
+            self._received(now_ns, nodes, workers, seqs, intended, redelivered, sizes, late)
 
     def _received(
         self,
@@ -202,6 +225,7 @@ class WorkerRecorder:
         seqs: Column,
         intended: Column,
         redelivered: int,
+        sizes: Column,
         late: Sequence[int],
     ) -> None:
         n = len(seqs)
@@ -218,11 +242,15 @@ class WorkerRecorder:
             self.rx_node.frombytes(np.asarray(nodes, dtype=np.int32).tobytes())
             self.rx_worker.frombytes(np.asarray(workers, dtype=np.int32).tobytes())
             self.rx_seq.frombytes(np.asarray(seqs, dtype=np.int64).tobytes())
+            self.rx_size.frombytes(np.asarray(sizes, dtype=np.int32).tobytes())
+            stats.received_bytes += int(sizes.sum())
         else:
             stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
             self.rx_node.extend(nodes)
             self.rx_worker.extend(workers)
             self.rx_seq.extend(seqs)
+            self.rx_size.extend(sizes)
+            stats.received_bytes += sum(sizes)
         self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
         self.total_received += n
 
@@ -231,6 +259,9 @@ class WorkerRecorder:
         with self._lock:
             self._at(now_ns).foreign += count
 
-    def acked(self, now_ns: int, count: int) -> None:
+    def acked(self, now_ns: int, count: int, nbytes: int) -> None:
+        """``count`` messages of ``nbytes`` bytes in all were acknowledged."""
         with self._lock:
-            self._at(now_ns).acked += count
+            stats = self._at(now_ns)
+            stats.acked += count
+            stats.acked_bytes += nbytes

@@ -147,9 +147,9 @@ class _Failures:
 
 @dataclass(slots=True)
 class Batch:
-    """One send call's messages, their sequence numbers ``lo..hi`` and its times: the
-    start on the wall clock and on the monotonic clock, and (open loop) how long after it
-    was due it started — None in closed loop, where nothing is due (monotonic)."""
+    """One send call's messages, their sequence numbers ``lo..hi``, their bytes and its
+    times: the start on the wall clock and on the monotonic clock, and (open loop) how long
+    after it was due it started — None in closed loop, where nothing is due (monotonic)."""
 
     messages: list[bytes]  # a KeyedBatch where the load has keys
     lo: int
@@ -157,6 +157,7 @@ class Batch:
     started_ns: int
     started_mono_ns: int
     delay_ns: int | None
+    size: int
 
 
 class SenderLoop:
@@ -241,17 +242,18 @@ class SenderLoop:
         now = time.monotonic_ns()
         lo = self.seq
         payloads = self.rng.choices(self.s.pool, k=size)
+        nbytes = sum(map(len, payloads))  # stamping keeps every size
         self.seq = lo + size
         self.size = self._batch_size()
         if not self.slot_ns:
             messages = self._keyed(self.stamper.stamp_batch(payloads, lo, wall, wall), lo)
-            return Batch(messages, lo, lo + size - 1, wall, now, None)
+            return Batch(messages, lo, lo + size - 1, wall, now, None, nbytes)
         # Each message carries its own slot on the wall clock, for the receiver; the batch
         # is late by how long after its last message's slot it starts.
         first = self.slot(lo)
         delay = max(0, now - self.slot(lo + size - 1))
         messages = self.stamper.stamp_batch(payloads, lo, wall, wall - (now - first), self.slot_ns)
-        return Batch(self._keyed(messages, lo), lo, lo + size - 1, wall, now, delay)
+        return Batch(self._keyed(messages, lo), lo, lo + size - 1, wall, now, delay, nbytes)
 
     def _keyed(self, messages: list[bytes], lo: int) -> list[bytes]:
         """The stamped messages with their keys (:mod:`workload.keys`), where the load has
@@ -274,7 +276,7 @@ class SenderLoop:
             timed = confirmed_ns - batch.started_ns
             latency = timed if 0 <= timed <= latency else _stepped(batch, timed, now)
         self.recorder.batch_sent(
-            batch.started_ns + latency, latency, batch.delay_ns, batch.lo, batch.hi
+            batch.started_ns + latency, latency, batch.delay_ns, batch.lo, batch.hi, batch.size
         )
         self.failures.ok()
 
@@ -309,6 +311,8 @@ class ReceiverLoop:
         self.failures = _Failures(
             settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
         )
+        #: Bytes of the batch handed out last, counted as acknowledged with it.
+        self.handed_bytes = 0
 
     def holding(self) -> bool:
         """A backlog builds: the receiver does not receive (and a hold is not idleness)."""
@@ -337,6 +341,7 @@ class ReceiverLoop:
         now = time.time_ns()
         self.last_message = time.monotonic()
         ids = self.reader.read(batch.bodies)
+        self.handed_bytes = sum(map(len, batch.bodies))
         again = batch.redelivered
         if ids.foreign:
             self.recorder.foreign(now, len(ids.foreign))
@@ -347,12 +352,12 @@ class ReceiverLoop:
         if self.order is not None:
             late = self.order.late(ids.nodes, ids.workers, ids.seqs, _positions(again, ids.foreign))
         self.recorder.received_batch(
-            now, ids.nodes, ids.workers, ids.seqs, ids.intended, len(again), late
+            now, ids.nodes, ids.workers, ids.seqs, ids.intended, len(again), ids.sizes, late
         )
         return batch.receipts
 
     def acked(self, receipts: Sized) -> None:
-        self.recorder.acked(time.time_ns(), len(receipts))
+        self.recorder.acked(time.time_ns(), len(receipts), self.handed_bytes)
 
     def failed(self, error: BaseException) -> float:
         self.last_message = time.monotonic()  # a failing broker is not an idle one

@@ -44,6 +44,8 @@ RUN_ID = "bench-analysis"
 SEND_SHAPE = ((800, 0.5), (1_500, 0.3), (4_000, 0.15), (20_000, 0.05))
 PROC_SHAPE = ((2_000, 0.4), (5_000, 0.4), (15_000, 0.15), (80_000, 0.05))
 CHUNK = 4_000_000
+#: Bytes of every message (what the byte counters and the size column hold).
+MESSAGE_SIZE = 100
 
 
 def histogram(count: int, shape: tuple[tuple[int, float], ...]) -> list[tuple[int, int]]:
@@ -97,6 +99,12 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 rows["send_latency"].append(histogram(n, SEND_SHAPE))
                 rows["processing_latency"].append([])
                 rows["send_delay"].append([])
+                for column, nbytes in (
+                    ("sent_bytes", n),
+                    ("received_bytes", 0),
+                    ("acked_bytes", 0),
+                ):
+                    rows[column].append(MESSAGE_SIZE * nbytes)
             for name, value in zip(
                 SENT_RANGES_SCHEMA.names,
                 (RUN_ID, 0, node, worker, 0, per_worker - 1, 0),
@@ -141,6 +149,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                                 "receiver_node": pa.repeat(pa.scalar(node, pa.int32()), n),
                                 "second": _view(second),
                                 "late": pa.nulls(n, pa.bool_()),  # keyless: no order check
+                                "size": pa.repeat(pa.scalar(MESSAGE_SIZE, pa.int32()), n),
                             },
                             schema=RECEIVED_SCHEMA,
                         ),
@@ -159,6 +168,12 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 rows["send_latency"].append([])
                 rows["processing_latency"].append(histogram(n, PROC_SHAPE))
                 rows["send_delay"].append([])
+                for column, nbytes in (
+                    ("sent_bytes", 0),
+                    ("received_bytes", n),
+                    ("acked_bytes", n),
+                ):
+                    rows[column].append(MESSAGE_SIZE * nbytes)
         _write(
             raw_dir(run_dir, "seconds"),
             node_file(0, "receiver", node),

@@ -161,7 +161,7 @@ class S3Fleet:
             f"never started: no {LAYOUT.started(role, node)} marker "
             f"{self.own.elapsed:.0f} s into the run"
         )
-        for part in range(self._parts(point)):
+        for part in range(self._parts(point, role)):
             write_status(self.uploader.run_dir, NodeStatus(point, role, node, False, error, part))
         failed = self.uploader.upload_new()
         self.store.put_json(
@@ -176,10 +176,10 @@ class S3Fleet:
         )
         self.log(f"point {point}: {role} {node} {error}; closed without it")
 
-    def _parts(self, point: int) -> int:
-        """Processes per node at ``point`` as the context this coordinator prepared says:
-        the analysis expects records or a status of each."""
+    def _parts(self, point: int, role: str) -> int:
+        """Processes per node of ``role`` at ``point`` as the context this coordinator
+        prepared says: the analysis expects records or a status of each."""
         try:
-            return load_context(self.uploader.run_dir).points[point].processes
+            return load_context(self.uploader.run_dir).points[point].processes_of(role)
         except (OSError, ValueError, LookupError):
             return 1

@@ -59,7 +59,7 @@ class BacklogSection(Strict):
         gt=0,
         le=MAX_BACKLOG_BYTES,
         description="Stay away until this many bytes are queued (queued messages × "
-        "load.message_size); at most 1 PiB.",
+        "the mean load.message_size); at most 1 PiB.",
     )
     senders: Literal["stop", "continue"] = Field(
         "stop",

@@ -11,11 +11,14 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   none);
 - ``broker.endpoints``: at most 100, each ``host:port``; the host is a DNS name, an IPv4
   address or an IPv6 address in brackets (``[::1]:9092``), the port 1–65535 in ASCII digits;
-- ``load.threads``: at most 10,000 workers per node; ``sender_nodes``: at most 1,000;
+- ``load.threads``, ``sender_threads`` and ``receiver_threads``: at most 10,000 workers per
+  node; ``sender_nodes``: at most 1,000;
   ``receiver_nodes``: at most 2,000 (so the default, twice the sender nodes, always fits);
-- ``message_size``: from the 72-byte header to 16 MiB; ``max_send_batch`` and
+- ``message_size``: from the 72-byte header to 16 MiB — every size a distribution may draw
+  too (:mod:`workload.model.sizes`: at most 100 weighted sizes, weights up to 10⁹, a
+  log-normal p99 above the mean and at most 14.97 × it); ``max_send_batch`` and
   ``receive_batch``: at most 100,000; ``pool_size``: at most 1,000,000 payloads, and the
-  pool (pool_size × message_size) at most 1 GiB per process;
+  pool (pool_size × the largest message size) at most 1 GiB per process;
 - ``messages``: at most 10¹² per worker; ``rate``: 0.001 to 10⁸ msgs/s per worker;
   ``max_in_flight``: at most 1,000; ``processes``: at most 1,024;
 - every duration finite and at most 7 days; the warm-up shorter than ``load.duration``;

@@ -174,7 +174,7 @@ def search_problems(scenario: Scenario) -> list[Problem]:
             problems.append(
                 Problem(
                     ("search", key),
-                    f"{total:g} msgs/s over {workers} sender worker(s) (load.threads × "
+                    f"{total:g} msgs/s over {workers} sender worker(s) (load.sender_threads × "
                     f"load.sender_nodes) is {per_worker:g} per worker; a worker's rate is "
                     f"{MIN_RATE:g} to {MAX_RATE:g} msgs/s",
                 )

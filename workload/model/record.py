@@ -72,8 +72,10 @@ class PointEntry(Record):
     params: dict[str, Any] = Field(default_factory=dict)
     #: The client library the parameters choose (None: not recorded).
     client: str | None = None
-    #: Processes each client node spreads its workers over (None: not recorded, one).
+    #: Processes each client node spreads its workers over (None: not recorded, one); a
+    #: receiver node's, where it differs (None: the same).
     processes_per_node: int | None = None
+    receiver_processes_per_node: int | None = None
 
     @model_validator(mode="after")
     def _base_defaults_to_the_point(self) -> PointEntry:
@@ -83,8 +85,15 @@ class PointEntry(Record):
 
     @property
     def processes(self) -> int:
-        """Processes per client node (one where the record does not say)."""
+        """Processes per sender node (one where the record does not say)."""
         return self.processes_per_node or 1
+
+    def processes_of(self, role: str) -> int:
+        """Processes per node of ``role``: a receiver node's where the record gives them,
+        else :attr:`processes`."""
+        if role == "receiver" and self.receiver_processes_per_node:
+            return self.receiver_processes_per_node
+        return self.processes
 
 
 class BrokerRecord(Record):

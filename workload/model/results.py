@@ -4,8 +4,8 @@ The raw tables, each a folder of the run (``raw/<table>/``, :mod:`workload.model
 
   ``seconds``                 per second, per worker: counters and latency histograms
   ``sent_ranges``             per sender worker: confirmed sequence ranges, per second
-  ``received``                per received message: sender node, worker, seq, second, and
-                              whether it arrived late for its key
+  ``received``                per received message: sender node, worker, seq, second, size,
+                              and whether it arrived late for its key
 
 and ``nodes/``, one JSON status per node part (ok, or the error that stopped it).
 
@@ -58,6 +58,10 @@ SECONDS_SCHEMA = pa.schema(
         ("send_latency", HIST),
         ("processing_latency", HIST),
         ("send_delay", HIST),
+        # Bytes of the messages confirmed, received (this run's) and acknowledged.
+        ("sent_bytes", pa.int64()),
+        ("received_bytes", pa.int64()),
+        ("acked_bytes", pa.int64()),
     ]
 )
 
@@ -120,6 +124,8 @@ RECEIVED_SCHEMA = pa.schema(
         # Arrived late for its key at its receiver worker (workload.keys.OrderTracker);
         # False for a keyless load, null in the records of older runs.
         ("late", pa.bool_()),
+        # The message's size in bytes.
+        ("size", pa.int32()),
     ]
 )
 

@@ -126,11 +126,14 @@ class Scenario(Strict):
         """A sweep point's whole load, validated again as a load section.
 
         The scenario's load with the point's values; receiver nodes default to twice the
-        sender nodes.
+        sender nodes, sender and receiver threads to ``threads``.
         """
         data = {**self.load.model_dump(), **(overrides or {})}
         if data["receiver_nodes"] is None:
             data["receiver_nodes"] = 2 * data["sender_nodes"]
+        for role in ("sender", "receiver"):
+            if data[f"{role}_threads"] is None:
+                data[f"{role}_threads"] = data["threads"]
         return LoadSection.model_validate(data)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from brokers import registry
 from brokers.base import Endpoints
@@ -35,7 +35,6 @@ from workload.model.bounds import (
     BatchSize,
     Duration,
     Endpoint,
-    MessageSize,
     PositiveDuration,
     ReceiverNodes,
     SenderNodes,
@@ -46,6 +45,7 @@ from workload.model.bounds import (
     at_least,
 )
 from workload.model.errors import conflict
+from workload.model.sizes import SizeDistribution, size_schema
 
 #: Environment variable that supplies the broker's password with deployment = 'endpoints'.
 PASSWORD_ENV = "BROKERBENCH_BROKER_PASSWORD"
@@ -136,7 +136,13 @@ class LoadSection(Strict):
     receiver_nodes: ReceiverNodes | None = Field(
         None, description="Receiver node processes; default twice the sender nodes."
     )
-    message_size: MessageSize = Field(100, description="Bytes.")
+    message_size: Annotated[SizeDistribution, BeforeValidator(SizeDistribution.of)] = Field(
+        100,
+        validate_default=True,
+        description="Bytes of every message, or a table: how message sizes are distributed "
+        '(kind = "fixed", "uniform", "weighted" or "lognormal"; see the README).',
+        json_schema_extra=size_schema,
+    )
     max_send_batch: BatchSize = Field(10, description="Send batch size is uniform in [1, this].")
     receive_batch: BatchSize | None = Field(
         None,
@@ -148,7 +154,7 @@ class LoadSection(Strict):
         gt=0,
         le=MAX_POOL_SIZE,
         description="Random payloads generated at start-up, in every client process; "
-        "pool_size × message_size is at most 1 GiB.",
+        "pool_size × the largest message size is at most 1 GiB.",
     )
     duration: PositiveDuration = Field(60.0, description="How long senders send.")
     messages: int | None = Field(
@@ -211,10 +217,24 @@ class LoadSection(Strict):
         "1/(k+1)^s; key 0 the most frequent); unset = uniform. Needs `keys`.",
     )
 
+    # Producers and consumers counted separately: workers per node of each role.
+    sender_threads: Threads | None = Field(
+        None, description="Sender workers per sender node; default `threads`."
+    )
+    receiver_threads: Threads | None = Field(
+        None, description="Receiver workers per receiver node; default `threads`."
+    )
+
+    def threads_of(self, role: str) -> int:
+        """Workers per node of ``role`` ("sender" or "receiver"): its own count, else
+        ``threads``."""
+        own = self.sender_threads if role == "sender" else self.receiver_threads
+        return own or self.threads
+
     @property
     def sender_workers(self) -> int:
-        """Sender workers over every sender node (``threads × sender_nodes``)."""
-        return self.threads * self.sender_nodes
+        """Sender workers over every sender node (sender threads × ``sender_nodes``)."""
+        return self.threads_of("sender") * self.sender_nodes
 
     @property
     def receivers(self) -> int:
@@ -233,12 +253,14 @@ class LoadSection(Strict):
 
     @model_validator(mode="after")
     def _pool_fits(self) -> LoadSection:
-        size = self.pool_size * self.message_size
+        largest = self.message_size.upper
+        size = self.pool_size * largest
         if size > MAX_POOL_BYTES:
+            what = "message_size" if self.message_size.fixed else "the largest message size"
             raise conflict(
                 ("pool_size", "message_size"),
-                f"the payload pool (pool_size × message_size = {self.pool_size} × "
-                f"{self.message_size} bytes = {size / GIB:.2f} GiB) exceeds the limit of 1 GiB "
+                f"the payload pool (pool_size × {what} = {self.pool_size} × "
+                f"{largest} bytes = {size / GIB:.2f} GiB) exceeds the limit of 1 GiB "
                 "per process; lower pool_size",
             )
         return self

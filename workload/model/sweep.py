@@ -5,7 +5,7 @@ Value lists give their cartesian product (in the order the keys are declared);
 validated again as a whole load section — a swept value obeys the same limits as one
 written in ``[load]`` — and its broker parameters against the system's model
 (:func:`workload.model.checks.point_problems`); receiver nodes default to twice the sender
-nodes at every point. :func:`workload.model.scenario.expand` numbers the points, repeats
+nodes at every point, sender and receiver threads to ``threads``. :func:`workload.model.scenario.expand` numbers the points, repeats
 included.
 """
 
@@ -50,6 +50,8 @@ class SweepPointSpec(Strict):
     sender_nodes: SenderNodes | None = None
     receiver_nodes: ReceiverNodes | None = None
     message_size: MessageSize | None = None
+    sender_threads: Threads | None = None
+    receiver_threads: Threads | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -66,6 +68,8 @@ class SweepSection(Strict):
     sender_nodes: list[SenderNodes] | None = None
     receiver_nodes: list[ReceiverNodes] | None = None
     message_size: list[MessageSize] | None = None
+    sender_threads: list[Threads] | None = None
+    receiver_threads: list[Threads] | None = None
     params: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[SweepPointSpec] = Field(default_factory=list)
 
