@@ -336,7 +336,21 @@ def test_the_backlog_and_its_drain_from_per_second_counts() -> None:
 
 def seconds_row(second, sent=0, received=0, redelivered=0, proc=None, point=0, role="sender"):
     counts = (sent, received, received, 0, redelivered, 0, 0)
-    return ("r", point, role, 0, 0, second, *counts, {}, proc or {}, {})
+    return (
+        "r",
+        point,
+        role,
+        0,
+        0,
+        second,
+        *counts,
+        {},
+        proc or {},
+        {},
+        100 * sent,
+        100 * received,
+        100 * received,
+    )
 
 
 @pytest.mark.slow

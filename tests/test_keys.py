@@ -266,7 +266,7 @@ def test_reordered_is_empty_without_keys_or_without_the_promise() -> None:
 
 def received_rows(rows: list[tuple[int, int, int, bool]], point: int = 0) -> list[tuple[Any, ...]]:
     """Received rows (sender worker, seq, receiver node, late) of sender node 0."""
-    return [("r", point, 0, w, s, rn, 1, late) for w, s, rn, late in rows]
+    return [("r", point, 0, w, s, rn, 1, late, 100) for w, s, rn, late in rows]
 
 
 @pytest.mark.spark

@@ -236,7 +236,7 @@ def test_lost_duplicated_and_unconfirmed(spark):
     )
     seqs = [(0, 0, s) for s in [*range(10), *range(20, 29), 5, 15]] + [(1, 0, s) for s in range(5)]
     received = spark.createDataFrame(
-        [("r", 0, n, w, s, 0, 1, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+        [("r", 0, n, w, s, 0, 1, None, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
     )
     (row,) = tf.delivery(ranges, received).collect()
     assert row["confirmed"] == 25
@@ -266,7 +266,7 @@ def test_delivery_counts_identities_across_words_ranges_and_partitions(spark):
         (1, 0, 0): [*range(10), 3, -1, -65, -65],
         (2, 0, 0): [7],  # a point without confirmed ranges
     }
-    rows = [("r", p, n, w, s, 0, 1, 100) for (p, n, w), ss in seqs.items() for s in ss]
+    rows = [("r", p, n, w, s, 0, 1, None, 100) for (p, n, w), ss in seqs.items() for s in ss]
     # Spread the copies of one identity over several partitions.
     received = spark.createDataFrame(rows, spark_schema(RECEIVED_SCHEMA)).repartition(3)
     got = {
@@ -281,7 +281,7 @@ def test_identity_words_pack_what_fits_and_keep_the_rest_exact(spark):
     seqs = [(3, 7, 0), (3, 7, 63), (3, 7, 63), (3, 7, 64), (3, 7, -1)]
     seqs += [(big_node, 0, 5), (0, 1 << 16, 5), (2, 2, big_seq), (2, 2, big_seq + 1)]
     received = spark.createDataFrame(
-        [("r", 0, n, w, s, 0, 1, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
+        [("r", 0, n, w, s, 0, 1, None, 100) for n, w, s in seqs], spark_schema(RECEIVED_SCHEMA)
     )
     got = {
         (r["sender_node"], r["sender_worker"], r["word"]): (r["bits"], r["rows"])
@@ -304,7 +304,7 @@ def test_accounting_claims_loss_only_where_receivers_drained(spark):
     )
     seqs = [*range(8), 5, 42]  # 42 was never confirmed
     received = spark.createDataFrame(
-        [("r", p, 0, 0, s, 0, 1, 100) for p in range(3) for s in seqs],
+        [("r", p, 0, 0, s, 0, 1, None, 100) for p in range(3) for s in seqs],
         spark_schema(RECEIVED_SCHEMA),
     )
     states = spark.createDataFrame(

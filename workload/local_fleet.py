@@ -93,6 +93,9 @@ class _Running:
     flushed: bool = False
     #: The point's backlog phases, with ``[backlog]``.
     backlog: BacklogClock | None = None
+    #: The phase shared with the node processes: held here for as long as they run (a
+    #: spawned child rebuilds it from its name, which must still exist by then).
+    phase: Any = None
 
 
 @dataclass
@@ -176,6 +179,7 @@ class LocalFleet:
         running = self._running = _Running(
             destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
+        running.phase = phase
         if section is not None:
             # Bytes queued are reckoned from the mean message size.
             mean_size = math.ceil(point.load.message_size.average)
