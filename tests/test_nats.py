@@ -196,34 +196,6 @@ def test_unreachable_server_fails_fast_naming_it() -> None:
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.slow
-def test_publishing_goes_on_when_a_server_dies(cluster) -> None:
-    # Last: it kills a server of the module's cluster.
-    params = SYSTEM.params_model()
-    destination = Destination("bb_server_dies")
-    SYSTEM.prepare(cluster.endpoints, params, destination)
-
-    async def run() -> None:
-        adapter = await SYSTEM.connect(cluster.endpoints, params, destination)
-        await adapter.send([b"before"])
-        # The server this client is connected to: it must reconnect to another one.
-        index = cluster.endpoints.hosts.index(adapter.server)
-        cluster.node(f"nats-server n{index + 1}").kill()
-        deadline = time.monotonic() + 60
-        while True:  # reconnects to another server; 2 of 3 replicas still form a majority
-            try:
-                await adapter.send([b"after"])
-                break
-            except BrokerError:
-                assert time.monotonic() < deadline, "no acknowledged publish within 60 s"
-                await asyncio.sleep(0.5)
-        got = await drain(adapter, 2, patience=60)
-        assert sorted(m.body for m in got) == [b"after", b"before"]
-        await adapter.close()
-
-    asyncio.run(run())
-
-
 def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
     local = nats_local.render_config(
         "n2",
@@ -314,3 +286,31 @@ def test_an_injected_reordering_is_counted_once(cluster, spark, tmp_path) -> Non
 
     params = SYSTEM.params_model()
     assert inject_reordering(SYSTEM, cluster.endpoints, params, "keys_inject", spark, tmp_path) == 1
+
+
+@pytest.mark.slow
+def test_publishing_goes_on_when_a_server_dies(cluster) -> None:
+    # Last in this file: it kills a server of the module's cluster, which every test above shares.
+    params = SYSTEM.params_model()
+    destination = Destination("bb_server_dies")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+
+    async def run() -> None:
+        adapter = await SYSTEM.connect(cluster.endpoints, params, destination)
+        await adapter.send([b"before"])
+        # The server this client is connected to: it must reconnect to another one.
+        index = cluster.endpoints.hosts.index(adapter.server)
+        cluster.node(f"nats-server n{index + 1}").kill()
+        deadline = time.monotonic() + 60
+        while True:  # reconnects to another server; 2 of 3 replicas still form a majority
+            try:
+                await adapter.send([b"after"])
+                break
+            except BrokerError:
+                assert time.monotonic() < deadline, "no acknowledged publish within 60 s"
+                await asyncio.sleep(0.5)
+        got = await drain(adapter, 2, patience=60)
+        assert sorted(m.body for m in got) == [b"after", b"before"]
+        await adapter.close()
+
+    asyncio.run(run())

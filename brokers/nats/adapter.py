@@ -214,8 +214,10 @@ def describe(endpoints: Endpoints, params: NatsParams) -> dict[str, Any]:
             js = client.jetstream(timeout=10)
             await _create(js, client, params, probe)
             try:
-                stream = await js.stream_info(probe)
-                consumer = await js.consumer_info(probe, CONSUMER)
+                stream = await _retrying(lambda: js.stream_info(probe), f"reading stream {probe}")
+                consumer = await _retrying(
+                    lambda: js.consumer_info(probe, CONSUMER), f"reading consumer of {probe}"
+                )
             finally:
                 with contextlib.suppress(Exception):
                     await js.delete_stream(probe)
