@@ -45,3 +45,17 @@ def test_the_quiet_period_starts_again_when_a_count_moves() -> None:
     assert not watch.check(3.0, sent=11, received=11, **common)
     assert watch.check(3.9, sent=11, received=11, **common)
     assert not watch.check(4.0, sent=11, received=10, **common)  # never mind a stale view
+
+
+def test_the_quiet_period_may_begin_before_the_senders_are_done() -> None:
+    watch = CaughtUp(2)
+    common = {"clean": True, "redelivered": 0, "errors": 0, "sent": 50, "received": 50}
+    assert not watch.check(0.0, senders_done=False, **common)
+    assert not watch.check(2.5, senders_done=False, **common)  # the senders still run
+    assert watch.check(3.0, senders_done=True, **common)  # held still since 0 s
+    # A sender's last count moves the totals: the quiet period starts again.
+    watch = CaughtUp(2)
+    assert not watch.check(0.0, senders_done=False, **common)
+    assert not watch.check(2.5, senders_done=True, **{**common, "sent": 51})
+    assert not watch.check(3.0, senders_done=True, **{**common, "sent": 51, "received": 51})
+    assert watch.check(5.0, senders_done=True, **{**common, "sent": 51, "received": 51})

@@ -41,12 +41,16 @@ class CaughtUp:
         redelivered: int,
         errors: int,
     ) -> bool:
-        """Whether every confirmed message has been received, with the counts unchanged
-        for ``quiet_s`` seconds up to ``now``. ``clean``: no fault or death at the point."""
-        if not (senders_done and clean) or errors or not sent or received - redelivered != sent:
+        """Whether the senders are done and every confirmed message has been received,
+        with the counts unchanged for ``quiet_s`` seconds up to ``now``. The quiet period
+        may begin before the senders' processes have ended (their last count is the one
+        already seen, or it moves and the period starts again), so that a point whose
+        receivers already have everything ends as soon as they do. ``clean``: no fault or
+        death at the point."""
+        if not clean or errors or not sent or received - redelivered != sent:
             self.since = self.counts = None
             return False
         if (sent, received) != self.counts:
             self.counts, self.since = (sent, received), now
             return False
-        return self.since is not None and now - self.since >= self.quiet_s
+        return senders_done and self.since is not None and now - self.since >= self.quiet_s
