@@ -41,13 +41,23 @@ def s3a_settings(jars: list[Path]) -> dict[str, str]:
             "com.amazonaws.auth.DefaultAWSCredentialsProviderChain"
         ),
     }
-    for env, key in (("AWS_ACCESS_KEY_ID", "access.key"), ("AWS_SECRET_ACCESS_KEY", "secret.key")):
+    for env, key in (
+        ("AWS_ACCESS_KEY_ID", "access.key"),
+        ("AWS_SECRET_ACCESS_KEY", "secret.key"),
+        ("AWS_SESSION_TOKEN", "session.token"),
+    ):
         if os.environ.get(env):
             settings[f"spark.hadoop.fs.s3a.{key}"] = os.environ[env]
+    if os.environ.get("AWS_SESSION_TOKEN"):  # a role's session: the token signs every request
+        settings["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        )
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         settings["spark.hadoop.fs.s3a.endpoint"] = endpoint
         settings["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        if os.environ.get("AWS_DEFAULT_REGION"):  # signed for the region, not us-east-1
+            settings["spark.hadoop.fs.s3a.endpoint.region"] = os.environ["AWS_DEFAULT_REGION"]
         settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
             endpoint.startswith("https")
         ).lower()

@@ -28,6 +28,8 @@ from fnmatch import fnmatchcase
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
+from xml.sax.saxutils import escape
 
 import boto3
 import pytest
@@ -78,10 +80,89 @@ def moto_auth(endpoint: str, initial_no_auth_actions: str) -> str:
     return str(response.json()["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"])
 
 
+def _canonical_query(path: str) -> str:
+    """``path`` with its query's names and values URI-encoded as SigV4's canonical request
+    has them (every byte but ``A-Za-z0-9-_.~``), whatever the client put on the wire."""
+    base, mark, query = path.partition("?")
+    if not mark:
+        return path
+    pairs = (pair.partition("=") for pair in query.split("&") if pair)
+    return (
+        base
+        + "?"
+        + "&".join(
+            f"{quote(unquote(name), safe='-_.~')}={quote(unquote(value), safe='-_.~')}"
+            for name, _, value in pairs
+        )
+    )
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
+    """moto's server with IAM checks on. S3 signs a request over its canonical query
+    (names and values URI-encoded); moto signs the query as it came and leaves out a signed
+    ``User-Agent``, so the AWS SDK under Hadoop's S3A (``prefix=runs/…`` unencoded, its
+    user agent signed) fails moto's signature check though S3 accepts it. The server here
+    signs the canonical query and every header the client signed, as S3 does; a wrong
+    signature still fails."""
+    import xmltodict
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import HTTPHeaders
+    from moto.iam.access_control import S3IAMRequest
+    from moto.s3.exceptions import BucketAccessDeniedError, S3AccessDeniedError
+    from moto.s3.responses import S3Response
     from moto.server import ThreadedMotoServer
 
+    class SignedAsSent(S3SigV4Auth):
+        """Every header the client signed (moto passes only those), ``User-Agent`` too."""
+
+        def headers_to_sign(self, request: Any) -> Any:
+            signed = HTTPHeaders()
+            for name, value in request.headers.items():
+                signed[name.lower()] = value
+            return signed
+
+    original = S3IAMRequest._create_aws_request, S3IAMRequest._create_auth
+    delete_keys = S3Response._bucket_response_delete_keys
+
+    def delete_each_key_as_allowed(self: Any, bucket_name: str, authenticated: bool = True) -> Any:
+        """DeleteObjects as S3 authorises it: each key by s3:DeleteObject on that key (moto
+        asks it of the bucket, so a policy granting it under a prefix deletes nothing)."""
+        body = xmltodict.parse(self.body, strip_whitespace=False)
+        objects = body["Delete"].get("Object", [])
+        allowed, denied = [], []
+        for obj in objects if isinstance(objects, list) else [objects]:
+            try:
+                self._authenticate_and_authorize_s3_action(
+                    bucket_name=bucket_name, key_name=obj["Key"]
+                )
+                allowed.append(obj)
+            except (BucketAccessDeniedError, S3AccessDeniedError):
+                denied.append(obj["Key"])
+        if not allowed:
+            status, headers, xml = 200, {}, "<DeleteResult></DeleteResult>"
+        else:
+            body["Delete"]["Object"] = allowed
+            self.body = xmltodict.unparse(body).encode()
+            status, headers, xml = delete_keys(self, bucket_name)
+        errors = "".join(
+            f"<Error><Key>{escape(key)}</Key><Code>AccessDenied</Code>"
+            "<Message>Access Denied</Message></Error>"
+            for key in denied
+        )
+        return status, headers, xml.replace("</DeleteResult>", f"{errors}</DeleteResult>")
+
+    S3Response._bucket_response_delete_keys = delete_each_key_as_allowed  # type: ignore[method-assign]
+
+    def canonical(self: Any) -> Any:
+        request = original[0](self)
+        request.url = _canonical_query(request.url)
+        return request
+
+    S3IAMRequest._create_aws_request = canonical  # type: ignore[method-assign]
+    S3IAMRequest._create_auth = lambda self, credentials: SignedAsSent(  # type: ignore[method-assign]
+        credentials, self._service, self._region
+    )
     moto_server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto_server.start()
     host, port = moto_server.get_host_and_port()
@@ -89,6 +170,8 @@ def server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         moto_server.stop()
+        S3IAMRequest._create_aws_request, S3IAMRequest._create_auth = original  # type: ignore[method-assign]
+        S3Response._bucket_response_delete_keys = delete_keys  # type: ignore[method-assign]
 
 
 @dataclass

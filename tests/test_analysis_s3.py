@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 
 from analysis.storage import RunLocation, hadoop_aws_jars
+from tests import test_agent_iam as iam_tests
+from tests.test_agent_iam import account, server  # noqa: F401  (the IAM-enforcing S3)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -43,12 +46,12 @@ def s3_endpoint():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    moto_server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto_server.start()
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.stop()
+        moto_server.stop()
 
 
 def test_job_reads_and_writes_a_run_in_s3(s3_endpoint, tmp_path: Path, monkeypatch) -> None:
@@ -84,6 +87,56 @@ def test_job_reads_and_writes_a_run_in_s3(s3_endpoint, tmp_path: Path, monkeypat
     assert (int(row["sent"]), int(row["received"])) == (sent, sent)
     assert (row["lost"], row["duplicated"]) == ("0", "0")
     assert run.has_parquet("analysis/windows")
+
+
+def test_job_reads_and_writes_a_run_under_the_stacks_analysis_policy(
+    account: iam_tests.Account,  # noqa: F811  (the fixture)
+    tmp_path: Path,
+) -> None:
+    """The same job through S3A, with the credentials of a session of a role holding exactly
+    the policy the stack gives the EMR job's role, against a local S3 that enforces IAM:
+    the reads of the run, the listings of its prefixes, and the writes of the analysis with
+    their ``_temporary`` objects, renames (copy, then delete) and directory markers."""
+    from infra.access import analysis_s3_policy
+    from infra.plan import BucketLayout
+
+    hadoop_aws_jars()
+    bucket, run_id = iam_tests.BUCKET, iam_tests.RUN
+    layout = BucketLayout(run_id, "brokerbench-0.1.0-py3-none-any.whl")
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    sent = synthetic().generate(run_dir, MESSAGES, senders=2, threads=2, receivers=2)
+    admin = account.client("s3", account.admin)
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            admin.upload_file(str(path), bucket, f"{layout.run_prefix}{path.relative_to(run_dir)}")
+    role = account.role("analysis", analysis_s3_policy(bucket, layout))
+    session = account.assume(role, "emr-job")
+    job = account.client("s3", session)
+    with pytest.raises(ClientError, match="AccessDenied"):  # the server enforces the policy
+        job.put_object(Bucket=bucket, Key=f"{layout.run_prefix}raw/forged", Body=b"x")
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": account.endpoint,
+        "AWS_DEFAULT_REGION": iam_tests.REGION,
+        "AWS_ACCESS_KEY_ID": session["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": session["aws_secret_access_key"],
+        "AWS_SESSION_TOKEN": session["aws_session_token"],
+    }
+    uri = f"s3://{bucket}/{layout.run_prefix}"
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.job", uri],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = admin.get_object(Bucket=bucket, Key=f"{layout.analysis_prefix}summary.csv")
+    (row,) = csv.DictReader(io.StringIO(summary["Body"].read().decode()))
+    assert (int(row["sent"]), int(row["received"])) == (sent, sent)
+    written = admin.list_objects_v2(Bucket=bucket, Prefix=layout.analysis_prefix)["Contents"]
+    assert any(o["Key"].startswith(f"{layout.analysis_prefix}windows/") for o in written)
+    assert not any("_temporary" in o["Key"] for o in written)  # committed: renamed, deleted
+    outside = admin.list_objects_v2(Bucket=bucket)["Contents"]
+    assert all(o["Key"].startswith(layout.run_prefix) for o in outside)
 
 
 def test_run_location_paths(monkeypatch) -> None:
