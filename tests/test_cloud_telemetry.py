@@ -81,8 +81,25 @@ def test_the_agent_streams_the_units_processes_and_the_machine_in_batches(s3: An
     assert set(asked) == {"kafka.service"}
     mine = [r for r in rows if r["node"] == "broker-1"]
     assert mine and all(r["role"] == "broker" and r["rss_bytes"] > 0 for r in mine)
-    first = sorted(keys)[0]
-    assert first.endswith(f"/{min(r['second'] for r in rows)}.jsonl")
+    assert any(k.endswith(f"/{min(r['second'] for r in rows)}.jsonl") for k in keys)
+
+
+def test_batches_that_begin_in_the_same_second_are_all_kept(s3: Any) -> None:
+    store = RunStore(s3, BUCKET, RUN)
+    found = agent(store, lambda _: (os.getpid(),))
+    for rows in ([{"second": 5, "n": 0}], [{"second": 5, "n": 1}, {"second": 6, "n": 2}]):
+        assert found.upload(rows) == []
+    assert found.upload([{"second": 6, "n": 3}]) == []
+    keys = sorted(store.keys(LAYOUT.telemetry_stream))
+    assert keys == sorted(
+        LAYOUT.telemetry_batch("broker-1", s, p) for s, p in ((5, 0), (5, 1), (6, 0))
+    )
+    kept = [
+        json.loads(line)["n"]
+        for k in keys
+        for line in s3.get_object(Bucket=BUCKET, Key=store.prefix + k)["Body"].read().splitlines()
+    ]
+    assert sorted(kept) == [0, 1, 2, 3]
 
 
 def test_a_failed_upload_keeps_the_rows_for_the_next(s3: Any) -> None:

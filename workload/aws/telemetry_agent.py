@@ -8,7 +8,8 @@ the fault agent. Every ``interval`` its :class:`~workload.telemetry.Sampler` rea
 processes of the broker's unit (its cgroup, so a restarted broker is found again; where the
 system's recipe names no unit, every process of the machine but the agent) with its
 data directory's device, and the machine; every ``batch`` seconds the new rows go up as one
-JSON-lines object, ``raw/telemetry-stream/<node>/<second>.jsonl``
+JSON-lines object, ``raw/telemetry-stream/<node>/<second>.jsonl`` (``<second>.<n>.jsonl``
+for a further batch beginning in the same second)
 (:meth:`workload.model.layout.RunLayout.telemetry_batch`) — the only keys this machine may write.
 The rows name no sweep point: the analysis places each row in the point whose measurement
 period holds its second.
@@ -72,6 +73,8 @@ class TelemetryAgent:
     keep: int = 3600
     stop: threading.Event = field(default_factory=threading.Event)
     _dropped: bool = field(default=False, init=False)
+    #: Batches uploaded that begin in the latest such second (:meth:`upload` names them apart).
+    _parts: dict[int, int] = field(default_factory=dict, init=False)
 
     def targets(self) -> list[Target]:
         return [Target("broker", self.node, self.processes(self.unit), self.data_dir)]
@@ -104,9 +107,12 @@ class TelemetryAgent:
         """Upload ``rows`` as one batch; what is left to send later."""
         if not rows:
             return []
-        key = LAYOUT.telemetry_batch(self.node, int(rows[0]["second"]))
+        second = int(rows[0]["second"])
+        part = self._parts.get(second, 0)
+        key = LAYOUT.telemetry_batch(self.node, second, part)
         try:
             self.store.put_text(key, "".join(json.dumps(r) + "\n" for r in rows))
+            self._parts = {second: part + 1}  # batches begin in seconds that only go up
             return []
         except Exception as exc:  # kept for the next batch
             self.log(f"upload of {key} failed ({exc}); {len(rows)} rows kept for the next")

@@ -130,9 +130,12 @@ class RunLayout:
     #: Where broker machines on AWS stream their telemetry.
     telemetry_stream: str = "raw/telemetry-stream"
 
-    def telemetry_batch(self, node: str, second: int) -> str:
-        """A batch of a broker machine's telemetry rows, from ``second`` on."""
-        return f"{self.telemetry_stream}/{node}/{second}.jsonl"
+    def telemetry_batch(self, node: str, second: int, part: int = 0) -> str:
+        """A batch of a broker machine's telemetry rows, from ``second`` on; ``part``
+        numbers the further batches that begin in the same second (none overwrites one
+        before it)."""
+        name = f"{second}.{part}" if part else str(second)
+        return f"{self.telemetry_stream}/{node}/{name}.jsonl"
 
     @staticmethod
     def point_files(point: int) -> str:
