@@ -176,8 +176,10 @@ class RedisLocal(LocalDeployment["RedisParams"]):
         self, cluster: ProcessCluster, params: RedisParams, credentials: Credentials
     ) -> None:
         count = SHARDS * (1 + REPLICAS_PER_SHARD)
-        # The cluster bus needs a port of its own (by default port + 10000, often taken).
-        ports, bus_ports = free_ports(count), free_ports(count)
+        # The cluster bus needs a port of its own (by default port + 10000, often taken);
+        # all from one call, so that no bus port is another node's client port.
+        every = free_ports(2 * count)
+        ports, bus_ports = every[:count], every[count:]
         for i, (port, bus) in enumerate(zip(ports, bus_ports, strict=True)):
             self._server(
                 cluster,
