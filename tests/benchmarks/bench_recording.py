@@ -51,7 +51,7 @@ def bench_record(samples: int = 2_000_000) -> float:
 
 def bench_round_trip(messages: int = 200_000) -> float:
     load = LoadSection(max_send_batch=10, receive_batch=10, duration=3600, messages=messages)
-    pool = message.message_pool(1000, load.message_size, seed=0)
+    pool = message.payload_pool(load, seed=0)  # as a sender node builds it
     settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
     adapter = MemoryAdapter()
     sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
@@ -89,7 +89,7 @@ def bench_send_path(max_send_batch: int, messages: int = 300_000) -> float:
     """The sender loop's own work per message: choosing, stamping and accounting batches
     (no client call)."""
     load = LoadSection(max_send_batch=max_send_batch, duration=3600, messages=messages)
-    pool = message.message_pool(1000, load.message_size, seed=0)
+    pool = message.payload_pool(load, seed=0)  # as a sender node builds it
     settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
     sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
     start = time.perf_counter()
@@ -103,7 +103,7 @@ def bench_receive_path(receive_batch: int, messages: int = 300_000) -> float:
     and identities, counting acknowledgements — on batches of ``receive_batch`` bodies a
     client handed out (prepared beforehand: no client cost)."""
     load = LoadSection(max_send_batch=100, duration=3600, messages=messages)
-    pool = message.message_pool(1000, load.message_size, seed=0)
+    pool = message.payload_pool(load, seed=0)  # as a sender node builds it
     settings = WorkerSettings("bench0000.0", 0, 0, load, pool, lambda: False)
     sender = SenderLoop(settings, WorkerRecorder("sender", 0, 0))
     bodies: list[bytes] = []
