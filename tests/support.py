@@ -30,6 +30,7 @@ from brokers.base import (
 )
 from brokers.connection import BrokerParams
 from brokers.local import ProcessCluster
+from workload.model.scenario import Scenario
 
 
 def memory_system(adapter: Adapter[Any] | AsyncAdapter[Any]) -> BrokerSystem[Any]:
@@ -230,3 +231,15 @@ def smoke_run(scenario: Path, endpoints: Endpoints, spark: Any, tmp_path: Path) 
     assert row["broker"] == broker["system"]
     context = json.loads((run_dir / "context.json").read_text())
     return SmokeRun(row, context, run_summary(context, rows))
+
+
+def small_scenario(tmp_path: Path, system: str, more: str) -> Scenario:
+    """The scenario of a file naming ``system`` with two threads for a minute, and the
+    TOML ``more`` (keys of ``[load]``, then any tables), loaded as ``brokerbench`` loads it."""
+    from workload.model.scenario_file import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'name = "t"\n[broker]\nsystem = "{system}"\n[load]\nthreads = 2\nduration = "1m"\n' + more
+    )
+    return load_scenario(path)

@@ -16,7 +16,7 @@ from analysis.summary_row import SummaryRow
 from analysis.summary_table import TABLE
 from brokers import registry
 from tests.conftest import SCENARIOS
-from tests.support import node_spec
+from tests.support import node_spec, small_scenario
 from workload.context import point_entry
 from workload.model.errors import ScenarioError
 from workload.model.record import PointEntry, RunContext
@@ -27,19 +27,9 @@ from workload.model.sections import LoadSection
 from workload.node import processes_for, split
 from workload.preflight import disk_estimate
 
-BASE = """name = "t"
-[broker]
-system = "redis"
-[load]
-threads = 2
-duration = "1m"
-"""
-
 
 def scenario(tmp_path: Path, text: str) -> Scenario:
-    path = tmp_path / "s.toml"
-    path.write_text(BASE + text)
-    return load_scenario(path)
+    return small_scenario(tmp_path, "redis", text)
 
 
 def test_both_default_to_threads_and_are_resolved_in_every_point(tmp_path: Path) -> None:

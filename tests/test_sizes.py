@@ -22,6 +22,7 @@ from analysis.columns import COLUMN, SUMMARY_COLUMNS
 from analysis.context_tables import _from_load
 from brokers.base import Adapter, Received, ReceivedBatch
 from tests.conftest import SCENARIOS
+from tests.support import small_scenario
 from workload import message
 from workload.model.bounds import HEADER_MAX
 from workload.model.errors import ScenarioError
@@ -34,19 +35,9 @@ from workload.node_records import write_node
 from workload.recording import WorkerRecorder
 from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings, run_sender
 
-BASE = """name = "t"
-[broker]
-system = "postgresql"
-[load]
-threads = 2
-duration = "1m"
-"""
-
 
 def scenario(tmp_path: Path, load: str) -> Scenario:
-    path = tmp_path / "s.toml"
-    path.write_text(BASE + load)
-    return load_scenario(path)
+    return small_scenario(tmp_path, "postgresql", load)
 
 
 def problems(tmp_path: Path, load: str) -> list[str]:
