@@ -141,8 +141,9 @@ def read_summary(results: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from analysis.session import spark_session
+    from analysis.session import end_local_jvm, spark_session
 
     session = spark_session("brokerbench-tests", cores=2)
     yield session
     session.stop()
+    end_local_jvm(orderly=True)  # (and keep the class archive it may write as it exits)
