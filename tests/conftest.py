@@ -143,7 +143,17 @@ def read_summary(results: Path) -> list[dict[str, str]]:
 def spark():
     from analysis.session import end_local_jvm, spark_session
 
-    session = spark_session("brokerbench-tests", cores=2)
+    # The tests' runs are small: Spark's plans are interpreted, as for a small run's
+    # analysis (analysis.session.INTERPRETED_BYTES); the command-line runs of more raw
+    # records than that exercise the compiled plans.
+    session = spark_session(
+        "brokerbench-tests",
+        cores=2,
+        settings={
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        },
+    )
     yield session
     session.stop()
     end_local_jvm(orderly=True)  # (and keep the class archive it may write as it exits)
