@@ -55,12 +55,10 @@ def write(tmp_path: Path, system: str, load: str) -> Path:
 
 def test_keys_on_a_system_that_sends_none_is_an_error_naming_the_line(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as error:
-        load_scenario(write(tmp_path, "redis", "keys = 8"))
+        load_scenario(write(tmp_path, "rabbitmq", "keys = 8"))
     (line,) = error.value.lines
-    assert line.startswith(
-        f"{tmp_path / 'keys.toml'}: load.keys: Redis Streams sends no message keys"
-    )
-    assert line.endswith("(line 7)") and "kafka" in line and "nats" in line
+    assert line.startswith(f"{tmp_path / 'keys.toml'}: load.keys: RabbitMQ sends no message keys")
+    assert line.endswith("(line 7)") and "kafka" in line and "nats" in line and "redis" in line
     assert load_scenario(write(tmp_path, "kafka", "keys = 8\nkey_zipf = 0.9")).load.keys == 8
 
 
@@ -83,7 +81,8 @@ def test_systems_declare_how_they_send_keys() -> None:
     assert systems["redpanda"].keys == systems["kmq"].keys == systems["kafka"].keys
     assert systems["nats"].keys == KeySupport("subject suffix", ordered=True)
     assert systems["pulsar"].keys == KeySupport("message key", ordered=False)
-    assert systems["redis"].keys is None and systems["sqs"].keys is None
+    assert systems["redis"].keys == KeySupport("stream by key", ordered=True)
+    assert systems["rabbitmq"].keys is None and systems["sqs"].keys is None
     assert BrokerRecord(keys={"sent_as": "record key", "ordered": True}).key_order
     assert not BrokerRecord(keys={"sent_as": "x", "ordered": False}).key_order
     assert not BrokerRecord().key_order  # a run before keys, or a system without them

@@ -225,3 +225,49 @@ def test_message_sizes_and_producers_and_consumers_apart(cluster, spark, tmp_pat
         f"{row['send_msgs_per_s']:.0f} msgs/s {row['send_mb_per_s']:.2f} MB/s, receive "
         f"{row['receive_msgs_per_s']:.0f} msgs/s {row['receive_mb_per_s']:.2f} MB/s"
     )
+
+
+# -- keys and the per-key order check (tests/keyed.py) ---------------------------------------
+
+
+@pytest.mark.integration
+def test_a_keyed_run_keeps_each_key_in_one_stream_and_counts_no_reordering(
+    cluster, spark, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+    import redis
+
+    from brokers.redis.adapter import stream_keys
+    from brokers.redis.protocol import stream_of
+    from tests.keyed import keyed_run, reordered_and_received
+    from workload.keys import KeyScheme
+    from workload.model.record import load_context
+    from workload.naming import destination_name, run_tag
+
+    run_dir = keyed_run(SCENARIOS / "redis-cluster-smoke.toml", cluster.endpoints, tmp_path, 20)
+    context = load_context(run_dir)
+    assert context.broker.key_order
+    reordered, received = reordered_and_received(run_dir, spark)
+    assert received > 0 and reordered == 0
+    # Each message is in the stream its key names: count each stream's entries added.
+    scheme = KeyScheme(20)
+    rows = pq.read_table(run_dir / "raw" / "received").to_pylist()
+    expected: dict[int, int] = {}
+    for node, worker, seq in {(r["sender_node"], r["sender_worker"], r["seq"]) for r in rows}:
+        key = scheme.name(scheme.key_of(node, worker, seq))
+        stream = stream_of(key, 2)
+        expected[stream] = expected.get(stream, 0) + 1
+    host, port = cluster.endpoints.first
+    client = redis.Redis(host=host, port=port, **auth_options(cluster.endpoints))
+    destination = destination_name(run_tag(context.run_id), 0)
+    streams = stream_keys(destination, SYSTEM.params_model(streams=2))
+    added = {i: client.xinfo_stream(key)["entries-added"] for i, key in enumerate(streams)}
+    assert added == expected, (added, expected)
+
+
+@pytest.mark.integration
+def test_an_injected_reordering_is_counted_once(cluster, spark, tmp_path: Path) -> None:
+    from tests.keyed import inject_reordering
+
+    params = SYSTEM.params_model()
+    assert inject_reordering(SYSTEM, cluster.endpoints, params, "keys_inject", spark, tmp_path) == 1

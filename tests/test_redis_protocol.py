@@ -8,7 +8,7 @@ import itertools
 
 import redis
 
-from brokers.redis.protocol import FIELD, XaddPacker, pack, pack_with_ids
+from brokers.redis.protocol import FIELD, XaddPacker, pack, pack_with_ids, stream_of
 
 KEYS = [b"bb_x_p0:{0}", b"bb_x_p0:{1}", b"bb_x_p0:{2}"]
 
@@ -42,3 +42,17 @@ def test_entry_ids_are_packed_as_redis_py_packs_them_grouped_by_length() -> None
     in_length_order = sorted(ids, key=len)
     assert packed == redis_py([(b"XACK", KEYS[0], b"brokerbench", *in_length_order)])
     assert pack_with_ids((b"XDEL", KEYS[0]), ids[:1]) == redis_py([(b"XDEL", KEYS[0], ids[0])])
+
+
+def test_messages_with_keys_go_each_to_its_keys_stream() -> None:
+    packer = XaddPacker(KEYS)
+    bodies = [b"m%d" % i for i in range(40)]
+    keys = [b"k%d" % (i % 7) for i in range(40)]
+    expected = [
+        (b"XADD", KEYS[stream_of(key, len(KEYS))], b"*", FIELD, body)
+        for body, key in zip(bodies, keys, strict=True)
+    ]
+    assert packer.pack_keyed(bodies, keys) == redis_py(expected)  # type: ignore[arg-type]
+    # One key, one stream; and the keys spread over every stream.
+    assert len({stream_of(key, 3) for key in keys if key == b"k4"}) == 1
+    assert {stream_of(b"k%d" % k, 3) for k in range(50)} == {0, 1, 2}

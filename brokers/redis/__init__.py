@@ -3,7 +3,7 @@ messages stuck with a dead consumer; master + 2 replicas (asynchronous replicati
 
 from __future__ import annotations
 
-from brokers.base import BrokerSystem, Topology
+from brokers.base import BrokerSystem, KeySupport, Topology
 from brokers.redis import adapter, durability
 from brokers.redis.cloud import RedisCloud
 from brokers.redis.local import RedisLocal
@@ -31,4 +31,6 @@ SYSTEM = BrokerSystem(
     cloud=RedisCloud(),
     client_package="redis",
     receive_batch=500,  # one XREADGROUP of every key
+    # A message key picks the stream (of ``streams``); a consumer reads a stream in order.
+    keys=KeySupport("stream by key", ordered=True),
 )

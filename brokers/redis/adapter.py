@@ -1,6 +1,7 @@
 """The Redis Streams adapters (redis-py with the hiredis reply parser, blocking).
 
-Messages are spread over ``streams`` keys. A batch is one XADD per message (and an
+Messages are spread over ``streams`` keys (in turn; a message with a message key goes to
+its key's stream, so that one key's messages keep their order). A batch is one XADD per message (and an
 optional WAIT) written in one go; ``send`` reads its replies, ``submit`` leaves them to be
 read when its confirmation is awaited, so several batches can be in flight on one
 connection (Redis answers in order). ``receive`` reads new entries with XREADGROUP (COUNT,
@@ -37,6 +38,7 @@ from brokers.base import (
     GroupedReceipts,
     Received,
     ReceivedBatch,
+    keys_of,
 )
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.redis.protocol import (
@@ -47,6 +49,7 @@ from brokers.redis.protocol import (
     XaddPacker,
     pack,
     pack_with_ids,
+    stream_of,
 )
 
 if TYPE_CHECKING:
@@ -190,7 +193,8 @@ class RedisAdapter(_StreamsAdapter):
     def _write(self, batch: Sequence[bytes]) -> Written:
         if self._sending is None:
             self._sending = ReplyChannel(self.client)
-        packed = self.xadds.pack(batch)
+        keys = keys_of(batch)
+        packed = self.xadds.pack(batch) if keys is None else self.xadds.pack_keyed(batch, keys)
         count = len(batch)
         if self.params.wait_replicas:
             packed += pack(*self.wait_command)
@@ -294,8 +298,14 @@ class RedisClusterAdapter(_StreamsAdapter):
 
     def send(self, batch: Sequence[bytes]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for body in batch:
-            pipe.xadd(self.next_key(), {FIELD: body})
+        keys = keys_of(batch)
+        streams = (
+            [self.next_key() for _ in batch]
+            if keys is None
+            else [self.keys[stream_of(key, len(self.keys))] for key in keys]
+        )
+        for body, stream in zip(batch, streams, strict=True):
+            pipe.xadd(stream, {FIELD: body})
         pipe.execute()
 
     def receive(self, max_n: int) -> list[Received[StreamEntry]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -70,12 +71,26 @@ def pack_with_ids(head: Sequence[bytes], ids: Sequence[bytes]) -> bytes:
 
 class XaddPacker:
     """``XADD <key> * m <body>`` for each body of a batch, in RESP, as one bytes object;
-    the keys take turns message by message (the turn carries over to the next batch)."""
+    the keys take turns message by message (the turn carries over to the next batch), or,
+    for messages with keys of their own (:meth:`pack_keyed`), each message goes to the
+    stream of its key (:func:`stream_of`)."""
 
     def __init__(self, keys: Sequence[bytes]) -> None:
         #: Each key's command up to the body's length.
-        self.heads = itertools.cycle(
-            [pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys]
+        self.by_stream = [
+            pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys
+        ]
+        self.heads = itertools.cycle(self.by_stream)
+
+    def pack_keyed(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> bytes:
+        """Each body to the stream its message key names."""
+        heads, streams = self.by_stream, len(self.by_stream)
+        return b"".join(
+            [
+                part
+                for body, key in zip(bodies, keys, strict=True)
+                for part in (heads[stream_of(key, streams)], b"$%d\r\n" % len(body), body, b"\r\n")
+            ]
         )
 
     def pack(self, bodies: Sequence[bytes]) -> bytes:
@@ -96,6 +111,13 @@ class XaddPacker:
                 for part in (head, b"$%d\r\n" % len(body), body, b"\r\n")
             ]
         )
+
+
+def stream_of(key: bytes, streams: int) -> int:
+    """The stream (of ``streams``) every message of one message key goes to: a fixed hash
+    of the key, so that one key's messages are in one stream, in the order they were
+    added (docs/measurement.md §2, keys)."""
+    return zlib.crc32(key) % streams
 
 
 class ReplyChannel:
