@@ -9,8 +9,8 @@ one-point run's analysis from a cold JVM: 26.8 s without the archive, 19.0 s wit
 
 The archive lives in the artifact cache (``cache_dir("spark")``, about 150 MB) under a name
 that changes with whatever decides which classes a JVM may take from it: the Java runtime
-(its path, size and time), the pyspark installation and the settings that add to the class
-path. A JVM that cannot use an archive (another runtime, a damaged file) starts as it
+(its path, size and time) and the pyspark installation. A JVM whose settings add to the
+class path (S3A's jars) neither writes nor maps one. A JVM that cannot use an archive (another runtime, a damaged file) starts as it
 would without one and says nothing. It is written under a temporary name and renamed only
 once its JVM has exited normally, so a JVM that is killed while it writes leaves no archive
 that looks whole.
@@ -62,11 +62,13 @@ class ClassArchive:
             self.pending.unlink(missing_ok=True)
 
 
-def class_archive(settings: dict[str, str]) -> ClassArchive | None:
-    """The archive for a local driver JVM started with ``settings`` (None: no Java runtime
-    found, so nothing to key an archive on)."""
+def class_archive(settings: dict[str, str], write: bool = True) -> ClassArchive | None:
+    """The archive for a local driver JVM started with ``settings``: the one there, else
+    one to write (if ``write``). None: no Java runtime found, or settings that add to the
+    class path (the analysis of a run in S3 through S3A, rare on one machine: its archive
+    would cost more to write than it saves)."""
     java = _java()
-    if java is None:
+    if java is None or any(k.lower().endswith(_CLASS_PATH_SETTINGS) for k in settings):
         return None
     import pyspark
 
@@ -74,15 +76,14 @@ def class_archive(settings: dict[str, str]) -> ClassArchive | None:
     key = {
         "java": [str(java), stat.st_size, stat.st_mtime_ns],
         "pyspark": [pyspark.__version__, str(Path(pyspark.__file__).parent)],
-        "class_path": sorted(
-            (k, v) for k, v in settings.items() if k.lower().endswith(_CLASS_PATH_SETTINGS)
-        ),
     }
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
     directory = cache_dir("spark")
     path = directory / f"classes-{digest}.jsa"
     if path.is_file():
         return ClassArchive(path, None)
+    if not write:
+        return None
     _remove_stale(directory)
     return ClassArchive(path, directory / f"classes-{digest}.{os.getpid()}.tmp")
 

@@ -128,11 +128,14 @@ def spark_session(
     cores: int | None = None,
     settings: dict[str, str] | None = None,
     raw: int | None = None,
+    write_archive: bool = True,
 ) -> SparkSession:
     """A session; ``settings`` adds Spark settings (e.g. ``analysis.storage.s3a_settings``);
     ``raw``, the bytes of raw records it will read, chooses the local JVM's compilers
     (:data:`QUICK_JIT_BYTES`) and whether Spark compiles its plans (:data:`INTERPRETED_BYTES`;
-    None: both compilers, compiled plans)."""
+    None: both compilers, compiled plans); ``write_archive``: whether a new local JVM writes
+    the class archive if there is none (:mod:`analysis.class_archive`; a JVM that does not
+    end through :func:`end_local_jvm` should not)."""
     _quiet_py4j()
     with _own_sigint():
         if cluster_mode():
@@ -143,7 +146,7 @@ def spark_session(
         else:
             quick = raw is not None and raw <= QUICK_JIT_BYTES
             interpreted = raw is not None and raw <= INTERPRETED_BYTES
-            session = _local_session(app, cores, settings or {}, quick, interpreted)
+            session = _local_session(app, cores, settings or {}, quick, interpreted, write_archive)
     session.sparkContext.setLogLevel("ERROR")
     _quiet_accumulators(session.sparkContext)
     return session
@@ -224,6 +227,7 @@ def _local_session(
     settings: dict[str, str],
     quick: bool = False,
     interpreted: bool = False,
+    write_archive: bool = True,
 ) -> SparkSession:
     """A ``local[cores]`` session in a JVM this process owns (started unless running)."""
     global _jvm
@@ -250,7 +254,7 @@ def _local_session(
         return SparkSession.builder.config(conf=conf).getOrCreate()
     scratch = Path(tempfile.mkdtemp(prefix="brokerbench-spark-"))
     conf.set("spark.local.dir", str(scratch))
-    archive = class_archive(settings)
+    archive = class_archive(settings, write_archive)
     # The JVM reads its logging configuration from a file while it starts (a zip member is
     # copied out for that long).
     with as_file(LOG_CONFIG) as log_config:

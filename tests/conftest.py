@@ -153,7 +153,8 @@ def spark():
             "spark.sql.codegen.wholeStage": "false",
             "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         },
+        write_archive=False,  # (the command-line runs write it: their JVMs end sooner)
     )
     yield session
     session.stop()
-    end_local_jvm(orderly=True)  # (and keep the class archive it may write as it exits)
+    end_local_jvm(orderly=True)

@@ -44,12 +44,23 @@ def test_what_a_jvm_that_did_not_exit_normally_wrote_is_not_kept(cache: Path) ->
     assert not archive.path.exists()
 
 
-def test_the_class_path_settings_name_another_archive_and_others_do_not(cache: Path) -> None:
+def test_settings_that_add_to_the_class_path_have_no_archive_and_others_the_same(
+    cache: Path,
+) -> None:
     plain = class_archive({})
-    jars = class_archive({"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.3.4"})
     other = class_archive({"spark.sql.shuffle.partitions": "7"})
-    assert plain is not None and jars is not None and other is not None
-    assert jars.path != plain.path and other.path == plain.path
+    assert plain is not None and other is not None and other.path == plain.path
+    assert class_archive({"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.3.4"}) is None
+
+
+def test_a_session_that_may_not_write_one_maps_it_only(cache: Path) -> None:
+    assert class_archive({}, write=False) is None
+    archive = class_archive({})
+    assert archive is not None and archive.pending is not None
+    archive.pending.write_bytes(b"classes")
+    archive.keep(exited_normally=True)
+    mapped = class_archive({}, write=False)
+    assert mapped is not None and mapped.pending is None
 
 
 def test_a_temporary_archive_left_by_a_killed_jvm_is_removed_later(cache: Path) -> None:

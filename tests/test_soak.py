@@ -360,7 +360,9 @@ def test_a_run_killed_midway_keeps_its_flushed_seconds_and_report_says_where_the
     assert int(row["received"]) == kept  # every flushed second up to the end of the data
     ranges = pq.read_table(run_dir / "raw" / "sent_ranges").to_pylist()
     sent = sum(r["seq_hi"] - r["seq_lo"] + 1 for r in ranges if r["second"] < data_end)
-    assert int(row["sent"]) == sent >= kept and row["duplicated"] == "0"
+    # (Not sent ≥ received: a message received just before the data's end may have been
+    # confirmed to its sender just after it.)
+    assert int(row["sent"]) == sent > 0 and row["duplicated"] == "0"
     assert row["lost"] == "" and row["not_drained"] == ""  # nothing called lost
     first = min(
         pq.read_table(run_dir / "raw" / "seconds", columns=["second"])["second"].to_pylist()
