@@ -51,6 +51,7 @@ def test_a_context_of_today_round_trips_unchanged(tmp_path: Path) -> None:
         "reference_topology": system.reference_topology.roles,
         "caveats": list(system.caveats),
         "stand_in": system.local.stand_in if system.local else "",
+        "keys": {"sent_as": "stream by key", "ordered": True},
         **BROKER,
     }
     assert written["cost"] == {"region": "us-east-1", "instances": {"m5.large": 3}}
