@@ -46,6 +46,11 @@ class ClassArchive:
     pending: Path | None
 
     @property
+    def writes(self) -> bool:
+        """Whether the JVM writes it (there is none yet)."""
+        return self.pending is not None
+
+    @property
     def java_options(self) -> str:
         if self.pending is None:
             return f"-XX:SharedArchiveFile={self.path} {_QUIET}"

@@ -91,7 +91,7 @@ class _LocalJvm:
     @property
     def writes_archive(self) -> bool:
         """Whether the JVM writes the class archive as it exits."""
-        return self.archive is not None and self.archive.pending is not None
+        return self.archive is not None and self.archive.writes
 
 
 #: The JVM this process runs the local analysis in (None: none started, or ended).
@@ -111,6 +111,13 @@ QUICK_JIT_BYTES = 64 * 1024 * 1024
 #: (850 KB of raw records) 23.3 → 19.6 s; 10,000,000 messages (15 MB) 36 → 66 s, hence the
 #: low bound.
 INTERPRETED_BYTES = 1024 * 1024
+#: The Spark settings of an analysis whose plans are interpreted.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: ... and of one whose plans are compiled (Spark's defaults).
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
 def raw_bytes(run_dirs: list[Path]) -> int:
@@ -243,10 +250,8 @@ def _local_session(
         .set("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2))))
         .set("spark.sql.session.timeZone", "UTC")
         .set("spark.ui.showConsoleProgress", "false")
-        .set("spark.sql.codegen.wholeStage", "false" if interpreted else "true")
-        .set("spark.sql.codegen.factoryMode", "NO_CODEGEN" if interpreted else "FALLBACK")
     )
-    for key, value in settings.items():
+    for key, value in {**(INTERPRETED if interpreted else COMPILED), **settings}.items():
         conf.set(key, value)
     if SparkContext._gateway is not None:  # the JVM of a session before is still running
         if _jvm is not None:

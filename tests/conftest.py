@@ -141,7 +141,7 @@ def read_summary(results: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from analysis.session import end_local_jvm, spark_session
+    from analysis.session import INTERPRETED, end_local_jvm, spark_session
 
     # The tests' runs are small: Spark's plans are interpreted, as for a small run's
     # analysis (analysis.session.INTERPRETED_BYTES); the command-line runs of more raw
@@ -149,10 +149,7 @@ def spark():
     session = spark_session(
         "brokerbench-tests",
         cores=2,
-        settings={
-            "spark.sql.codegen.wholeStage": "false",
-            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-        },
+        settings=INTERPRETED,
         write_archive=False,  # (the command-line runs write it: their JVMs end sooner)
     )
     yield session

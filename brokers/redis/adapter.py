@@ -1,15 +1,15 @@
 """The Redis Streams adapters (redis-py with the hiredis reply parser, blocking).
 
-Messages are spread over ``streams`` keys (in turn; a message with a message key goes to
-its key's stream, so that one key's messages keep their order). A batch is one XADD per message (and an
-optional WAIT) written in one go; ``send`` reads its replies, ``submit`` leaves them to be
-read when its confirmation is awaited, so several batches can be in flight on one
-connection (Redis answers in order). ``receive`` reads new entries with XREADGROUP (COUNT,
-a short BLOCK) and, every ``claim_after / 2`` seconds, reclaims entries idle longer than
-``claim_after`` with XAUTOCLAIM (they count as redelivered); ``ack`` writes one XACK and
-one XDEL per stream without waiting: their replies are read with the next command's (one
-round trip per receive and ack), and a failed acknowledgement is raised by the next ``ack``
-(its entries are reclaimed later).
+Messages are spread over ``streams`` keys (in turn; a message with a message key goes to its
+key's stream, so that one key's messages keep their order). A batch is one XADD per message
+(and an optional WAIT) written in one go; ``send`` reads its replies, ``submit`` leaves them
+to be read when its confirmation is awaited, so several batches can be in flight on one
+connection (Redis answers in order). ``receive`` reads new entries with XREADGROUP (COUNT, a
+short BLOCK) and, every ``claim_after / 2`` seconds, reclaims entries idle longer than
+``claim_after`` with XAUTOCLAIM (they count as redelivered); ``ack`` writes one XACK and one
+XDEL per stream without waiting: their replies are read with the next command's (one round
+trip per receive and ack), and a failed acknowledgement is raised by the next ``ack`` (its
+entries are reclaimed later).
 
 Against one master (:class:`RedisAdapter`) a worker writes on two connections of its own,
 one for sending and one for receiving, through :class:`ReplyChannel`, without redis-py's
