@@ -16,7 +16,7 @@ TOOL_PACKAGES ?= cloud-init chromium iproute2
 
 help:
 	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
-	@echo "make test       set up everything and run the whole test suite (what CI runs)"
+	@echo "make test       set up everything and run the whole test suite (what CI runs; TEST_WORKERS=2)"
 	@echo "make test-fast  only the tests that start no server and no Spark"
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      recording, runner, telemetry sampler and analysis benchmarks (prints figures)"
@@ -59,9 +59,14 @@ demo: setup-core
 	@echo "==> running the demo sweep on Redis Streams"
 	$(BB) run workload/scenarios/redis-demo.toml --results $(RESULTS)
 
+# The suite's worker processes: the tests that start servers run in one of them, one after
+# the other; the rest beside them in the other (tests/conftest.py, SERVERS_GROUP).
+# TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
+
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(VENV)/.full
 	$(BIN)/pytest -m "not slow"

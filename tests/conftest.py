@@ -87,10 +87,39 @@ def system_of(item: pytest.Item) -> str | None:
     return name if name in registry.systems() else None
 
 
+#: The ``xdist_group`` of every test that starts or uses a local server (a broker, a broker
+#: cluster, a run's brokers): ``make test`` runs the suite in two worker processes
+#: (``pytest -n 2 --dist loadgroup``), and this group runs whole in one of them, one test
+#: after the other as without workers, so that its tests share the running brokers, never
+#: run two brokers at once and never see another test's servers; the other tests (no
+#: server: unit tests, the Spark jobs, the cloud plans) run in the other worker meanwhile.
+SERVERS_GROUP = "local-servers"
+
+
+def starts_servers(item: pytest.Item) -> bool:
+    """Whether ``item`` starts or uses a local server: it carries a system's marker or
+    ``integration``, or uses the shared local brokers."""
+    marked = {mark.name for mark in item.iter_markers()}
+    return (
+        "integration" in marked
+        or bool(marked & registry.systems().keys())
+        or "local_brokers" in getattr(item, "fixturenames", ())
+    )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Puts a test that starts servers in their ``xdist_group`` (:data:`SERVERS_GROUP`),
+    as it is collected (before pytest-xdist reads the groups)."""
+    if starts_servers(item):
+        item.add_marker(pytest.mark.xdist_group(SERVERS_GROUP))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Runs each system's conformance tests beside its own module's tests, just before the
-    first of them that uses the local broker, so that both share one running broker."""
+    first of them that uses the local broker, so that both share one running broker; puts
+    the tests that start servers first, so that with workers their group, the longest,
+    begins at once."""
     conformance: dict[str, list[pytest.Item]] = {}
     rest: list[pytest.Item] = []
     for item in items:
@@ -107,7 +136,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered.append(item)
     for group in conformance.values():  # systems whose own tests were not selected
         ordered += group
-    items[:] = ordered
+    items[:] = [i for i in ordered if starts_servers(i)] + [
+        i for i in ordered if not starts_servers(i)
+    ]
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
