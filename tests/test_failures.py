@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,17 @@ failure_timeout = "3s"
 window = "5s"
 step = "1s"
 """
+
+
+@pytest.fixture(autouse=True)
+def run_temp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary directory of the test's own (``TMPDIR`` of the runs it starts): what a
+    run leaves behind there is the run's, whatever else runs on the machine meanwhile (the
+    suite's other worker, its Spark sessions). Short, for the sockets kept under it."""
+    temp = Path(tempfile.mkdtemp(prefix="bbt-"))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def start_run(
@@ -151,14 +164,14 @@ def test_a_stopping_signal_stops_cleanly_and_keeps_what_was_recorded(
 
 @pytest.mark.parametrize("when", ["1s-after-the-first", "during-the-analysis"])
 def test_a_second_ctrl_c_stops_the_analysis_and_leaves_no_spark_jvm(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str, spark: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str, spark: Any, run_temp: Path
 ) -> None:
     """The first Ctrl-C stops the run and promises the analysis; a second one — while the
     run stops, while Spark starts or while it analyses — skips or stops it: one line on
     how to analyse later, no stack trace (Python or Java), no Spark JVM or scratch left."""
     mark = f"brokerbench-test-{os.getpid()}-{time.monotonic_ns()}"
     monkeypatch.setenv("BROKERBENCH_TEST_MARK", mark)  # inherited by the Spark JVM
-    temp = Path(tempfile.gettempdir())
+    temp = run_temp
     scratch_before = set(temp.glob("brokerbench-spark-*"))
     proc, results = start_run(tmp_path)
     wait_for_messages(results, proc)
@@ -232,15 +245,17 @@ def test_a_closed_terminal_does_not_leave_the_run_or_the_broker_behind(tmp_path:
     assert alive == [], "the broker outlived its run"
 
 
-def test_a_killed_coordinator_leaves_no_broker_worker_or_work_directory(tmp_path: Path) -> None:
+def test_a_killed_coordinator_leaves_no_broker_worker_or_work_directory(
+    tmp_path: Path, run_temp: Path
+) -> None:
     """SIGKILL cannot be caught: the watchdog ends the brokers and deletes their data."""
-    before = set(Path(tempfile.gettempdir()).glob("brokerbench-redis-*"))
+    before = set(run_temp.glob("brokerbench-redis-*"))
     proc, results = start_run(tmp_path)
     wait_for_messages(results, proc)
     children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
     pids = [int(pid) for pid in children.stdout.split()]
     brokers = redis_servers_of(proc)
-    workdirs = set(Path(tempfile.gettempdir()).glob("brokerbench-redis-*")) - before
+    workdirs = set(run_temp.glob("brokerbench-redis-*")) - before
     assert brokers and workdirs and len(pids) > len(brokers)  # brokers, nodes, the watchdog
     proc.kill()
     proc.communicate(timeout=30)
@@ -338,12 +353,12 @@ def test_an_interrupted_run_reports_what_was_not_drained_and_no_loss(tmp_path: P
 @pytest.mark.postgresql
 @pytest.mark.parametrize("after", [0.05, 0.5])
 def test_a_coordinator_killed_during_start_up_leaves_no_work_directory(
-    tmp_path: Path, after: float
+    tmp_path: Path, after: float, run_temp: Path
 ) -> None:
     """Killed while PostgreSQL is being initialised (initdb, its password files written):
     every directory was the watchdog's before anything was written into it."""
     pattern = ("brokerbench-postgres*", "brokerbench-postgresql-*")
-    temp = Path(tempfile.gettempdir())
+    temp = run_temp
     before = {p for glob in pattern for p in temp.glob(glob)}
     text = 'name = "pg"\n[broker]\nsystem = "postgresql"\n[load]\nduration = "5s"\n'
     proc, _ = start_run(tmp_path, text=text)
