@@ -89,6 +89,9 @@ def split_host_port(address: str) -> tuple[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """The queue/topic/stream/table one sweep point sends to, unique per point."""
+    """The queue/topic/stream/table one sweep point sends to, unique per point; ``keyed``:
+    its messages carry keys (``[load] keys``), which a system may need to know when it
+    creates the destination (RocketMQ: a FIFO topic)."""
 
     name: str
+    keyed: bool = False

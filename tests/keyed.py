@@ -1,5 +1,5 @@
-"""The keyed broker tests' shared steps (test_kafka, test_nats): a keyed run of a scenario
-and an injected reordering, each counted by the analysis."""
+"""The keyed broker tests' shared steps (test_kafka, test_nats, test_redis, test_rocketmq): a
+keyed run of a scenario and an injected reordering, each counted by the analysis."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def inject_reordering(
     from analysis import transforms as tf
     from analysis.raw_tables import read_table
 
-    destination = Destination(name)
+    destination = Destination(name, keyed=True)
     system.prepare(endpoints, params, destination)
     scheme = KeyScheme(1)
     stamper = message.Stamper(TAG, 0, 0)

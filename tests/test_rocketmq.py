@@ -23,7 +23,7 @@ from brokers import registry
 from brokers.base import Destination, Endpoints
 from brokers.errors import BrokerConnectionError, BrokerError, BrokerStartError
 from brokers.local import ProcessCluster, free_ports
-from brokers.rocketmq import SYSTEM, local, loopback, remoting
+from brokers.rocketmq import SYSTEM, admin, local, loopback, remoting
 from brokers.rocketmq.cloud import RocketMQCloud
 from brokers.rocketmq.config import (
     POM,
@@ -253,3 +253,40 @@ def test_every_process_listens_on_loopback_only(cluster: ProcessCluster) -> None
         pytest.skip("ss (iproute2) is not installed")
     addresses = listening_addresses(cluster)
     assert addresses and addresses <= {"127.0.0.1"}, addresses
+
+
+# -- keys: message groups on a FIFO topic, and the per-key order check (tests/keyed.py) ------
+
+
+@pytest.mark.slow
+def test_a_keyed_destination_is_a_fifo_topic_and_group(cluster: ProcessCluster) -> None:
+    params = RocketMQParams(queues=2)
+    SYSTEM.prepare(cluster.endpoints, params, Destination("bb_keyed_fifo", keyed=True))
+    SYSTEM.prepare(cluster.endpoints, params, Destination("bb_keyless_normal"))
+    (master,) = admin.masters(admin.namesrv_address(cluster.endpoints)).values()
+    fifo = remoting.topic_config(master, "bb_keyed_fifo")
+    assert fifo["attributes"] == {"message.type": "FIFO"} and fifo["order"] is True
+    normal = remoting.topic_config(master, "bb_keyless_normal")
+    assert normal["attributes"] == {"message.type": "NORMAL"} and normal["order"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_keyed_run_keeps_each_message_group_in_order(cluster, spark, tmp_path) -> None:
+    from tests.conftest import SCENARIOS
+    from tests.keyed import keyed_run, reordered_and_received
+    from workload.model.record import load_context
+
+    run_dir = keyed_run(SCENARIOS / "rocketmq-cluster-smoke.toml", cluster.endpoints, tmp_path, 20)
+    assert load_context(run_dir).broker.key_order
+    reordered, received = reordered_and_received(run_dir, spark)
+    assert received > 0 and reordered == 0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_an_injected_reordering_is_counted_once(cluster, spark, tmp_path) -> None:
+    from tests.keyed import inject_reordering
+
+    params = RocketMQParams(queues=2)
+    assert inject_reordering(SYSTEM, cluster.endpoints, params, "keys_inject", spark, tmp_path) == 1

@@ -141,7 +141,7 @@ class LocalFleet:
         """Start the point's node processes (``problem`` is always None: a failed
         preparation raised)."""
         point = place.point
-        destination = destination_name(self.tag, point.index)
+        destination = destination_name(self.tag, point.index, point.load.keys is not None)
         ctx = mp.get_context("spawn")
         stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
         section = self.scenario.backlog

@@ -16,5 +16,5 @@ def point_tag(tag: str, point: int) -> str:
     return f"{tag}.{point:x}"
 
 
-def destination_name(tag: str, point: int) -> Destination:
-    return Destination(f"bb_{tag}_p{point}")
+def destination_name(tag: str, point: int, keyed: bool = False) -> Destination:
+    return Destination(f"bb_{tag}_p{point}", keyed)

@@ -133,7 +133,8 @@ def prepare_point(
     """Create a sweep point's destination, with the point's parameters (a failure raises);
     before any of its nodes starts."""
     params = system.params_model.model_validate(point.params)
-    system.prepare(endpoints, params, destination_name(run_tag(run_id), point.index))
+    keyed = point.load.keys is not None
+    system.prepare(endpoints, params, destination_name(run_tag(run_id), point.index, keyed))
 
 
 def processes_for(load: LoadSection, role: str, cpus: int | None = None) -> int:
@@ -236,7 +237,7 @@ def run_node(
     backlog, is the phase the coordinator has the point in (:mod:`workload.backlog`)."""
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
-    destination = Destination(spec.destination)
+    destination = Destination(spec.destination, keyed=spec.load.keys is not None)
     # Only senders use the payloads (receivers keep no pool).
     pool = message.payload_pool(spec.load, seed=spec.node) if spec.role == "sender" else []
     recorders = [WorkerRecorder(spec.role, spec.node, w) for w in spec.worker_ids]

@@ -5,7 +5,7 @@ rocketmq-python-client (producer, SimpleConsumer with an invisible duration, ack
 
 from __future__ import annotations
 
-from brokers.base import BrokerSystem, Topology
+from brokers.base import BrokerSystem, KeySupport, Topology
 from brokers.rocketmq import adapter, admin, durability
 from brokers.rocketmq.cloud import RocketMQCloud
 from brokers.rocketmq.local import RocketMQLocal
@@ -43,5 +43,7 @@ SYSTEM = BrokerSystem(
     local=RocketMQLocal(),
     cloud=RocketMQCloud(),
     caveats=(DURABILITY_CAVEAT, FAILOVER_CAVEAT, CLIENT_CAVEAT),
+    # With [load] keys the point's topic is a FIFO topic and its consumer group a FIFO group.
+    keys=KeySupport("message group (FIFO topic)", ordered=True),
     client_package="rocketmq-python-client",
 )

@@ -1,6 +1,9 @@
 """The RocketMQ client of one worker: rocketmq-python-client over gRPC through the proxy.
 
-* ``send``: every message of the batch is sent with ``send_async``; the call returns when
+* ``send``: every message of the batch is sent with ``send_async`` (with keys, each key is
+  its messages' message group, on the FIFO topic ``prepare`` made, and a key's messages are
+  sent one after the other, the keys side by side: a FIFO topic keeps the order in which one
+  producer sent a group's messages one at a time); the call returns when
   every send receipt arrived, i.e. the master has the message fsynced (``SYNC_FLUSH``; see
   the durability line for the slave). A failed send, or one the client could not start
   (no writable queue in the route it holds), raises, and the next send uses a new producer
@@ -20,10 +23,10 @@ import logging
 import socket
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.base import Adapter, Destination, Endpoints, Received, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.rocketmq.admin import group_name, topic_name
 from brokers.rocketmq.params import RocketMQParams
@@ -57,6 +60,7 @@ class RocketMQAdapter(Adapter[int]):
         self._tokens = itertools.count()
         self._unacked: dict[int, Any] = {}
         self._ack_pool: ThreadPoolExecutor | None = None
+        self._key_pool: ThreadPoolExecutor | None = None
 
     def _producer_for_send(self) -> Any:
         if self._producer is None:
@@ -87,15 +91,43 @@ class RocketMQAdapter(Adapter[int]):
         """How long a batch's sends may take: the client retries each up to 3 times."""
         return self.params.send_timeout * 3 + 5
 
+    def _message(self, body: bytes, group: str | None = None) -> Any:
+        message = self._rocketmq.Message()
+        message.topic = self.topic
+        message.body = body
+        if group is not None:
+            message.message_group = group
+        return message
+
+    def _send_in_order(self, producer: Any, group: str, bodies: Sequence[bytes]) -> None:
+        """One message group's messages, each sent once the one before it is confirmed: a
+        FIFO topic keeps a group's order as one producer sent it one at a time."""
+        for body in bodies:
+            producer.send(self._message(body, group))
+
+    def _start_sends(self, producer: Any, batch: Sequence[bytes]) -> tuple[list[Future[Any]], int]:
+        """The batch's sends, started: one per message, side by side; with keys, one per key
+        (its messages one after the other, the keys side by side). Also the most messages
+        one of them sends."""
+        keys = keys_of(batch)
+        if keys is None:
+            return [producer.send_async(self._message(body)) for body in batch], 1
+        groups: dict[bytes, list[bytes]] = {}
+        for key, body in zip(keys, batch, strict=True):
+            groups.setdefault(key, []).append(body)
+        if self._key_pool is None:
+            self._key_pool = ThreadPoolExecutor(16, thread_name_prefix="rocketmq-group")
+        pool = self._key_pool
+        futures = [
+            pool.submit(self._send_in_order, producer, k.decode(), b) for k, b in groups.items()
+        ]
+        return futures, max(map(len, groups.values()))
+
     def send(self, batch: Sequence[bytes]) -> None:
         producer = self._producer_for_send()
-        futures = []
+        futures: list[Future[Any]] = []
         try:
-            for body in batch:
-                message = self._rocketmq.Message()
-                message.topic = self.topic
-                message.body = body
-                futures.append(producer.send_async(message))
+            futures, longest = self._start_sends(producer, batch)
         except Exception as exc:
             # The client picks a queue before it sends, from the route it holds; one taken
             # while the master was down has no writable queue, and it keeps that (empty)
@@ -105,7 +137,7 @@ class RocketMQAdapter(Adapter[int]):
             raise BrokerError(
                 f"RocketMQ: send of {len(batch)} not started: {_one_line(exc)}"
             ) from None
-        timeout = self._confirm_timeout
+        timeout = self._confirm_timeout * longest
         done, pending = wait(futures, timeout=timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
         if pending or errors:
@@ -114,12 +146,12 @@ class RocketMQAdapter(Adapter[int]):
             self._drop_producer()
         if pending:
             raise BrokerError(
-                f"RocketMQ: {len(pending)} of {len(batch)} sends not confirmed within "
+                f"RocketMQ: {len(pending)} of {len(futures)} sends not confirmed within "
                 f"{timeout:.0f} s"
             )
         if errors:
             raise BrokerError(
-                f"RocketMQ: {len(errors)} of {len(batch)} sends failed: {_one_line(errors[0])}"
+                f"RocketMQ: {len(errors)} of {len(futures)} sends failed: {_one_line(errors[0])}"
             )
 
     def _drop_consumer(self) -> None:
@@ -176,8 +208,9 @@ class RocketMQAdapter(Adapter[int]):
 
     def close(self) -> None:
         self._unacked.clear()
-        if self._ack_pool is not None:
-            self._ack_pool.shutdown(wait=True)
+        for pool in (self._ack_pool, self._key_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
         for client in (self._producer, self._consumer):
             if client is not None:
                 try:

@@ -44,12 +44,13 @@ def masters(namesrv: str) -> dict[str, str]:
 
 
 def prepare(endpoints: Endpoints, params: RocketMQParams, destination: Destination) -> None:
-    """Create the topic and its consumer group on every master, then wait for the route."""
+    """Create the topic and its consumer group on every master, then wait for the route; a
+    keyed destination's are a FIFO topic and a FIFO consumer group (keys are message groups)."""
     namesrv = namesrv_address(endpoints)
     topic = topic_name(destination)
     for address in masters(namesrv).values():
-        remoting.create_topic(address, topic, params.queues)
-        remoting.create_consumer_group(address, group_name(destination))
+        remoting.create_topic(address, topic, params.queues, fifo=destination.keyed)
+        remoting.create_consumer_group(address, group_name(destination), orderly=destination.keyed)
     deadline = time.monotonic() + 30
     while True:
         try:

@@ -146,8 +146,9 @@ def ha_status(address: str) -> dict[str, Any]:
     return dict(lenient_json(call(address, GET_BROKER_HA_STATUS).body))
 
 
-def create_topic(address: str, topic: str, queues: int) -> None:
-    """Create (or update) a normal-message topic with ``queues`` read and write queues."""
+def create_topic(address: str, topic: str, queues: int, fifo: bool = False) -> None:
+    """Create (or update) a topic with ``queues`` read and write queues: of normal messages,
+    or (``fifo``) of FIFO messages, whose message groups are each kept in order."""
     call(
         address,
         UPDATE_AND_CREATE_TOPIC,
@@ -159,8 +160,8 @@ def create_topic(address: str, topic: str, queues: int) -> None:
             "perm": "6",
             "topicFilterType": "SINGLE_TAG",
             "topicSysFlag": "0",
-            "order": "false",
-            "attributes": "+message.type=NORMAL",
+            "order": "true" if fifo else "false",
+            "attributes": f"+message.type={'FIFO' if fifo else 'NORMAL'}",
         },
     )
 
@@ -170,14 +171,18 @@ def topic_config(address: str, topic: str) -> dict[str, Any]:
     return dict(data.get("topicConfig", data))
 
 
-def create_consumer_group(address: str, group: str, max_retries: int = 16) -> None:
-    """Create a consumer group that consumes in clustering mode (not broadcast)."""
+def create_consumer_group(
+    address: str, group: str, max_retries: int = 16, orderly: bool = False
+) -> None:
+    """Create a consumer group that consumes in clustering mode (not broadcast); ``orderly``:
+    a FIFO group, which hands out a message group's next message only once the one before
+    it was acknowledged."""
     config = {
         "groupName": group,
         "consumeEnable": True,
         "consumeFromMinEnable": True,
         "consumeBroadcastEnable": False,
-        "consumeMessageOrderly": False,
+        "consumeMessageOrderly": orderly,
         "retryQueueNums": 1,
         "retryMaxTimes": max_retries,
         "brokerId": 0,
