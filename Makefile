@@ -59,8 +59,9 @@ demo: setup-core
 	@echo "==> running the demo sweep on Redis Streams"
 	$(BB) run workload/scenarios/redis-demo.toml --results $(RESULTS)
 
-# The suite's worker processes: the tests that start servers run in one of them, one after
-# the other; the rest beside them in the other (tests/conftest.py, SERVERS_GROUP).
+# The suite's worker processes: the tests that start servers are in two groups, each run in
+# one worker, one test after the other; the rest wherever a worker is free
+# (tests/conftest.py, SERVER_GROUP_OF).
 # TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 

@@ -87,39 +87,48 @@ def system_of(item: pytest.Item) -> str | None:
     return name if name in registry.systems() else None
 
 
-#: The ``xdist_group`` of every test that starts or uses a local server (a broker, a broker
-#: cluster, a run's brokers): ``make test`` runs the suite in two worker processes
-#: (``pytest -n 2 --dist loadgroup``), and this group runs whole in one of them, one test
-#: after the other as without workers, so that its tests share the running brokers, never
-#: run two brokers at once and never see another test's servers; the other tests (no
-#: server: unit tests, the Spark jobs, the cloud plans) run in the other worker meanwhile.
-SERVERS_GROUP = "local-servers"
+#: The ``xdist_group`` of the tests that start or use local servers (a broker, a cluster, a
+#: run's brokers), by system: ``make test`` runs the suite in two worker processes
+#: (``pytest -n 2 --dist loadgroup``), and each group runs whole in one of them, one test
+#: after the other, so that a system's tests share its running broker (at most one per
+#: worker) and see no other test of theirs beside them. The two groups take about as long
+#: (~800 s each in a full run on the 2-core development machine); a system not listed here
+#: goes to the second. The tests without servers (unit tests, Spark jobs, cloud plans) run
+#: in whichever worker is free.
+SERVER_GROUP_OF = dict.fromkeys(
+    ("kafka", "kmq", "redpanda", "pulsar", "rocketmq", "artemis", "activemq", "sqs", "nats"),
+    "servers-1",
+)
+OTHER_SERVER_GROUP = "servers-2"
 
 
-def starts_servers(item: pytest.Item) -> bool:
-    """Whether ``item`` starts or uses a local server: it carries a system's marker or
-    ``integration``, or uses the shared local brokers."""
+def server_group(item: pytest.Item) -> str | None:
+    """The group of a test that starts or uses a local server — it carries a system's
+    marker or ``integration``, or uses the shared local brokers — else None."""
     marked = {mark.name for mark in item.iter_markers()}
-    return (
-        "integration" in marked
-        or bool(marked & registry.systems().keys())
-        or "local_brokers" in getattr(item, "fixturenames", ())
-    )
+    systems = sorted(marked & registry.systems().keys())
+    if not systems and system_of(item) is not None:
+        systems = [str(system_of(item))]
+    if systems:
+        return SERVER_GROUP_OF.get(systems[0], OTHER_SERVER_GROUP)
+    if "integration" in marked or "local_brokers" in getattr(item, "fixturenames", ()):
+        return OTHER_SERVER_GROUP
+    return None
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Puts a test that starts servers in their ``xdist_group`` (:data:`SERVERS_GROUP`),
-    as it is collected (before pytest-xdist reads the groups)."""
-    if starts_servers(item):
-        item.add_marker(pytest.mark.xdist_group(SERVERS_GROUP))
+    """Puts a test that starts servers in its ``xdist_group`` (:func:`server_group`) as it
+    is collected (before pytest-xdist reads the groups)."""
+    group = server_group(item)
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Runs each system's conformance tests beside its own module's tests, just before the
-    first of them that uses the local broker, so that both share one running broker; puts
-    the tests that start servers first, so that with workers their group, the longest,
-    begins at once."""
+    first of them that uses the local broker, so that both share one running broker (with
+    workers, pytest-xdist hands out the largest groups first: the two server groups)."""
     conformance: dict[str, list[pytest.Item]] = {}
     rest: list[pytest.Item] = []
     for item in items:
@@ -136,9 +145,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered.append(item)
     for group in conformance.values():  # systems whose own tests were not selected
         ordered += group
-    items[:] = [i for i in ordered if starts_servers(i)] + [
-        i for i in ordered if not starts_servers(i)
-    ]
+    items[:] = ordered
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
