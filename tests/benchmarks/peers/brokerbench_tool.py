@@ -70,7 +70,8 @@ def scenario_toml(
         "duration": load.duration,
         "idle_timeout": IDLE_TIMEOUT,
     }
-    if load.max_in_flight is not None:
+    if load.max_in_flight is not None and ctx.system.can_pipeline:
+        # (a system whose adapter cannot pipeline sends one batch at a time, as it must)
         load_section["max_in_flight"] = load.max_in_flight
     load_section.update(extra_load)
     lines = [
