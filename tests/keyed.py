@@ -35,6 +35,20 @@ def keyed_run(scenario: Path, endpoints: Endpoints, tmp_path: Path, keys: int) -
     return run_against(scenario, endpoints, tmp_path, sections)
 
 
+def keyed_run_in_order(
+    scenario: Path, endpoints: Endpoints, tmp_path: Path, keys: int, spark: Any
+) -> Path:
+    """:func:`keyed_run`, checked: its context claims per-key order, something was received
+    and the analysis counts no message reordered; the run's directory."""
+    from workload.model.record import load_context
+
+    run_dir = keyed_run(scenario, endpoints, tmp_path, keys)
+    assert load_context(run_dir).broker.key_order
+    reordered, received = reordered_and_received(run_dir, spark)
+    assert received > 0 and reordered == 0
+    return run_dir
+
+
 def analysed(run_dir: Path, spark: Any) -> dict[str, str]:
     """The run analysed by the analysis job: its summary row (one point)."""
     from analysis.job import analyse

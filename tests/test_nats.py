@@ -267,16 +267,12 @@ def test_a_server_that_does_not_start_is_named_and_everything_is_removed(
 @pytest.mark.integration
 def test_a_keyed_run_counts_no_reordering(cluster, spark, tmp_path) -> None:
     from tests.conftest import SCENARIOS
-    from tests.keyed import keyed_run, reordered_and_received
-    from workload.model.record import load_context
+    from tests.keyed import keyed_run_in_order
 
     # Every message went to a keyed subject, which the stream must capture for anything to be
     # acknowledged and received; test_kafka runs the whole analysis job.
     smoke = SCENARIOS / "nats-cluster-smoke.toml"
-    run_dir = keyed_run(smoke, cluster.endpoints, tmp_path, keys=50)
-    assert load_context(run_dir).broker.key_order
-    reordered, received = reordered_and_received(run_dir, spark)
-    assert received > 0 and reordered == 0
+    keyed_run_in_order(smoke, cluster.endpoints, tmp_path, 50, spark)
 
 
 @pytest.mark.slow
