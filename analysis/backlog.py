@@ -12,8 +12,11 @@ records). From it and the phases:
   the backlog is 0) — to the second, so a drain within one second reads as under a second;
 - ``drain_msgs_per_s``: messages received from the drain's start to the catch-up, per
   second of ``catch_up_s`` (to the point's last second when it did not catch up);
-- ``backlog_left``: what was still queued at the end of the point's last second (0 when
-  it drained);
+- ``backlog_left``: what was still queued when the point ended — its *not drained*
+  messages, counted exactly by identity (0 when it drained; empty where its records are
+  incomplete): the per-second counters alone would count a message the broker flags as
+  redelivered on its first receipt (it was prefetched by a receiver that stopped before
+  taking it) as still queued (:func:`exact_left`);
 - the processing latency of the drain's seconds (from its start to the catch-up) apart
   from the steady seconds (the latency span's seconds before the backlog and after the
   catch-up), as p50 and p99.
@@ -247,6 +250,19 @@ def write_series(run_dir: Path, series: list[BacklogSecond]) -> None:
     except OSError as exc:
         path.unlink(missing_ok=True)
         raise RecordsNotWritten(path, exc) from exc
+
+
+def exact_left(
+    columns: Mapping[int, dict[str, Any]], accounting: Mapping[int, Mapping[str, Any]]
+) -> dict[int, dict[str, Any]]:
+    """``columns`` with each point's ``backlog_left`` from its exact accounting: the not
+    drained messages of a point stopped early (a drain cut off), 0 at a point that drained,
+    empty where its records are incomplete (not drained is not known)."""
+    out = {}
+    for point, figures in columns.items():
+        not_drained = accounting.get(point, {}).get("not_drained")
+        out[point] = {**figures, "backlog_left": not_drained}
+    return out
 
 
 def cut_off_records(

@@ -422,7 +422,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "backlog_left",
-        "messages still queued at the end of the point (0 when it drained)",
+        "messages still queued when the point ended: its not drained (0 when it drained; empty: incomplete)",
         Scope.BACKLOG,
         unit="msgs",
         title="backlog left",

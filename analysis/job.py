@@ -110,7 +110,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
     backlogs, backlog_series = backlog.backlog_columns(
         spark, context.run_id or run.name, phases, counters, hist, periods
     )
-    _merge(rows, backlogs)
+    _merge(rows, backlog.exact_left(backlogs, rows))
     usage = tf.node_usage(read_telemetry(spark, run), periods).cache()
     usages = resources.node_usages(r.asDict() for r in usage.collect())
     _merge(rows, resources.resource_table(context, usages, rows))

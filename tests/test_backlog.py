@@ -448,3 +448,17 @@ def test_receivers_may_idle_out_only_once_the_drain_has_nothing_queued() -> None
     assert not clock.drained(5) and clock.drained(0)
     shared.value = STEADY  # the senders finished before the backlog began
     assert clock.drained(5)
+
+
+def test_the_backlog_left_is_the_exact_not_drained_count_not_the_counters() -> None:
+    """The counters read 50 left at the cut-off point (10 of them flagged redelivered on
+    their first receipt); by identity 40 were not drained — that is what is left. A drained
+    point leaves 0, a point with incomplete records nothing known."""
+    from analysis.backlog import exact_left
+
+    columns = {p: {"peak_backlog": 100, "backlog_left": 50} for p in (0, 1, 2)}
+    accounting = {0: {"lost": 0, "not_drained": 40}, 1: {"lost": 3, "not_drained": 0}, 2: {}}
+    exact = exact_left(columns, accounting)
+    assert [exact[p]["backlog_left"] for p in (0, 1, 2)] == [40, 0, None]
+    assert all(exact[p]["peak_backlog"] == 100 for p in exact)
+    assert columns[0]["backlog_left"] == 50  # the counters' figures are left as they were

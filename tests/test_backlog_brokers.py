@@ -145,9 +145,12 @@ def test_rabbitmq_backlog_drains_and_a_drain_past_its_limit_is_not_drained_not_l
     assert left > 0 and row["drain_cut_off"] == "True" and row["catch_up_s"] == ""
     assert int(row["lost"]) == 0 and int(row["not_drained"]) > 0
     assert row["delivery"].startswith("not drained: the drain limit (0.1 s) ended the point")
-    # What was left, by the records, is what is not drained (no confirmed message is lost).
+    # What was left is what is not drained, by identity (no confirmed message is lost).
     assert left == int(row["not_drained"])
-    assert series[-1]["queued"] == left
+    # The per-second counters agree, but for messages the broker flagged as redelivered on
+    # their first receipt (prefetched by a receiver that stopped first, then delivered to
+    # another): the counters leave every flagged message out, so they read those as queued.
+    assert left <= series[-1]["queued"] <= left + int(row["redelivered"])
     # Nothing was received after the point was stopped (the workers were, at once).
     cut_s = phases.cut_off_ns // 1_000_000_000
     assert all(r["received"] == 0 for r in series if r["second"] > cut_s + 5)
