@@ -348,6 +348,11 @@ class LocalCluster(abc.ABC):
     def dead_nodes(self) -> list[str]:
         """Names of nodes whose process has exited (empty while all run)."""
 
+    def death(self, name: str) -> str:
+        """What is known of how the dead node ``name`` ended (its exit code, the last lines
+        of its log), for the one-line error; empty when nothing is."""
+        return ""
+
     def processes(self) -> list[NodeProcesses]:
         """Each broker node's processes now, for the resource telemetry (empty: none known)."""
         return []

@@ -337,6 +337,21 @@ class ProcessCluster(LocalCluster):
     def dead_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if not n.alive()]
 
+    def death(self, name: str) -> str:
+        node = self.node(name)
+        code = node.proc.returncode if node.proc is not None else None
+        if code is None:
+            how = ""
+        elif code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        tail = log_tail(node.log_path)[-400:]
+        return "; ".join(part for part in (how, f"its log ends: {tail}" if tail else "") if part)
+
     def processes(self) -> list[NodeProcesses]:
         """Each node's process group (the session it was started in), the work directory
         its data is in and, in a namespace, its bridge port."""

@@ -52,6 +52,8 @@ class StandIn(LocalCluster):
         self.calls: list[tuple[str, str, str]] = []
         self.down: set[str] = set()
         self.lock = threading.Lock()
+        #: Seconds a node started again takes to be ready.
+        self.starting_s = 0.0
 
     def stop(self) -> None:
         pass
@@ -72,6 +74,8 @@ class StandIn(LocalCluster):
             self.down.add(name)
 
     def recover(self, name: str, action: str, wait: float = 0.0) -> None:
+        if wait > 0:  # a restarted node that takes a while to be ready
+            time.sleep(self.starting_s)
         with self.lock:
             self.calls.append(("recover", name, action))
             self.down.discard(name)
@@ -108,6 +112,25 @@ def test_faults_wait_for_sending_then_act_and_come_back_in_time() -> None:
     assert timeline.sending_ns < kill.began_ns < kill.ended_ns < pause.began_ns
     assert 0.15 < (kill.began_ns - timeline.sending_ns) / NS < 0.35
     assert pause.ended_ns is None and pause.restored_ns is not None and pause.down_at_end
+
+
+def test_a_fault_due_while_a_restarted_node_starts_begins_once_it_is_ready() -> None:
+    cluster = StandIn()
+    cluster.starting_s = 1.0
+    faults = scheduler(
+        cluster, fault(0.0, "kill", "follower", 0.1), fault(0.3, "kill", "leader", 0.4)
+    )
+    faults.start()
+    time.sleep(0.6)
+    assert cluster.calls == [("fault", "n1", "kill")]  # n1 still starting: n0 untouched
+    time.sleep(0.8)
+    assert cluster.calls[1:] == [("recover", "n1", "kill"), ("fault", "n0", "kill")]
+    timeline = faults.finish(restore=False, complete=True)
+    follower, leader = timeline.faults
+    assert follower.ended_ns is not None and leader.began_ns is not None
+    assert timeline.sending_ns is not None
+    assert (leader.began_ns - follower.ended_ns) / NS >= 0.95  # its readiness, not its plan
+    assert faults.errors == []
 
 
 def test_the_last_point_leaves_nodes_down_to_the_cluster_stop() -> None:

@@ -7,7 +7,9 @@ up to about a second after the first one; on AWS: when the coordinating machine 
 own sender node). Each fault's ``at`` and ``until`` count from there. At ``at`` the clock
 asks its :class:`Actuator` which node the fault's selector names at that moment, keeps that
 node in :meth:`FaultClock.declared_down` (so that the runner does not count its death as a
-failure) and has the actuator begin the fault; at ``until`` it has the actuator end it.
+failure) and has the actuator begin the fault; at ``until`` it has the actuator end it —
+locally, the node is started again and awaited until it is ready, so an action due meanwhile
+happens once it is (one at a time; the timeline has the real times).
 When the point ends, :meth:`FaultClock.finish` stops the clock, lets the actuator fill in
 what it learns only then, and brings a node still down back when another point follows
 (not after the last one: the cluster stops then anyway).
@@ -34,7 +36,8 @@ from workload.model.errors import first_line
 from workload.model.faults import FaultRecord, FaultSpec, PointTimeline
 from workload.model.scenario import Scenario
 
-#: How long a node brought back between points may take to be ready.
+#: How long a node brought back (at its fault's ``until``, or between points) may take to be
+#: ready: the next fault begins no earlier (faults happen one at a time, on a whole cluster).
 RESTORE_TIMEOUT = 180.0
 
 Console = Callable[[str], None]
@@ -210,9 +213,11 @@ class ClusterFaults:
         return issued
 
     def end(self, record: FaultRecord, why: Why) -> int:
+        """Bring the node back and wait until it is ready (accepts connections again): a
+        fault planned meanwhile begins once it is — a node still starting when the next
+        fault strikes its peers may fail to start at all. The time is the restart's."""
         issued = time.time_ns()
-        wait = RESTORE_TIMEOUT if why == "restore" else 0.0
-        self.cluster.recover(record.node, record.action, wait)
+        self.cluster.recover(record.node, record.action, RESTORE_TIMEOUT)
         return issued
 
     def settle(self, records: list[FaultRecord]) -> None:

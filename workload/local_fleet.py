@@ -292,7 +292,10 @@ class LocalFleet:
                 for name in dead:
                     running.dead_reported.add(name)
                     running.deaths.append((name, time.time_ns()))
-                    self.outcome.errors.append(f"broker node {name} died during the run")
+                    how = self.cluster.death(name)
+                    self.outcome.errors.append(
+                        f"broker node {name} died during the run" + (f" ({how})" if how else "")
+                    )
 
     def _backlog(self, running: _Running) -> None:
         """Move the backlog's phases on; at the drain limit, stop the point."""
