@@ -229,7 +229,7 @@ def test_scenario_for_the_running_broker_is_valid() -> None:
         10,
         2,
     )
-    assert scenario.measurement.warmup == 2.0
+    assert scenario.measurement.warmup == 4.0  # brokerbench's default: a fifth of 20 s
     assert scenario.broker_params().partitions == 16  # type: ignore[attr-defined]
 
 
@@ -241,6 +241,8 @@ def test_summary_row_to_measurement() -> None:
         "send_latency_run_p99_ms": "",
         "lost": "3",
         "receivers_kept_up": "False",
+        "processing_latency_run_p50_ms": "5.94",
+        "processing_latency_run_p99_ms": "1520.3",
     }
     m = brokerbench_tool.summary_measurement(row)
     assert (m.send_per_s, m.receive_per_s, m.publish_p50_ms, m.publish_p99_ms) == (
@@ -251,6 +253,7 @@ def test_summary_row_to_measurement() -> None:
     )
     assert any("lost = 3" in n for n in m.notes)
     assert any("did not keep up" in n for n in m.notes)
+    assert "brokerbench: end-to-end (processing) latency p50 5.9 ms, p99 1,520.3 ms" in m.notes
 
 
 def test_table_ratio_and_failures() -> None:
