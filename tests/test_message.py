@@ -23,6 +23,14 @@ def test_header_round_trip_keeps_size() -> None:
     )
 
 
+def test_a_batch_takes_consecutive_payloads_wrapping_around_the_pool() -> None:
+    pool = [b"a", b"b", b"c"]
+    assert message.take(pool, 1, 2) == [b"b", b"c"]
+    assert message.take(pool, 2, 2) == [b"c", b"a"]
+    assert message.take(pool, 1, 7) == [b"b", b"c", b"a", b"b", b"c", b"a", b"b"]
+    assert message.take(pool, 0, 0) == []
+
+
 def test_foreign_payloads_are_not_parsed() -> None:
     assert message.parse(b"hello world") is None
     assert message.parse(b"bb1|x|zz|1|1|1|1|rest") is None
@@ -44,6 +52,8 @@ def test_stamper_and_reader_agree_with_header_and_parse() -> None:
     stamper = message.Stamper("abcd1234.3", 7, 12)
     bodies = stamper.stamp_batch(pool, 4095, 10**18, 10**18 - 7)
     assert [len(b) for b in bodies] == [100] * 4
+    head = len(message.header("abcd1234.3", 7, 12, 4095, 10**18, 10**18 - 7))
+    assert [b[head:] for b in bodies] == [p[head:] for p in pool]  # each keeps its payload's tail
     for i, body in enumerate(bodies):
         assert message.parse(body) == message.Identity(
             "abcd1234.3", 7, 12, 4095 + i, 10**18, 10**18 - 7

@@ -120,12 +120,13 @@ class Stamper:
                 head = b"%s%010x|%s%016x|" % (prefix, seq + i, sent, when)
                 append(head + payload[len(head) :])
             return out
+        # Every head is as long (the fields are fixed-width): one format per message.
         suffix = b"%016x|%016x|" % (send_ns, intended_ns)
-        for payload in payloads:
-            head = b"%s%010x|%s" % (prefix, seq, suffix)
-            append(head + payload[len(head) :])
-            seq += 1
-        return out
+        cut = len(prefix) + len(b"%010x|" % seq) + len(suffix)
+        return [
+            b"%s%010x|%s%s" % (prefix, s, suffix, payload[cut:])
+            for s, payload in zip(range(seq, seq + len(payloads)), payloads, strict=True)
+        ]
 
 
 class Identities:
@@ -264,6 +265,21 @@ def sized_pool(sizes: Sequence[int], seed: int | None = None) -> list[bytes]:
     rng = np.random.default_rng(seed)
     alphabet = np.frombuffer(_ALPHABET, dtype=np.uint8)
     return [alphabet[rng.integers(0, len(alphabet), size)].tobytes() for size in sizes]
+
+
+def take(pool: Sequence[bytes], start: int, count: int) -> list[bytes]:
+    """``count`` consecutive payloads of ``pool`` from ``start``, wrapping around its end.
+
+    A batch's payloads: the pool's payloads (and sizes) are independent draws, so a run of
+    them from a random place is as random as picking each one at random — at one random
+    number per batch instead of one per message."""
+    end = start + count
+    if end <= len(pool):
+        return list(pool[start:end])
+    out = list(pool[start:])
+    while len(out) < count:
+        out += pool[: count - len(out)]
+    return out
 
 
 def payload_pool(load: LoadSection, seed: int | None = None) -> list[bytes]:

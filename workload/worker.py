@@ -241,7 +241,8 @@ class SenderLoop:
         wall = time.time_ns()
         now = time.monotonic_ns()
         lo = self.seq
-        payloads = self.rng.choices(self.s.pool, k=size)
+        pool = self.s.pool
+        payloads = message.take(pool, self.rng.randrange(len(pool)), size)
         nbytes = sum(map(len, payloads))  # stamping keeps every size
         self.seq = lo + size
         self.size = self._batch_size()
