@@ -110,22 +110,20 @@ class Stamper:
         ``spacing_ns`` (an open-loop schedule), message ``i`` of the batch carries
         ``intended_ns + i·spacing_ns``."""
         prefix = self.prefix
-        out: list[bytes] = []
-        append = out.append
-        seq = first_seq
+        seqs = range(first_seq, first_seq + len(payloads))
+        # Every head is as long (the fields are fixed-width): one format per message.
+        cut = len(prefix) + len(b"%010x|%016x|%016x|" % (first_seq, send_ns, intended_ns))
         if spacing_ns:
             sent = b"%016x|" % send_ns
-            for i, payload in enumerate(payloads):
-                when = intended_ns + int(i * spacing_ns)
-                head = b"%s%010x|%s%016x|" % (prefix, seq + i, sent, when)
-                append(head + payload[len(head) :])
-            return out
-        # Every head is as long (the fields are fixed-width): one format per message.
+            return [
+                b"%s%010x|%s%016x|%s"
+                % (prefix, seq, sent, intended_ns + int(i * spacing_ns), payload[cut:])
+                for i, (seq, payload) in enumerate(zip(seqs, payloads, strict=True))
+            ]
         suffix = b"%016x|%016x|" % (send_ns, intended_ns)
-        cut = len(prefix) + len(b"%010x|" % seq) + len(suffix)
         return [
-            b"%s%010x|%s%s" % (prefix, s, suffix, payload[cut:])
-            for s, payload in zip(range(seq, seq + len(payloads)), payloads, strict=True)
+            b"%s%010x|%s%s" % (prefix, seq, suffix, payload[cut:])
+            for seq, payload in zip(seqs, payloads, strict=True)
         ]
 
 
@@ -267,16 +265,15 @@ def sized_pool(sizes: Sequence[int], seed: int | None = None) -> list[bytes]:
     return [alphabet[rng.integers(0, len(alphabet), size)].tobytes() for size in sizes]
 
 
-def take(pool: Sequence[bytes], start: int, count: int) -> list[bytes]:
+def take(pool: list[bytes], start: int, count: int) -> list[bytes]:
     """``count`` consecutive payloads of ``pool`` from ``start``, wrapping around its end.
 
     A batch's payloads: the pool's payloads (and sizes) are independent draws, so a run of
     them from a random place is as random as picking each one at random — at one random
     number per batch instead of one per message."""
-    end = start + count
-    if end <= len(pool):
-        return list(pool[start:end])
-    out = list(pool[start:])
+    if start + count <= len(pool):
+        return pool[start : start + count]
+    out = pool[start:]
     while len(out) < count:
         out += pool[: count - len(out)]
     return out

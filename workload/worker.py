@@ -55,7 +55,7 @@ class WorkerSettings:
     node: int
     worker: int
     load: LoadSection
-    pool: Sequence[bytes]
+    pool: list[bytes]
     stop_requested: Callable[[], bool]
     seed: int = 0
     #: Locally the coordinator says when every sender has finished (and, with a backlog,
