@@ -348,3 +348,25 @@ def test_a_failed_batch_is_abandoned_not_retried() -> None:
     missing = set(range(60)) - set(stored)
     assert missing and max(missing) < min(s for s in stored if s > min(missing))
     assert _confirmed(loop) == set(stored) and loop.recorder.total_errors == 1
+
+
+def test_the_clocks_are_read_again_when_a_pair_was_torn_apart(monkeypatch) -> None:
+    """The first pair's wall reads lie 40 µs apart (preempted between them), the second's
+    1 µs: the second is taken, its wall time the middle of its two reads."""
+    from workload import worker
+
+    walls = iter([1_000_000, 1_040_000, 2_000_000, 2_001_000])
+    monos = iter([50, 60])
+    monkeypatch.setattr(worker.time, "time_ns", lambda: next(walls))
+    monkeypatch.setattr(worker.time, "monotonic_ns", lambda: next(monos))
+    assert worker.clock_pair() == (2_000_500, 60)
+
+
+def test_a_machine_too_busy_for_a_close_pair_gets_the_closest_of_its_tries(monkeypatch) -> None:
+    from workload import worker
+
+    walls = iter([0, 30_000, 100_000, 120_000, 200_000, 240_000])
+    monos = iter([1, 2, 3])
+    monkeypatch.setattr(worker.time, "time_ns", lambda: next(walls))
+    monkeypatch.setattr(worker.time, "monotonic_ns", lambda: next(monos))
+    assert worker.clock_pair() == (110_000, 2)

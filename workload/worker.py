@@ -238,8 +238,7 @@ class SenderLoop:
         A batch is sent once: should its send fail (:meth:`failed`) it is abandoned, not
         retried, and the next batch goes on from the following sequence numbers."""
         size = self.size
-        wall = time.time_ns()
-        now = time.monotonic_ns()
+        wall, now = clock_pair()
         lo = self.seq
         pool = self.s.pool
         payloads = message.take(pool, self.rng.randrange(len(pool)), size)
@@ -286,6 +285,33 @@ class SenderLoop:
         they count neither as sent nor as lost should they arrive anyway). Returns the
         back-off to sleep."""
         return self.failures.failed(self.recorder, error)
+
+
+#: Two wall-clock reads around a monotonic one this close together: read together.
+PAIR_NS = 5_000
+#: Tries at most before the closest pair is taken.
+PAIR_TRIES = 3
+
+
+def clock_pair() -> tuple[int, int]:
+    """The wall clock and the monotonic clock read at one moment: ``(wall ns, monotonic ns)``.
+
+    A thread preempted between two reads (a busy machine) would tie them tens of µs apart,
+    and shift every time derived from the pair — an open-loop batch's intended send times —
+    by that much. So the wall clock is read on both sides of the monotonic one, again while
+    the two wall reads lie more than :data:`PAIR_NS` apart (at most :data:`PAIR_TRIES` times),
+    and the closest pair is taken, its wall time the middle of the two reads."""
+    best_gap, best = -1, (0, 0)
+    for _ in range(PAIR_TRIES):
+        before = time.time_ns()
+        mono = time.monotonic_ns()
+        after = time.time_ns()
+        gap = after - before
+        if best_gap < 0 or gap < best_gap:
+            best_gap, best = gap, ((before + after) // 2, mono)
+        if gap <= PAIR_NS:
+            break
+    return best
 
 
 def _stepped(batch: Batch, timed_ns: int, now_mono_ns: int) -> int:
