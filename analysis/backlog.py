@@ -114,13 +114,20 @@ def drain_figures(series: list[BacklogSecond], phases: BacklogPhases) -> Drain:
         return Drain(peak, left, None, None, None, None, hold_first)
     drain_at = phases.drain_ns / NS
     drain_first = math.floor(drain_at)
-    caught = next(
-        (
-            s.second
-            for s in series
-            if s.second >= drain_first and s.received_total >= s.confirmed_total - s.confirmed
-        ),
-        None,
+    # A drain the limit cut off did not catch up: the point ended with messages queued. (By
+    # whole seconds it could seem to: the drain's own second leaves out what was confirmed
+    # in it, before the senders stopped.)
+    caught = (
+        None
+        if phases.cut_off
+        else next(
+            (
+                s.second
+                for s in series
+                if s.second >= drain_first and s.received_total >= s.confirmed_total - s.confirmed
+            ),
+            None,
+        )
     )
     last = caught if caught is not None else series[-1].second
     drained_for = last + 1 - drain_at

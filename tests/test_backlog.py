@@ -323,6 +323,14 @@ def test_the_backlog_and_its_drain_from_per_second_counts() -> None:
     )
     assert (cut.peak_backlog, cut.backlog_left, cut.catch_up_s) == (100, 40, None)
     assert cut.drain_msgs_per_s == pytest.approx(60.0)
+    # Cut off within its drain's second, whose own sends (before the senders stopped) the
+    # whole-second rule leaves out: 50 confirmed before it were received, 70 are still queued
+    # — not caught up.
+    within = drain_figures(
+        backlog_series(4, {299: (50, 0), 300: (100, 80)}),
+        BacklogPhases(point=4, drain_ns=300_500_000_000, cut_off_ns=300_600_000_000),
+    )
+    assert (within.backlog_left, within.catch_up_s) == (70, None)
     # No drain (the point was stopped before it began): the peak and what is left only.
     held = drain_figures(backlog_series(2, {5: (30, 0)}), BacklogPhases(point=2, hold_ns=1))
     assert (held.peak_backlog, held.backlog_left, held.catch_up_s, held.drain_first) == (
