@@ -10,6 +10,7 @@ records). From it and the phases:
 - ``catch_up_s``: from the drain's start to the end of the first second from it on by whose
   end every message confirmed before that second was received (with the senders stopped:
   the backlog is 0) — to the second, so a drain within one second reads as under a second;
+  empty for a drain the limit cut off;
 - ``drain_msgs_per_s``: messages received from the drain's start to the catch-up, per
   second of ``catch_up_s`` (to the point's last second when it did not catch up);
 - ``backlog_left``: what was still queued when the point ended — its *not drained*
