@@ -199,6 +199,13 @@ class Receiver(abc.ABC, Generic[R]):
     def ack(self, receipts: Sequence[R]) -> None:
         """Confirm processing of the messages these receipts came with."""
 
+    def joined(self) -> bool:
+        """Whether this receiver takes its part of the destination: at once for most
+        systems; a consumer-group member once the group gave it its first assignment
+        (possibly empty), which its receive calls bring about. The senders of a local
+        point wait for every receiver's (:mod:`workload.start_gate`)."""
+        return True
+
     def close(self) -> None:
         """Release connections."""
 
@@ -238,6 +245,10 @@ class AsyncReceiver(abc.ABC, Generic[R]):
     @abc.abstractmethod
     async def ack(self, receipts: Sequence[R]) -> None:
         """Confirm processing of the messages these receipts came with."""
+
+    def joined(self) -> bool:
+        """See :meth:`Receiver.joined`."""
+        return True
 
     async def close(self) -> None:
         """Release connections."""

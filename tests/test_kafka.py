@@ -298,6 +298,35 @@ def _owns_partitions(adapter: Any) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kafka_client", CLIENTS)
+def test_a_consumer_has_joined_once_the_group_assigned_it_even_nothing(
+    cluster: Endpoints, kafka_client: str
+) -> None:
+    # One partition, two consumers: one of them is assigned nothing, and has joined all
+    # the same (the senders of a local point wait for every receiver to join).
+    params = KafkaParams(partitions=1, client=kafka_client)
+    destination = Destination(f"joined_{kafka_client.replace('-', '_')}")
+    SYSTEM.prepare(cluster, params, destination)
+    first = SYSTEM.connect(cluster, params, destination)
+    second = SYSTEM.connect(cluster, params, destination)
+    try:
+        assert not first.joined() and not second.joined()  # receiving joins the group
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (first.joined() and second.joined()):
+            for adapter in (first, second):
+                adapter.receive(10)
+        assert first.joined() and second.joined()
+        deadline = time.monotonic() + 10  # the last join's rebalance settles
+        while time.monotonic() < deadline and _owns_partitions(first) == _owns_partitions(second):
+            for adapter in (first, second):
+                adapter.receive(10)
+        assert sorted([_owns_partitions(first), _owns_partitions(second)]) == [False, True]
+    finally:
+        first.close()
+        second.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kafka_client", CLIENTS)
 def test_batches_in_flight_are_each_received_once(cluster: Endpoints, kafka_client: str) -> None:
     params = KafkaParams(partitions=4, client=kafka_client)
     name = f"in_flight_{kafka_client.replace('-', '_')}"

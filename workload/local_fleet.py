@@ -45,6 +45,7 @@ from workload.naming import destination_name
 from workload.node import NodeSpec, Progress, node_process, prepare_point, split
 from workload.progress import ProgressView
 from workload.signals import signal_name
+from workload.start_gate import StartGate
 from workload.telemetry import Sampler, Target, node_means, process_groups
 
 Console = Callable[[str], None]
@@ -96,6 +97,8 @@ class _Running:
     #: The phase shared with the node processes: held here for as long as they run (a
     #: spawned child rebuilds it from its name, which must still exist by then).
     phase: Any = None
+    #: The start gate's shared count, held likewise (:mod:`workload.start_gate`).
+    gate: StartGate | None = None
 
 
 @dataclass
@@ -146,6 +149,8 @@ class LocalFleet:
         stop, senders_done, progress = ctx.Event(), ctx.Event(), ctx.Queue()
         section = self.scenario.backlog
         phase = ctx.Value("i", initial_phase(section))
+        receivers = point.receiver_nodes * point.load.threads_of("receiver")
+        gate = StartGate(ctx.Value("i", 0), receivers)
         nodes = [
             NodeSpec.of_point(
                 point,
@@ -168,7 +173,7 @@ class LocalFleet:
         processes = [
             ctx.Process(
                 target=node_process,
-                args=(spec, stop, progress, senders_done, phase),
+                args=(spec, stop, progress, senders_done, phase, gate),
                 name=f"{spec.role}-{spec.node}.{spec.part}",
             )
             for spec in specs
@@ -179,7 +184,7 @@ class LocalFleet:
         running = self._running = _Running(
             destination, specs, processes, stop, senders_done, progress, view, faults, point.load
         )
-        running.phase = phase
+        running.phase, running.gate = phase, gate
         if section is not None:
             # Bytes queued are reckoned from the mean message size.
             mean_size = math.ceil(point.load.message_size.average)

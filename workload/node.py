@@ -37,6 +37,7 @@ from workload.naming import destination_name, point_tag, run_tag
 from workload.node_records import write_node
 from workload.recording import Records, WorkerRecorder
 from workload.signals import leave_stopping_to_the_coordinator
+from workload.start_gate import Once, StartGate
 from workload.worker import (
     ReceiverLoop,
     SenderLoop,
@@ -232,9 +233,12 @@ def run_node(
     progress: ProgressSink | None = None,
     senders_done: StopFlag | None = None,
     phase: PhaseValue | None = None,
+    gate: StartGate | None = None,
 ) -> NodeStatus:
     """Run the workers of one node to the end and write their results; ``phase``, with a
-    backlog, is the phase the coordinator has the point in (:mod:`workload.backlog`)."""
+    backlog, is the phase the coordinator has the point in (:mod:`workload.backlog`);
+    ``gate``, locally, holds the senders until the point's receivers are in
+    (:mod:`workload.start_gate`)."""
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
     destination = Destination(spec.destination, keyed=spec.load.keys is not None)
@@ -254,6 +258,7 @@ def run_node(
             receive_batch=spec.load.receive_batch or system.receive_batch,
             backlog=spec.backlog,
             phase=(lambda: int(phase.value)) if phase is not None else lambda: STEADY,
+            joined=Once(gate.settle) if gate is not None and spec.role == "receiver" else _no_gate,
         )
         for w in spec.worker_ids
     ]
@@ -281,10 +286,16 @@ def run_node(
             )
 
     def connect() -> Adapter[Any]:
-        return system.connect_blocking(spec.endpoints, params, destination)
+        adapter = system.connect_blocking(spec.endpoints, params, destination)
+        if gate is not None and spec.role == "sender":
+            gate.wait(stop.is_set)
+        return adapter
 
-    def connect_async() -> Awaitable[AsyncAdapter[Any]]:
-        return system.connect_async(spec.endpoints, params, destination)
+    async def connect_async() -> AsyncAdapter[Any]:
+        adapter = await system.connect_async(spec.endpoints, params, destination)
+        if gate is not None and spec.role == "sender":
+            await gate.wait_async(stop.is_set)
+        return adapter
 
     try:
         if system.asyncio:
@@ -424,6 +435,10 @@ def _until_next_report() -> float:
     return wait if wait >= 0.5 else wait + 1.0
 
 
+def _no_gate() -> None:
+    """No start gate (a node on a machine of its own)."""
+
+
 def _second() -> int:
     """The current wall-clock second, the one the recorders file records under."""
     return time.time_ns() // 1_000_000_000
@@ -448,6 +463,7 @@ def _run_threads(
         except Exception as exc:
             errors.append(first_line(exc))
         finally:
+            settings[i].joined()  # a receiver that ended is not awaited
             if adapter is not None:
                 try:
                     adapter.close()
@@ -486,6 +502,7 @@ async def _run_async(
         except Exception as exc:
             errors.append(first_line(exc))
         finally:
+            settings[i].joined()  # a receiver that ended is not awaited
             if adapter is not None:
                 try:
                     await adapter.close()
@@ -504,10 +521,11 @@ def node_process(
     progress: ProgressSink | None,
     senders_done: StopFlag | None,
     phase: PhaseValue | None = None,
+    gate: StartGate | None = None,
 ) -> None:
     """Entry point of a spawned node process: signals are the coordinator's to handle."""
     leave_stopping_to_the_coordinator()
-    run_node(spec, stop, progress, senders_done, phase)
+    run_node(spec, stop, progress, senders_done, phase, gate)
 
 
 def run_node_processes(spec: NodeSpec, stop: StopFlag) -> list[NodeStatus]:

@@ -69,6 +69,8 @@ class WorkerSettings:
     #: their rate, as the backlog says.
     backlog: BacklogSection | None = None
     phase: Callable[[], int] = lambda: STEADY
+    #: A receiver says once that it has joined (:mod:`workload.start_gate`).
+    joined: Callable[[], None] = lambda: None
 
 
 #: How often a worker asks whether it should stop: the flag is shared between processes,
@@ -340,12 +342,23 @@ class ReceiverLoop:
         )
         #: Bytes of the batch handed out last, counted as acknowledged with it.
         self.handed_bytes = 0
+        #: Whether the receiver said it joined.
+        self.said_joined = False
+
+    def join(self, joined: bool) -> None:
+        """Say once that the receiver joined, when ``joined``."""
+        if joined:
+            self.said_joined = True
+            self.s.joined()
 
     def holding(self) -> bool:
-        """A backlog builds: the receiver does not receive (and a hold is not idleness)."""
+        """A backlog builds: the receiver does not receive (and a hold is not idleness;
+        a holding receiver counts as joined)."""
         if self.phase() != HOLD:
             return False
         self.last_message = time.monotonic()
+        if not self.said_joined:
+            self.join(True)
         return True
 
     def finished(self) -> bool:
@@ -462,6 +475,8 @@ def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
 
 def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
+        if not loop.said_joined:
+            loop.join(receiver.joined())
         if loop.holding():
             time.sleep(HOLD_POLL)
             continue
@@ -536,6 +551,8 @@ async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> 
 
 async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
+        if not loop.said_joined:
+            loop.join(receiver.joined())
         if loop.holding():
             await asyncio.sleep(HOLD_POLL)
             continue

@@ -89,7 +89,7 @@ def _rebalance_listener(adapter: KafkaPythonAdapter) -> Any:
             await adapter.commit_revoked([tp.partition for tp in revoked])
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
-            pass
+            adapter._assigned = True
 
         async def on_partitions_lost(self, lost: Any) -> None:
             adapter.acks.forget(tp.partition for tp in lost)

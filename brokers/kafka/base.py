@@ -72,6 +72,13 @@ class KafkaAdapterBase(Adapter[PartitionOffset]):
         self._producer: Any = None
         self._consumer: Any = None
         self._last_commit = time.monotonic()
+        #: Whether the group gave this consumer an assignment yet (possibly empty).
+        self._assigned = False
+
+    def joined(self) -> bool:
+        """Once the consumer group gave this consumer its first assignment: until then
+        the group rebalances as its members join, and nobody receives."""
+        return self._assigned
 
     # -- what a client library supplies ------------------------------------------------
 

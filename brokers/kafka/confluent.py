@@ -127,6 +127,7 @@ class ConfluentAdapter(KafkaAdapterBase):
                     self.endpoints,
                     [self.topic],
                     self.params.request_timeout,
+                    on_assign=self._on_assign,
                     on_revoke=self._on_revoke,
                     on_lost=self._on_lost,
                 )
@@ -292,6 +293,10 @@ class ConfluentAdapter(KafkaAdapterBase):
         if quiet or errors[0].code() in rdkafka.codes(rdkafka.GROUP_MOVED_ON):
             return False
         raise rdkafka.error(self.endpoints, errors[0])
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        """The group's assignment (librdkafka assigns it once this returns)."""
+        self._assigned = True
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         """Commit what was acknowledged before ``partitions`` move (the consumer still owns

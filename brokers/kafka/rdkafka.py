@@ -170,7 +170,7 @@ def subscribe(
     """Subscribe once the cluster metadata lists every topic's partitions (a group whose
     first assignment missed them would leave the topic unread for a while).
 
-    ``callbacks`` are ``on_revoke`` / ``on_lost`` (served inside ``consume``).
+    ``callbacks`` are ``on_assign`` / ``on_revoke`` / ``on_lost`` (served inside ``consume``).
     """
     await_topics(consumer, endpoints, topics, timeout)
     consumer.subscribe(topics, **callbacks)
