@@ -95,6 +95,17 @@ def test_a_receiver_settles_once_when_its_client_says_it_joined() -> None:
     assert seen == [3] and gate.settled.value == 1
 
 
+class OpenedAt(StartGate):
+    """Notes when the last receiver settled (the settling call opens the gate)."""
+
+    opened_at = 0.0
+
+    def settle(self) -> None:
+        super().settle()
+        if self.open() and not self.opened_at:
+            self.opened_at = time.monotonic()
+
+
 def test_senders_start_only_once_the_receivers_joined(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,14 +117,9 @@ def test_senders_start_only_once_the_receivers_joined(
 
     system = replace(memory_system(Joining()), connect=connect)
     monkeypatch.setattr(registry, "get", lambda name: system)
-    gate = _gate(2)
+    gate = OpenedAt(mp.get_context("spawn").Value("i", 0), 2)
     stop = threading.Event()
     load = LoadSection(threads=2, processes=1, messages=20, duration=60, idle_timeout=0.5)
-    opened_at: list[float] = []
-    watcher = threading.Thread(
-        target=lambda: (gate.wait(lambda: False), opened_at.append(time.monotonic()))
-    )
-    watcher.start()
     receivers = threading.Thread(
         target=run_node,
         args=(node_spec(tmp_path, load, role="receiver"), stop),
@@ -121,12 +127,11 @@ def test_senders_start_only_once_the_receivers_joined(
     )
     receivers.start()
     status = run_node(node_spec(tmp_path, load), stop, gate=gate)
-    watcher.join(10)
     receivers.join(30)
-    assert status.ok and status.sent == 40 and opened_at  # 20 per worker
+    assert status.ok and status.sent == 40 and gate.opened_at  # 20 per worker
     assert [a.receives >= 20 for a in adapters].count(True) == 2  # both receivers joined
     first_sends = [a.first_send for a in adapters if a.first_send is not None]
-    assert len(first_sends) == 2 and min(first_sends) >= opened_at[0]
+    assert len(first_sends) == 2 and min(first_sends) >= gate.opened_at
 
 
 def test_receivers_that_cannot_connect_are_not_awaited(

@@ -285,6 +285,7 @@ def run_node(
                 )
             )
 
+    # A sender's client is handed to its loop once the point's receivers are in.
     def connect() -> Adapter[Any]:
         adapter = system.connect_blocking(spec.endpoints, params, destination)
         if gate is not None and spec.role == "sender":
