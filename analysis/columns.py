@@ -228,6 +228,14 @@ COLUMNS: tuple[Column, ...] = (
         fmt="{:,.0f}",
     ),
     Column(
+        "broker_thread_max_pct",
+        "a broker node's busiest thread each second, mean (at 90 % a part of the broker that "
+        "runs on one thread is saturated)",
+        Scope.RUN,
+        unit="% of a core",
+        fmt="{:,.0f}",
+    ),
+    Column(
         "client_cpu_pct",
         "the busiest client node's CPU, mean",
         Scope.RUN,

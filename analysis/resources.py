@@ -4,7 +4,7 @@ The Spark job averages every node's telemetry over the point's measurement perio
 (:func:`analysis.transforms.node_usage`); here those few rows per point become:
 
 * the busiest broker node's CPU (mean and peak second, % of one core), resident memory and
-  GC pause time; the busiest client node's CPU and its busiest process's; the machine's CPU
+  GC pause time; the busiest thread of any broker node; the busiest client node's CPU and its busiest process's; the machine's CPU
   (% of all its cores) where broker and clients share it;
 * the broker's disk, as its data devices count it (``/proc/diskstats``): bytes written per
   second (every broker data device; one machine's nodes share one), and the write
@@ -55,6 +55,8 @@ def resource_columns(usage: Usage, send_msgs_per_s: float | None) -> dict[str, A
     if busiest is not None:
         found["broker_cpu_pct"] = busiest.cpu_pct
         found["broker_cpu_max_pct"] = busiest.cpu_max_pct
+        threads = [n.thread_max_pct for n in brokers if n.thread_max_pct is not None]
+        found["broker_thread_max_pct"] = max(threads) if threads else None
         found["broker_rss_mb"] = busiest.rss_bytes / MB
         found["broker_gc_ms_per_s"] = busiest.gc_pause_ms_s
     client = usage.busiest("sender", "receiver")

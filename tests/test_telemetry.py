@@ -93,6 +93,35 @@ def test_a_busy_process_reads_as_about_one_core_and_the_rows_follow_the_seconds(
         assert row["cores"] == os.cpu_count()
 
 
+SPIN_IN_A_THREAD = (
+    "import threading, time\n"
+    "def spin():\n"
+    "    end = time.time() + 30\n"
+    "    while time.time() < end: pass\n"
+    "threading.Thread(target=spin).start()\n"
+    "[threading.Thread(target=time.sleep, args=(30,)).start() for _ in range(5)]\n"
+)
+
+
+def test_a_broker_nodes_busiest_thread_is_read_and_only_a_brokers() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SPIN_IN_A_THREAD], start_new_session=True)
+    try:
+        time.sleep(0.3)  # its threads started
+        targets = [Target("broker", "b-0", (proc.pid,)), Target("sender", "s-0", (proc.pid,))]
+        _sampler, rows = sample_for(targets, 3.3)
+    finally:
+        proc.kill()
+        proc.wait()
+    broker = [r for r in rows if r["node"] == "b-0"][1:]
+    sender = [r for r in rows if r["node"] == "s-0"]
+    assert broker and all(r["cpu_thread_max_pct"] is not None for r in broker)
+    for row in broker:
+        # one of its 7 threads did all the work: the busiest is nearly the whole process
+        assert row["cpu_thread_max_pct"] <= row["cpu_pct"] + 2
+        assert row["cpu_thread_max_pct"] >= 0.8 * row["cpu_pct"] > 0
+    assert all(r.get("cpu_thread_max_pct") is None for r in sender)
+
+
 def test_disk_writes_of_a_node_count_in_its_row(tmp_path: Path) -> None:
     script = (
         "import os, time\n"
@@ -265,6 +294,21 @@ def node(role: str, name: str, cpu: float, **more: float) -> NodeUsage:
         ([], None, 1, UNKNOWN),
         # the broker's node used ≥ 90 % of its 2 cores
         ([node("broker", "b0", 185.0), node("host", "host", 195.0)], None, 8, BROKER_CPU),
+        # one broker thread at a whole core, the node's 2 cores half idle (Redis's command
+        # thread): the broker set the pace, though the machine was 89 % busy
+        (
+            [node("broker", "b0", 95.0, thread_max_pct=92.0), node("host", "host", 178.0)],
+            None,
+            8,
+            BROKER_CPU,
+        ),
+        # the same broker's busiest thread at 60 %: the shared machine
+        (
+            [node("broker", "b0", 95.0, thread_max_pct=60.0), node("host", "host", 185.0)],
+            None,
+            8,
+            SHARED_HOST,
+        ),
         # its data device was busy
         (
             [node("broker", "b0", 40.0, device_busy_pct=97.0), node("host", "host", 60.0)],

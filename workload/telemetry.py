@@ -177,6 +177,30 @@ class _TargetState:
     handles: dict[int, psutil.Process] = field(default_factory=dict)
     #: When its data directory was last measured (wall-clock seconds; 0: never).
     data_at: float = 0.0
+    #: CPU seconds of each thread (pid, thread id) at the last reading (broker nodes).
+    threads: dict[tuple[int, int], float] = field(default_factory=dict)
+
+
+def _busiest_thread(state: _TargetState, pids: Iterable[int]) -> float | None:
+    """The most CPU seconds one thread of these processes used since the last reading
+    (None before a second reading): a broker that runs a part of its work on one thread
+    (Redis executes every command on one) is saturated when that thread is, however idle
+    its other cores. Threads come from ``/proc/<pid>/task``."""
+    now: dict[tuple[int, int], float] = {}
+    busiest: float | None = None
+    for pid in pids:
+        try:
+            threads = state.handles[pid].threads()
+        except (psutil.Error, ProcessLookupError, KeyError):
+            continue
+        for thread in threads:
+            key = (pid, thread.id)
+            spent = now[key] = thread.user_time + thread.system_time
+            before = state.threads.get(key)
+            if before is not None:
+                busiest = max(busiest or 0.0, spent - before)
+    state.threads = now
+    return busiest
 
 
 def _process_state(
@@ -335,6 +359,7 @@ class Sampler:
             if now.gc_s is not None and before.gc_s is not None:
                 gc = (gc or 0.0) + now.gc_s - before.gc_s
         state.processes = current
+        thread_busiest = _busiest_thread(state, current) if target.role == "broker" else None
         for gone in set(state.handles) - set(current):
             del state.handles[gone], state.perf_files[gone]
         if target.data_dir is not None and state.device is None:
@@ -352,6 +377,9 @@ class Sampler:
             "cpu_user_pct": 100.0 * cpu_user / elapsed,
             "cpu_system_pct": 100.0 * cpu_system / elapsed,
             "cpu_process_max_pct": 100.0 * busiest / elapsed,
+            "cpu_thread_max_pct": None
+            if thread_busiest is None
+            else 100.0 * thread_busiest / elapsed,
             "rss_bytes": rss,
             "read_bytes_s": read / elapsed,
             "write_bytes_s": write / elapsed,

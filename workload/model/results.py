@@ -82,6 +82,8 @@ TELEMETRY_SCHEMA = pa.schema(
         ("cpu_system_pct", pa.float64()),
         ("cpu_iowait_pct", pa.float64()),
         ("cpu_process_max_pct", pa.float64()),
+        # A broker node's busiest thread, % of one core (else null).
+        ("cpu_thread_max_pct", pa.float64()),
         ("rss_bytes", pa.int64()),
         ("read_bytes_s", pa.float64()),
         ("write_bytes_s", pa.float64()),

@@ -15,6 +15,7 @@ USAGE_MEANS = (
     "processes",
     "cpu_pct",
     "cpu_process_max_pct",
+    "cpu_thread_max_pct",
     "rss_bytes",
     "device_write_bytes_s",
     "device_write_ops_s",

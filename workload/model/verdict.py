@@ -33,7 +33,9 @@ RULES = (
     "What set the pace of a point is judged from the resource telemetry of its measurement "
     f"period (means over the period), a resource counting as saturated at {SATURATED:.0%} of "
     f"what it can give. The rules, tried in order: <b>{BROKER_CPU}</b> — the busiest broker "
-    f"node used ≥ {SATURATED:.0%} of its cores; <b>{BROKER_DISK}</b> — the broker's data "
+    f"node used ≥ {SATURATED:.0%} of its cores, or one thread of a broker node ≥ "
+    f"{SATURATED:.0%} of a core (a part of the broker that runs on one thread, as Redis "
+    f"executes every command on one, goes no faster); <b>{BROKER_DISK}</b> — the broker's data "
     f"device was busy ≥ {SATURATED:.0%} of the time; <b>{NETWORK}</b> — a node's interface "
     f"carried ≥ {SATURATED:.0%} of its known capacity; <b>{CLIENT_CPU}</b> — a client node "
     f"used ≥ {SATURATED:.0%} of the cores its processes can use, or one client process ≥ "
@@ -56,6 +58,8 @@ class NodeUsage:
     cpu_pct: float
     cpu_max_pct: float = 0.0
     process_max_pct: float = 0.0
+    #: A broker node's busiest thread, % of one core (None where not read).
+    thread_max_pct: float | None = None
     rss_bytes: float = 0.0
     device_write_bytes_s: float | None = None
     device_write_ops_s: float | None = None
@@ -82,6 +86,7 @@ class NodeUsage:
             cpu_pct=float(r.get("cpu_pct") or 0.0),
             cpu_max_pct=float(r.get("cpu_max_pct") or 0.0),
             process_max_pct=float(r.get("cpu_process_max_pct") or 0.0),
+            thread_max_pct=r.get("cpu_thread_max_pct"),
             rss_bytes=float(r.get("rss_bytes") or 0.0),
             device_write_bytes_s=r.get("device_write_bytes_s"),
             device_write_ops_s=r.get("device_write_ops_s"),
@@ -171,6 +176,13 @@ def verdict(usage: Usage) -> Verdict:
             BROKER_CPU,
             f"broker node {broker.node} used {_pct(broker.cpu_pct)} of a core, of "
             f"{broker.usable_cores:g} cores",
+        )
+    hot = max(usage.of("broker"), key=lambda n: n.thread_max_pct or 0.0, default=None)
+    if hot is not None and (hot.thread_max_pct or 0.0) >= SATURATED * 100:
+        return Verdict(
+            BROKER_CPU,
+            f"a thread of broker node {hot.node} used {_pct(hot.thread_max_pct or 0.0)} of a "
+            f"core (the node used {_pct(hot.cpu_pct)}, of {hot.usable_cores:g} cores)",
         )
     disks = [n for n in usage.of("broker", "host") if n.device_busy_pct is not None]
     disk = max(disks, key=lambda n: n.device_busy_pct or 0.0, default=None)
