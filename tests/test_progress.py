@@ -283,6 +283,22 @@ def test_draining_the_eta_and_the_summary_that_stays() -> None:
     assert summary.endswith("sweep ETA 1:00:00")  # only the points after this one
 
 
+def test_while_the_senders_wait_the_line_says_how_many_receivers_have_joined() -> None:
+    progress, clock, out = view(duration=60)
+    progress.receivers_joining((12, 16))
+    clock.now += 5
+    progress.tick()
+    assert "0:05 / 1:00 receivers joining 12/16  sent 0" in lines(out)[-1]
+    progress.receivers_joining(None)  # the gate opened: the senders' minute starts now
+    clock.now += 5
+    progress.update(sender(500))
+    progress.tick()
+    assert "0:05 / 1:00  sent 500 (100/s)" in lines(out)[-1]
+    clock.now += 56
+    progress.tick()
+    assert "1:01 / 1:00 draining" in lines(out)[-1]
+
+
 def test_rates_keep_between_reports_and_fall_to_zero_when_reports_stop() -> None:
     progress, clock, out = view(stream=Tty())
     clock.now += 1

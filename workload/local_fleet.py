@@ -263,6 +263,8 @@ class LocalFleet:
         flush_interval = self.scenario.measurement.flush_interval
         while any(p.is_alive() for p in processes):
             _drain(running.progress, view, timeout=0.25)
+            gate = running.gate
+            view.receivers_joining(None if gate is None or gate.open() else gate.count())
             view.tick()
             if time.monotonic() - running.flushed_at >= flush_interval:
                 self._flush_telemetry(running)

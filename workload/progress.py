@@ -109,6 +109,19 @@ class ProgressView:
         self.rates = (0.0, 0.0)
         self.latency: tuple[float | None, float | None] = (None, None)
         self.live: Live | None = None
+        #: Receiver workers settled and awaited while the senders wait for them (a local
+        #: point's start gate, :mod:`workload.start_gate`); None once it opened.
+        self.joining: tuple[int, int] | None = None
+
+    def receivers_joining(self, count: tuple[int, int] | None) -> None:
+        """How many receivers have joined while the senders wait (None: they do not). When
+        the wait ends the point's time starts again, as the senders' duration does: the
+        bar and "draining" follow the senders."""
+        if count is None and self.joining is not None:
+            self.start = self.clock()
+            sent, received, _ = self.totals()
+            self.last_totals = (sent, received, self.start)
+        self.joining = count
 
     def update(self, item: Progress) -> None:
         self.latest[(item.role, item.node, item.part)] = item
@@ -235,6 +248,9 @@ class ProgressView:
             shown += f" / {clock_text(self.duration)}"
         if f.final:
             return shown + " ended"
+        if self.joining is not None:
+            settled, awaited = self.joining
+            return shown + f" receivers joining {settled}/{awaited}"
         return shown + " draining" if self.duration and f.elapsed > self.duration else shown
 
     def _show(self, f: Figures) -> None:

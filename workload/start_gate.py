@@ -58,6 +58,10 @@ class StartGate:
     def open(self) -> bool:
         return self.settled.value >= self.receivers
 
+    def count(self) -> tuple[int, int]:
+        """Receiver workers settled so far, of those awaited."""
+        return self.settled.value, self.receivers
+
     def wait(self, stopped: Callable[[], bool]) -> bool:
         """Until every receiver settled (True), the run stopped or the limit passed (False)."""
         deadline = time.monotonic() + self.wait_limit
