@@ -16,7 +16,7 @@ from analysis.backlog import backlog_series, cut_off_records, drain_figures, pha
 from analysis.chart_data import read_backlog
 from analysis.records import PointRecords
 from workload import backlog as clock_module
-from workload.backlog import BacklogClock, initial_phase
+from workload.backlog import COUNT_SETTLES, BacklogClock, initial_phase
 from workload.model.backlog import (
     DRAIN,
     HOLD,
@@ -180,6 +180,13 @@ def test_a_pause_mid_run_ends_when_enough_is_queued_or_senders_finish(
     wall.at(2.0)
     clock.tick(sending, 0, False)
     assert shared.value == HOLD and clock.phases.hold_ns == wall.ns
+    # At the hold's start the count still lacks what receivers took since their last
+    # report: it cannot end the build before every node has reported since.
+    clock.tick(sending, 5_000, False)
+    wall.at(2.0 + COUNT_SETTLES - 0.01)
+    clock.tick(sending, 5_000, False)
+    assert shared.value == HOLD
+    wall.at(2.0 + COUNT_SETTLES)
     clock.tick(sending, 999, False)
     assert shared.value == HOLD
     clock.tick(sending, 1_000, False)

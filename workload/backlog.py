@@ -6,7 +6,11 @@ Receivers hold from ``at`` seconds after the point's first confirmed send (from 
 when ``at`` is 0) until the build ends: ``build`` seconds after the later of the hold and
 the first confirmed send, ``build_messages`` (or ``build_bytes``) queued, or every sender
 finished — whichever comes first. Queued is the coordinator's count from the nodes'
-progress reports (once a second): confirmed sent − received, redeliveries left out. The
+progress reports (once a second): confirmed sent − received, redeliveries left out; it is
+trusted for the build from :data:`COUNT_SETTLES` seconds into the hold, once every node has
+reported since the receivers stopped (at its start it still lacks what receivers took since
+their last report: at 4,000 msgs/s up to 4,000 messages, which would end a small build at
+once). The
 drain then runs until the point ends by itself, or ``drain_limit`` after it began, when the
 coordinator stops every worker and says so (:class:`BacklogPhases`, written for the
 analysis: what is still queued then is *not drained*, never lost). Receivers do not idle
@@ -22,6 +26,9 @@ from typing import Protocol
 from workload.model.backlog import DRAIN, HOLD, STEADY, BacklogPhases, BacklogSection
 
 NS = 1_000_000_000
+#: Seconds into a hold before its queued count can end the build: every node reports
+#: once a second, so by then each has reported since the receivers stopped.
+COUNT_SETTLES = 1.5
 
 
 class SharedPhase(Protocol):
@@ -96,7 +103,8 @@ class BacklogClock:
             since = max(self.phases.hold_ns or sending_ns, sending_ns)
             if now >= since + int(build * NS):
                 return "build elapsed"
-        if self.target is not None and queued >= self.target:
+        settled = now >= (self.phases.hold_ns or now) + int(COUNT_SETTLES * NS)
+        if self.target is not None and settled and queued >= self.target:
             return (
                 "build_messages reached"
                 if self.section.build_messages is not None and queued >= self.section.build_messages
