@@ -4,8 +4,9 @@ The Spark job averages every node's telemetry over the point's measurement perio
 (:func:`analysis.transforms.node_usage`); here those few rows per point become:
 
 * the busiest broker node's CPU (mean and peak second, % of one core), resident memory and
-  GC pause time; the busiest thread of any broker node; the busiest client node's CPU and its busiest process's; the machine's CPU
-  (% of all its cores) where broker and clients share it;
+  GC pause time; the busiest thread of any broker node; the busiest client node's CPU and
+  its busiest process's; the machine's CPU (% of all its cores) where broker and clients
+  share it;
 * the broker's disk, as its data devices count it (``/proc/diskstats``): bytes written per
   second (every broker data device; one machine's nodes share one), and the write
   operations, flushes and busy time of the busiest. A process's own count of bytes written

@@ -258,7 +258,7 @@ def run_node(
             receive_batch=spec.load.receive_batch or system.receive_batch,
             backlog=spec.backlog,
             phase=(lambda: int(phase.value)) if phase is not None else lambda: STEADY,
-            joined=Once(gate.settle) if gate is not None and spec.role == "receiver" else _no_gate,
+            joined=Once(gate.settle) if gate is not None and spec.role == "receiver" else Once(),
         )
         for w in spec.worker_ids
     ]
@@ -286,16 +286,18 @@ def run_node(
             )
 
     # A sender's client is handed to its loop once the point's receivers are in.
+    held = gate if spec.role == "sender" else None
+
     def connect() -> Adapter[Any]:
         adapter = system.connect_blocking(spec.endpoints, params, destination)
-        if gate is not None and spec.role == "sender":
-            gate.wait(stop.is_set)
+        if held is not None:
+            held.wait(stop.is_set)
         return adapter
 
     async def connect_async() -> AsyncAdapter[Any]:
         adapter = await system.connect_async(spec.endpoints, params, destination)
-        if gate is not None and spec.role == "sender":
-            await gate.wait_async(stop.is_set)
+        if held is not None:
+            await held.wait_async(stop.is_set)
         return adapter
 
     try:
@@ -434,10 +436,6 @@ def _until_next_report() -> float:
     coordinator adds up counts taken together."""
     wait = (REPORT_AT - time.time()) % 1.0
     return wait if wait >= 0.5 else wait + 1.0
-
-
-def _no_gate() -> None:
-    """No start gate (a node on a machine of its own)."""
 
 
 def _second() -> int:

@@ -81,12 +81,17 @@ class StartGate:
         return True
 
 
+def _nothing() -> None:
+    """No gate to tell (a node on a machine of its own, a sender)."""
+
+
 class Once:
-    """A call made at most once (a worker settles once, whether it joined or ended)."""
+    """A call made at most once (a worker settles once, whether it joined or ended);
+    ``called`` says whether it was."""
 
     __slots__ = ("_call", "called")
 
-    def __init__(self, call: Callable[[], None]) -> None:
+    def __init__(self, call: Callable[[], None] = _nothing) -> None:
         self._call = call
         self.called = False
 

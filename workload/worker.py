@@ -23,7 +23,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence, Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brokers.base import (
     AsyncReceiver,
@@ -40,6 +40,7 @@ from workload.keys import KeyScheme, OrderTracker
 from workload.model.backlog import DRAIN, HOLD, STEADY, BacklogSection
 from workload.model.sections import LoadSection
 from workload.recording import WorkerRecorder
+from workload.start_gate import Once
 
 #: The longest a receiver idles waiting for senders that have not said they finished.
 SENDERS_WAIT_LIMIT = 180.0
@@ -70,7 +71,7 @@ class WorkerSettings:
     backlog: BacklogSection | None = None
     phase: Callable[[], int] = lambda: STEADY
     #: A receiver says once that it has joined (:mod:`workload.start_gate`).
-    joined: Callable[[], None] = lambda: None
+    joined: Once = field(default_factory=Once)
 
 
 #: How often a worker asks whether it should stop: the flag is shared between processes,
@@ -342,14 +343,6 @@ class ReceiverLoop:
         )
         #: Bytes of the batch handed out last, counted as acknowledged with it.
         self.handed_bytes = 0
-        #: Whether the receiver said it joined.
-        self.said_joined = False
-
-    def join(self, joined: bool) -> None:
-        """Say once that the receiver joined, when ``joined``."""
-        if joined:
-            self.said_joined = True
-            self.s.joined()
 
     def holding(self) -> bool:
         """A backlog builds: the receiver does not receive (and a hold is not idleness;
@@ -357,8 +350,7 @@ class ReceiverLoop:
         if self.phase() != HOLD:
             return False
         self.last_message = time.monotonic()
-        if not self.said_joined:
-            self.join(True)
+        self.s.joined()
         return True
 
     def finished(self) -> bool:
@@ -475,8 +467,8 @@ def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
 
 def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
-        if not loop.said_joined:
-            loop.join(receiver.joined())
+        if not loop.s.joined.called and receiver.joined():
+            loop.s.joined()
         if loop.holding():
             time.sleep(HOLD_POLL)
             continue
@@ -551,8 +543,8 @@ async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> 
 
 async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
     while not loop.finished():
-        if not loop.said_joined:
-            loop.join(receiver.joined())
+        if not loop.s.joined.called and receiver.joined():
+            loop.s.joined()
         if loop.holding():
             await asyncio.sleep(HOLD_POLL)
             continue
