@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from workload import message
 from workload.histogram import Histogram
@@ -66,6 +67,31 @@ def test_stamper_and_reader_agree_with_header_and_parse() -> None:
     assert list(found.nodes) == [7] * 4 and list(found.workers) == [12] * 4
     assert list(found.seqs) == [4095, 4096, 4097, 4098]
     assert list(found.intended) == [10**18 - 7] * 4
+
+
+@pytest.mark.parametrize("spacing_ns", [0.0, 1500.5, 1e9 / 7])
+def test_a_large_batch_of_one_size_is_stamped_with_numpy_byte_for_byte(spacing_ns: float) -> None:
+    pool = message.message_pool(600, 100, seed=6)
+    per_message = message.Stamper("abcd1234.3", 999, 9999)
+    as_array = message.Stamper("abcd1234.3", 999, 9999, size=100)
+    assert as_array.size == 100
+    for size, first_seq in ((message.NUMPY_STAMP, 0), (600, 16**9 + 5), (300, 16**10 - 300)):
+        args = (pool[:size], first_seq, 2**62 + 3, 2**62 - 77_777, spacing_ns)
+        stamped = as_array.stamp_batch(*args)
+        assert stamped == per_message.stamp_batch(*args)
+        found = message.parse(stamped[-1])
+        assert found is not None and found.seq == first_seq + size - 1
+        assert found.intended_ns == 2**62 - 77_777 + int((size - 1) * spacing_ns)
+    # A payload ending in a NUL byte keeps it.
+    nul = [p[:-1] + b"\0" for p in pool[:200]]
+    assert as_array.stamp_batch(nul, 7, 1, 1, spacing_ns) == per_message.stamp_batch(
+        nul, 7, 1, 1, spacing_ns
+    )
+    # Sequence numbers past 10 hex digits, and payloads shorter than the header, are
+    # stamped one by one, as before.
+    past = as_array.stamp_batch(pool[:200], 16**10 - 100, 1, 1, spacing_ns)
+    assert past == per_message.stamp_batch(pool[:200], 16**10 - 100, 1, 1, spacing_ns)
+    assert message.Stamper("abcd1234.3", 1, 1, size=60).size is None
 
 
 def test_a_large_batch_is_read_with_numpy_to_the_same_identities() -> None:

@@ -176,7 +176,9 @@ class SenderLoop:
         self.s = settings
         self.recorder = recorder
         self.rng = random.Random(settings.seed)
-        self.stamper = message.Stamper(settings.tag, settings.node, settings.worker)
+        self.stamper = message.Stamper(
+            settings.tag, settings.node, settings.worker, settings.load.message_size.fixed
+        )
         self.keys = KeyScheme.of(settings.load)
         self.stop_requested = _Every(settings.stop_requested)
         self.phase = _Phase(settings.phase)
