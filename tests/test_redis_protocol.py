@@ -17,13 +17,32 @@ def redis_py(commands: list[tuple[bytes | int, ...]]) -> bytes:
     return b"".join(redis.connection.Connection().pack_commands(commands))
 
 
+def by_stream_order(commands: list[tuple[bytes, ...]], streams: int) -> list[tuple[bytes, ...]]:
+    """A batch's commands as a batch of one body size is written: stream by stream (the
+    batch's first message's stream first), each stream's in their order."""
+    return [c for j in range(min(streams, len(commands))) for c in commands[j::streams]]
+
+
 def test_a_batch_is_packed_as_redis_py_packs_it_and_the_keys_carry_on() -> None:
     packer = XaddPacker(KEYS)
     first = [b"a" * 100, b"b" * 100, b"c" * 100, b"d" * 100]
     second = [b"e" * 100, b"f" * 100]
     keys = itertools.cycle(KEYS)
     expected = [(b"XADD", next(keys), b"*", FIELD, body) for body in first + second]
-    assert packer.pack(first) + packer.pack(second) == redis_py(expected)  # type: ignore[arg-type]
+    assert packer.pack(first) + packer.pack(second) == redis_py(
+        by_stream_order(expected[:4], 3) + by_stream_order(expected[4:], 3)  # type: ignore[arg-type]
+    )
+    # One stream: the batch in its order.
+    single = XaddPacker(KEYS[:1])
+    assert single.pack(first) == redis_py([(b"XADD", KEYS[0], b"*", FIELD, b) for b in first])
+
+
+def test_bodies_of_different_sizes_go_in_order_and_the_keys_carry_on() -> None:
+    packer = XaddPacker(KEYS)
+    bodies = [b"x" * 5, b"y" * 700, b"", b"z" * 100]
+    keys = itertools.cycle(KEYS)
+    expected = [(b"XADD", next(keys), b"*", FIELD, body) for body in bodies + bodies[:2]]
+    assert packer.pack(bodies) + packer.pack(bodies[:2]) == redis_py(expected)  # type: ignore[arg-type]
 
 
 def test_bodies_of_different_sizes_and_a_wait() -> None:

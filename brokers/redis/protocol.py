@@ -80,7 +80,8 @@ class XaddPacker:
         self.by_stream = [
             pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys
         ]
-        self.heads = itertools.cycle(self.by_stream)
+        #: The stream the next batch's first message goes to.
+        self.turn = 0
 
     def pack_keyed(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> bytes:
         """Each body to the stream its message key names."""
@@ -94,21 +95,29 @@ class XaddPacker:
         )
 
     def pack(self, bodies: Sequence[bytes]) -> bytes:
-        size = len(bodies[0]) if bodies else 0
-        if all(len(body) == size for body in bodies):  # the usual case: one message size
+        """Message ``i`` of the batch goes to stream ``turn + i`` (modulo the streams).
+
+        Bodies of one size (the usual case) are packed stream by stream, each stream's
+        commands by one ``join`` — no Python work per message: each stream gets its
+        messages in their order, and the order between streams does not matter. Else
+        message by message, in order."""
+        heads, streams, turn, n = self.by_stream, len(self.by_stream), self.turn, len(bodies)
+        self.turn = (turn + n) % streams
+        if not n:
+            return b""
+        size = len(bodies[0])
+        if list(map(len, bodies)).count(size) == n:
             length = b"$%d\r\n" % size
-            return b"".join(
-                [
-                    part
-                    for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
-                    for part in (head, length, body, b"\r\n")
-                ]
-            )
+            parts: list[bytes] = []
+            for j in range(min(streams, n)):
+                command = heads[(turn + j) % streams] + length
+                parts += [command, (b"\r\n" + command).join(bodies[j::streams]), b"\r\n"]
+            return b"".join(parts)
         return b"".join(
             [
                 part
-                for body, head in zip(bodies, self.heads, strict=False)  # heads: endless
-                for part in (head, b"$%d\r\n" % len(body), body, b"\r\n")
+                for i, body in enumerate(bodies)
+                for part in (heads[(turn + i) % streams], b"$%d\r\n" % len(body), body, b"\r\n")
             ]
         )
 
