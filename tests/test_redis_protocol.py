@@ -5,10 +5,19 @@ server is started."""
 from __future__ import annotations
 
 import itertools
+import random
 
+import pytest
 import redis
 
-from brokers.redis.protocol import FIELD, XaddPacker, pack, pack_with_ids, stream_of
+from brokers.redis.protocol import (
+    FIELD,
+    ReplyTally,
+    XaddPacker,
+    pack,
+    pack_with_ids,
+    stream_of,
+)
 
 KEYS = [b"bb_x_p0:{0}", b"bb_x_p0:{1}", b"bb_x_p0:{2}"]
 
@@ -75,3 +84,74 @@ def test_messages_with_keys_go_each_to_its_keys_stream() -> None:
     # One key, one stream; and the keys spread over every stream.
     assert len({stream_of(key, 3) for key in keys if key == b"k4"}) == 1
     assert {stream_of(b"k%d" % k, 3) for k in range(50)} == {0, 1, 2}
+
+
+def resp(replies: list[bytes | str | int]) -> bytes:
+    """Replies as a server writes them: entry ids (bytes), errors (str), integers."""
+    return b"".join(
+        b"$%d\r\n%s\r\n" % (len(r), r)
+        if isinstance(r, bytes)
+        else b"-%s\r\n" % r.encode()
+        if isinstance(r, str)
+        else b":%d\r\n" % r
+        for r in replies
+    )
+
+
+def tallied(replies: list[bytes | str | int]) -> list[tuple[int, object]]:
+    """What :class:`ReplyTally` should say of these replies: runs of entry ids counted,
+    each error or integer on its own."""
+    out: list[tuple[int, object]] = []
+    for reply in replies:
+        if isinstance(reply, bytes):
+            if out and out[-1][1] is None:
+                out[-1] = (out[-1][0] + 1, None)
+            else:
+                out.append((1, None))
+        else:
+            out.append((1, reply))
+    return out
+
+
+@pytest.mark.parametrize("errors", [False, True])
+def test_replies_are_counted_however_the_bytes_arrive(errors: bool) -> None:
+    rng = random.Random(7 + errors)
+    for _ in range(2_000):
+        replies: list[bytes | str | int] = []
+        for _ in range(rng.randint(1, 40)):
+            kind = rng.random() if errors else 0.0
+            if kind < 0.8:
+                replies.append(b"%d-%d" % (rng.randrange(10**12, 10**13), rng.randrange(10**4)))
+            elif kind < 0.9:
+                replies.append(rng.choice(["ERR no such key", "OOM command not allowed -x :y"]))
+            else:
+                replies.append(rng.randrange(100))
+        data = resp(replies)
+        cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.randint(0, 10))))
+        tally, got, before = ReplyTally(), [], 0
+        for cut in [*cuts, len(data)]:
+            tally.feed(data[before:cut])
+            before = cut
+            got += tally.take()
+        assert tally.buffer == b""
+        merged: list[tuple[int, object]] = []
+        for count, value in got:
+            value = str(value) if isinstance(value, redis.ResponseError) else value
+            if value is None and merged and merged[-1][1] is None:
+                merged[-1] = (merged[-1][0] + count, None)
+            else:
+                merged.append((count, value))
+        assert merged == tallied(replies)
+
+
+def test_a_reply_half_read_waits_for_the_rest() -> None:
+    tally = ReplyTally()
+    tally.feed(b"$15\r\n1795808737302-0\r\n$16\r\n17958087")
+    assert tally.take() == [(1, None)]
+    assert tally.pending() and tally.take() == []
+    tally.feed(b"37302-12\r\n$15\r")
+    assert tally.take() == [(1, None)] and tally.buffer == b"$15\r"
+    tally.feed(b"\n")
+    assert tally.take() == [] and tally.buffer == b"$15\r\n"
+    tally.feed(b"1795808737302-3\r\n")
+    assert tally.take() == [(1, None)] and not tally.pending()

@@ -12,8 +12,8 @@ trip per receive and ack), and a failed acknowledgement is raised by the next ``
 entries are reclaimed later).
 
 Against one master (:class:`RedisAdapter`) a worker writes on two connections of its own,
-one for sending and one for receiving, through :class:`ReplyChannel`, without redis-py's
-per-command pool and retry machinery. Redis Cluster (``mode = cluster``:
+one for sending (:class:`SendChannel`) and one for receiving (:class:`ReplyChannel`),
+without redis-py's per-command pool and retry machinery. Redis Cluster (``mode = cluster``:
 :class:`RedisClusterAdapter`) goes through redis-py's cluster client, one batch at a time.
 """
 
@@ -45,6 +45,7 @@ from brokers.redis.protocol import (
     FIELD,
     REPLY_TIMEOUT,
     ReplyChannel,
+    SendChannel,
     Written,
     XaddPacker,
     pack,
@@ -176,7 +177,7 @@ class RedisAdapter(_StreamsAdapter):
         self.raw_keys = [key.encode() for key in self.keys]
         self.xadds = XaddPacker(self.raw_keys)
         self.wait_command = (b"WAIT", params.wait_replicas, params.wait_timeout_ms)
-        self._sending: ReplyChannel | None = None
+        self._sending: SendChannel | None = None
         self._receiving: ReplyChannel | None = None
         self._read_count = 0
         self._read_command: tuple[Any, ...] = ()
@@ -192,7 +193,7 @@ class RedisAdapter(_StreamsAdapter):
 
     def _write(self, batch: Sequence[bytes]) -> Written:
         if self._sending is None:
-            self._sending = ReplyChannel(self.client)
+            self._sending = SendChannel(self.client)
         keys = keys_of(batch)
         packed = self.xadds.pack(batch) if keys is None else self.xadds.pack_keyed(batch, keys)
         count = len(batch)
