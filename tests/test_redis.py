@@ -114,11 +114,13 @@ def test_wait_for_replicas_confirms_the_batch(cluster) -> None:
 
 
 def test_replies_are_parsed_by_hiredis(cluster) -> None:
+    """The receiving connection's replies (the sending one counts its XADDs' replies)."""
     from redis._parsers.hiredis import _HiredisParser
 
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_parser")
     adapter.send([b"x"])
-    assert isinstance(adapter._sending.connection._parser, _HiredisParser)
+    assert [m.body for m in adapter.receive(10)] == [b"x"]
+    assert isinstance(adapter._receiving.connection._parser, _HiredisParser)
     info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
     assert info["client_parser"] == "_HiredisParser"
     adapter.close()
@@ -127,7 +129,14 @@ def test_replies_are_parsed_by_hiredis(cluster) -> None:
 def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_in_flight", streams=3)
     assert adapter.pipelined and SYSTEM.can_pipeline
-    batches = [[f"{b}-{i}".encode() for i in range(b % 7 + 1)] for b in range(40)]
+    # Even batches' bodies are of one size (packed stream by stream), odd ones' are not.
+    batches = [
+        [
+            (f"{b:03d}-{i}" if b % 2 == 0 else f"{b}-{i}" * (i + 1)).encode()
+            for i in range(b % 7 + 1)
+        ]
+        for b in range(40)
+    ]
     confirmations = [adapter.submit(batch) for batch in batches]
     assert len(adapter._sending.waiting) == len(batches), "no reply read while submitting"
     adapter.send([b"synchronous"])  # reads the replies of every batch before it

@@ -344,7 +344,11 @@ class SendChannel(ReplyChannel):
         if self.tally.pending():
             return True
         sock = self.connection._sock
-        return sock is not None and bool(select.select([sock], [], [], timeout)[0])
+        if sock is None:
+            return False
+        poller = select.poll()  # (select.select cannot wait on descriptors past 1023)
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
 
     def _read_group(self, head: Written) -> Any:
         while head.left:
