@@ -180,7 +180,7 @@ class RedisAdapter(_StreamsAdapter):
         self._sending: SendChannel | None = None
         self._receiving: ReplyChannel | None = None
         self._read_count = 0
-        self._read_command: tuple[Any, ...] = ()
+        self._read_command = b""  # in RESP, for the current COUNT
         #: The last XACK/XDEL written; its replies are read with the next command's.
         self._acking: Written | None = None
 
@@ -239,12 +239,11 @@ class RedisAdapter(_StreamsAdapter):
             # XAUTOCLAIM).
             per_key = max(1, max_n // len(self.raw_keys))
             self._read_count = max_n
-            self._read_command = (
-                *(b"XREADGROUP", b"GROUP", GROUP, self.consumer, b"COUNT", per_key),
-                *(b"BLOCK", READ_BLOCK_MS, b"STREAMS", *self.raw_keys),
-                *([b">"] * len(self.raw_keys)),
-            )
-        return self._channel().call(*self._read_command)
+            command: list[bytes | int] = [b"XREADGROUP", b"GROUP", GROUP, self.consumer]
+            command += [b"COUNT", per_key, b"BLOCK", READ_BLOCK_MS, b"STREAMS"]
+            command += [*self.raw_keys, *[b">"] * len(self.raw_keys)]
+            self._read_command = pack(*command)
+        return self._channel().call_packed(self._read_command)
 
     def _claim(self, max_n: int) -> list[Received[StreamEntry]]:
         channel = self._channel()

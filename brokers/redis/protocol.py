@@ -67,6 +67,10 @@ def pack_with_ids(head: Sequence[bytes], ids: Sequence[bytes]) -> bytes:
     commands)."""
     parts = [b"*%d\r\n" % (len(head) + len(ids))]
     parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in head]
+    size = len(ids[0]) if ids else 0
+    if list(map(len, ids)).count(size) == len(ids):  # the usual case: no sorting needed
+        prefix = b"$%d\r\n" % size
+        return b"".join([*parts, prefix, (b"\r\n" + prefix).join(ids), b"\r\n"] if ids else parts)
     for size, group in itertools.groupby(sorted(ids, key=len), len):
         prefix = b"$%d\r\n" % size
         parts += [prefix, (b"\r\n" + prefix).join(group), b"\r\n"]
@@ -163,7 +167,11 @@ class ReplyChannel:
 
     def call(self, *command: Any) -> Any:
         """One command and its reply (after the replies of everything written before it)."""
-        written = self.write((command,), 1)
+        return self.call_packed(self.connection.pack_commands((command,)))
+
+    def call_packed(self, packed: Any) -> Any:
+        """:meth:`call` of a command already in RESP."""
+        written = self.write_packed(packed, 1)
         self.settle(written, None)
         return written.reply
 
