@@ -119,8 +119,8 @@ def test_round_trip(system: str, broker: LocalCluster) -> None:
     """Every confirmed message is received once, with its payload, none marked redelivered;
     once acknowledged nothing more comes."""
     bb = registry.get(system)
-    params = prepared(bb, broker, "bb_conformance_round_trip")
-    destination = Destination("bb_conformance_round_trip")
+    params = prepared(bb, broker, f"bb_conformance_round_trip_{system}")
+    destination = Destination(f"bb_conformance_round_trip_{system}")
     sender = Client(bb, broker.endpoints, params, destination)
     receiver = Client(bb, broker.endpoints, params, destination)
     try:
@@ -142,8 +142,10 @@ def test_unacknowledged_messages_go_to_the_next_receiver(system: str, broker: Lo
     gets every message not acknowledged; where acknowledgements are per message
     (``acks_per_message``), none of those that were."""
     bb = registry.get(system)
-    params = prepared(bb, broker, "bb_conformance_redelivery", **QUICK_REDELIVERY.get(system, {}))
-    destination = Destination("bb_conformance_redelivery")
+    params = prepared(
+        bb, broker, f"bb_conformance_redelivery_{system}", **QUICK_REDELIVERY.get(system, {})
+    )
+    destination = Destination(f"bb_conformance_redelivery_{system}")
     sent = [b"redelivery-%02d" % i for i in range(10)]
     sender = Client(bb, broker.endpoints, params, destination)
     sender.send(sent)
