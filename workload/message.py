@@ -154,7 +154,7 @@ class Stamper:
         rows = np.frombuffer(b"".join(payloads), np.uint8).reshape(n, size).copy()
         rows[:, : len(prefix)] = np.frombuffer(prefix, np.uint8)
         at = len(prefix) - _OFFSETS[2]  # where the fields after the run's prefix start
-        seq_at = at + _OFFSETS[2]
+        seq_at = len(prefix)  # (the prefix ends with the node and worker)
         rows[:, seq_at : seq_at + 10] = _hex_columns(
             np.arange(first_seq, first_seq + n, dtype=np.uint64), _SEQ_SHIFTS
         )

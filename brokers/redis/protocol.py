@@ -12,7 +12,7 @@ import select
 import time
 import zlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -61,16 +61,22 @@ def pack(*args: bytes | int) -> bytes:
     return b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
 
 
+def _one_length(items: Sequence[bytes]) -> int | None:
+    """The length every item has, or None when they differ or there are none."""
+    size = len(items[0]) if items else None
+    return size if size is not None and list(map(len, items)).count(size) == len(items) else None
+
+
 def pack_with_ids(head: Sequence[bytes], ids: Sequence[bytes]) -> bytes:
     """``pack(*head, *ids)`` for a long list of entry ids (XACK, XDEL): ids of one length
     are joined in one call, not encoded one by one (their order does not matter to these
     commands)."""
     parts = [b"*%d\r\n" % (len(head) + len(ids))]
     parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in head]
-    size = len(ids[0]) if ids else 0
-    if list(map(len, ids)).count(size) == len(ids):  # the usual case: no sorting needed
+    size = _one_length(ids)
+    if size is not None:  # the usual case: no sorting needed
         prefix = b"$%d\r\n" % size
-        return b"".join([*parts, prefix, (b"\r\n" + prefix).join(ids), b"\r\n"] if ids else parts)
+        return b"".join([*parts, prefix, (b"\r\n" + prefix).join(ids), b"\r\n"])
     for size, group in itertools.groupby(sorted(ids, key=len), len):
         prefix = b"$%d\r\n" % size
         parts += [prefix, (b"\r\n" + prefix).join(group), b"\r\n"]
@@ -113,8 +119,8 @@ class XaddPacker:
         self.turn = (turn + n) % streams
         if not n:
             return b""
-        size = len(bodies[0])
-        if list(map(len, bodies)).count(size) == n:
+        size = _one_length(bodies)
+        if size is not None:
             length = b"$%d\r\n" % size
             parts: list[bytes] = []
             for j in range(min(streams, n)):
@@ -149,12 +155,9 @@ class ReplyChannel:
         self.connection: Any = client.connection_pool.get_connection()
         self.waiting: deque[Written] = deque()
 
-    def write(self, commands: Iterable[tuple[Any, ...]], count: int, replicas: int = 0) -> Written:
-        """Write ``count`` commands (the last a WAIT for ``replicas`` if that is > 0)."""
-        return self.write_packed(self.connection.pack_commands(commands), count, replicas)
-
     def write_packed(self, packed: Any, count: int, replicas: int = 0) -> Written:
-        """:meth:`write` of commands already in RESP (bytes, or a list of bytes)."""
+        """Write ``count`` commands already in RESP (bytes, or a list of bytes), the last a
+        WAIT for ``replicas`` if that is > 0."""
         connection = self.connection
         try:
             connection.send_packed_command([packed] if isinstance(packed, bytes) else packed)
