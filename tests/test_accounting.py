@@ -457,16 +457,18 @@ def test_the_job_counts_latencies_out_of_range_and_gives_send_delay_p99_and_max(
     ctx = context(scenario={"measurement": {"warmup": 0, "window": 5, "step": 1}})
     ctx["broker"] = {"system": "redis", "title": "Redis"}
     tmp_path.joinpath("context.json").write_text(json.dumps(ctx))
-    # Message 0's sender clock is 1 s ahead of the receiver's; 1 and 2 took 2 ms.
-    now = time.time_ns()
     stamper = message.Stamper("acc.0", 0, 0)
     pool = message.message_pool(3, 100, seed=0)
+    settings = WorkerSettings("acc.0", 0, 0, LoadSection(), pool, lambda: False)
+    receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    # Message 0's sender clock is 1 s ahead of the receiver's; 1 and 2 took 2 ms (the clock
+    # is read right before they are stamped and received: on a busy machine, building the
+    # pool and the loop in between took another 1.9 ms once).
+    now = time.time_ns()
     bodies = [
         *stamper.stamp_batch(pool[:1], 0, now + SECOND_NS, now + SECOND_NS),
         *stamper.stamp_batch(pool[1:], 1, now - 2_000_000, now - 2_000_000),
     ]
-    settings = WorkerSettings("acc.0", 0, 0, LoadSection(), pool, lambda: False)
-    receiver = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
     receiver.acked(receiver.handle(ReceivedBatch(bodies, list(range(len(bodies))))))
     second = now // SECOND_NS
     (sender,) = recorders("sender", 0, range(3), second)
