@@ -165,6 +165,33 @@ def test_a_failed_batch_raises_and_the_next_ones_are_confirmed(cluster) -> None:
     adapter.close()
 
 
+def test_replies_shorter_than_the_low_water_mark_counts_on_are_still_read(cluster) -> None:
+    """The sending connection waits for the fewest bytes a group's XADD replies take
+    (SO_RCVLOWAT); a reply shorter than that (here INCR's integer, 4 bytes, counted as an
+    XADD's 22) is read once the mark drops back, not after the 30 s socket timeout."""
+    from brokers.redis.protocol import LOWAT_WAIT, XADD_REPLY_MIN, pack
+
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_low_water", streams=2)
+    adapter.send([b"first"])
+    channel = adapter._sending
+    marks: list[int] = []
+    mark = channel._mark
+    channel._mark = lambda lowat: (marks.append(lowat), mark(lowat))[1]
+    adapter.send([b"%06d" % i for i in range(300)])
+    assert marks[0] == 300 * XADD_REPLY_MIN, "the batch's replies were awaited at a mark"
+    written = channel.write_packed(pack(b"INCR", b"bb_low_water_count"), 1)
+    assert channel.settle(written, None) is not None and written.reply == 1
+    assert channel._lowat == 1 and len(b":1\r\n") < XADD_REPLY_MIN
+    written = channel.write_packed(pack(b"INCR", b"bb_low_water_count"), 1)
+    waits = 0
+    while written.wait(LOWAT_WAIT * 2) is None:  # as a pipelined sender waits
+        waits += 1
+        assert waits < 50
+    assert written.reply == 2
+    adapter.send([b"after"])  # XADDs go on
+    adapter.close()
+
+
 def test_too_few_replicas_fail_the_batch(cluster) -> None:
     adapter = prepared(
         SYSTEM, cluster.endpoints, "bb_few_replicas", wait_replicas=3, wait_timeout_ms=50

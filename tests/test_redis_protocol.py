@@ -155,3 +155,12 @@ def test_a_reply_half_read_waits_for_the_rest() -> None:
     assert tally.take() == [] and tally.buffer == b"$15\r\n"
     tally.feed(b"1795808737302-3\r\n")
     assert tally.take() == [(1, None)] and not tally.pending()
+
+
+def test_the_fewest_reply_bytes_of_a_group() -> None:
+    """An XADD's reply is at least ``$15\\r\\n<13-digit ms>-<digit>\\r\\n``; a WAIT's ``:0\\r\\n``."""
+    from brokers.redis.protocol import fewest_reply_bytes
+
+    assert fewest_reply_bytes(3, 0) == 3 * len(b"$15\r\n1764288000000-0\r\n")
+    assert fewest_reply_bytes(3, 2) == 2 * 22 + len(b":0\r\n")
+    assert fewest_reply_bytes(0, 2) == 0
