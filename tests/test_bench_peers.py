@@ -294,3 +294,41 @@ def test_a_peer_row_well_below_its_standalone_run_is_left_out_of_the_ratios() ->
         if line.startswith("brokerbench")
     )
     assert ours.split()[-2] == "0.235"  # 2000 ÷ 8500: compared with the row, not the reference
+
+
+def test_brokerbench_cpu_per_message_leaves_out_the_first_and_last_sending_seconds(
+    tmp_path: Path,
+) -> None:
+    """The first sending second holds the workers' start-up, the last their stop: CPU per
+    message is taken over the whole seconds between, divided by the messages the run's own
+    records count in them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    seconds = tmp_path / "raw" / "seconds"
+    seconds.mkdir(parents=True)
+    rows = [  # (second, sent, received): two workers' rows in second 102
+        (100, 0, 0),
+        (101, 50, 10),
+        (102, 400, 390),
+        (102, 600, 600),
+        (103, 1000, 1000),
+        (104, 200, 250),
+        (105, 0, 30),
+    ]
+    pq.write_table(
+        pa.table({k: [r[i] for r in rows] for i, k in enumerate(("second", "sent", "received"))}),
+        seconds / "part.parquet",
+    )
+    period = brokerbench_tool.sending_period(tmp_path)
+    assert period == brokerbench_tool.SendingSeconds(102.0, 104.0, 2000, 1990)
+    usage = CpuUsage(0.5, 1.0, 2.0, sender_seconds=0.2, sent_in_scope=period.sent)
+    row = ToolRow("brokerbench", 4, Measurement(send_per_s=9e9), usage)
+    assert row.send_us == pytest.approx(0.2 / 2000 * 1e6)  # the count, not rate × period
+    # Fewer than three sending seconds: all of them.
+    pq.write_table(
+        pa.table({"second": [7, 8], "sent": [5, 6], "received": [5, 6]}), seconds / "part.parquet"
+    )
+    assert brokerbench_tool.sending_period(tmp_path) == brokerbench_tool.SendingSeconds(
+        7.0, 9.0, 11, 11
+    )

@@ -277,8 +277,10 @@ def bench_system(name: str, args: argparse.Namespace) -> str:
         f" s, idle_timeout {IDLE_TIMEOUT:g} s",
         f"{peer.title} (threads {example.threads}): {peer.settings(example)}",
         "CPU: % of one core over 'CPU s' seconds, the tool's sending period where it is "
-        "known (brokerbench: from its per-second records; pulsar-perf: from its log), else "
-        "its whole run (start-up included); client = the tool's processes and their "
+        "known (brokerbench: the whole seconds in which its senders confirmed messages but "
+        "the first and last, within which its workers start and stop, from its per-second "
+        "records, which also count the messages µs/msg divides by; pulsar-perf: from its "
+        "log), else its whole run (start-up included); client = the tool's processes and their "
         "children, broker = the server processes and their children, other = the rest of "
         "the machine; µs/msg = CPU µs of the sending / receiving / all client processes "
         "per message (brokerbench's split by node role from its telemetry); the CPU ratio "

@@ -76,6 +76,11 @@ class CpuUsage:
     #: tool runs them apart (None: not known apart).
     sender_seconds: float | None = None
     receiver_seconds: float | None = None
+    #: Messages sent and received within what the figures cover, where the tool's own
+    #: records count them (brokerbench's per-second records): CPU per message divides by
+    #: them.
+    sent_in_scope: int | None = None
+    received_in_scope: int | None = None
 
     def _pct(self, seconds: float | None) -> float | None:
         if seconds is None or not self.wall_seconds:
@@ -133,12 +138,17 @@ class ToolRow:
     #: does undisturbed, which its rows in the table are checked against.
     reference: bool = False
 
-    def micros_per_message(self, seconds: float | None, rate: float | None) -> float | None:
+    def micros_per_message(
+        self, seconds: float | None, rate: float | None, counted: int | None = None
+    ) -> float | None:
         """Client CPU µs per message: ``seconds`` of CPU over the CPU period, divided by the
-        messages of the whole run where the CPU covers the whole run and the tool counted
-        them, else by ``rate`` × the period."""
+        messages ``counted`` in that period where the tool counted them, else by those of
+        the whole run where the CPU covers the whole run and the tool said, else by
+        ``rate`` × the period."""
         if seconds is None or not rate or self.cpu is None or not self.cpu.wall_seconds:
             return None
+        if counted:
+            return seconds / counted * 1e6
         m = self.measurement
         if self.cpu.scope == "whole run" and m is not None and m.messages:
             return seconds / m.messages * 1e6
@@ -149,7 +159,9 @@ class ToolRow:
         """CPU µs of the sending processes per message sent."""
         m = self.measurement
         return self.micros_per_message(
-            self.cpu.sender_seconds if self.cpu else None, m.send_per_s if m else None
+            self.cpu.sender_seconds if self.cpu else None,
+            m.send_per_s if m else None,
+            self.cpu.sent_in_scope if self.cpu else None,
         )
 
     @property
@@ -157,7 +169,9 @@ class ToolRow:
         """CPU µs of the receiving processes per message received."""
         m = self.measurement
         return self.micros_per_message(
-            self.cpu.receiver_seconds if self.cpu else None, m.receive_per_s if m else None
+            self.cpu.receiver_seconds if self.cpu else None,
+            m.receive_per_s if m else None,
+            self.cpu.received_in_scope if self.cpu else None,
         )
 
     @property
@@ -166,7 +180,9 @@ class ToolRow:
         receives)."""
         m = self.measurement
         return self.micros_per_message(
-            self.cpu.client_seconds if self.cpu else None, m.send_per_s if m else None
+            self.cpu.client_seconds if self.cpu else None,
+            m.send_per_s if m else None,
+            self.cpu.sent_in_scope if self.cpu else None,
         )
 
 
