@@ -23,10 +23,12 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+
+import numpy as np
 
 from brokers.connection import Destination, Endpoints, P, P_contra
 from brokers.durability import Durability
@@ -108,6 +110,52 @@ class KeyedBatch(list[bytes]):
     def __init__(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> None:
         super().__init__(bodies)
         self.keys = keys
+
+
+class RowsBatch(Sequence[bytes]):
+    """A send batch of messages of one size that is also one array: ``rows``, an
+    (n × size) numpy array of bytes, a message a row (a sender stamps a large batch of one
+    size as one array). Its messages as bytes objects are made when first asked for; a
+    sender that can write the array as it is — Redis packs its commands from it — never
+    asks, and skips making a Python object per message."""
+
+    __slots__ = ("_bodies", "rows")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self._bodies: list[bytes] | None = None
+
+    def bodies(self) -> list[bytes]:
+        """The messages as bytes objects (made once)."""
+        if self._bodies is None:
+            rows = self.rows
+            n, size = rows.shape
+            if n and rows[:, -1].all():  # numpy's fixed-width bytes drop trailing NULs
+                self._bodies = rows.view(f"S{size}").ravel().tolist()
+            else:
+                flat = rows.tobytes()
+                self._bodies = [flat[i : i + size] for i in range(0, n * size, size)]
+        return self._bodies
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        return self.bodies()[index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.bodies())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowsBatch | list):
+            return self.bodies() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def keys_of(batch: Sequence[bytes]) -> Sequence[bytes] | None:

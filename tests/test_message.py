@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from brokers.base import RowsBatch
 from workload import message
 from workload.histogram import Histogram
 from workload.model.buckets import CLIPPED, MAX_US, NEGATIVE
@@ -78,7 +79,10 @@ def test_a_large_batch_of_one_size_is_stamped_with_numpy_byte_for_byte(spacing_n
     for size, first_seq in ((message.NUMPY_STAMP, 0), (600, 16**9 + 5), (300, 16**10 - 300)):
         args = (pool[:size], first_seq, 2**62 + 3, 2**62 - 77_777, spacing_ns)
         stamped = as_array.stamp_batch(*args)
+        assert isinstance(stamped, RowsBatch) and len(stamped) == size
         assert stamped == per_message.stamp_batch(*args)
+        assert list(stamped) == per_message.stamp_batch(*args)
+        assert stamped[1:3] == per_message.stamp_batch(*args)[1:3]
         found = message.parse(stamped[-1])
         assert found is not None and found.seq == first_seq + size - 1
         assert found.intended_ns == 2**62 - 77_777 + int((size - 1) * spacing_ns)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 import redis
 
+from brokers.base import RowsBatch
 from brokers.redis.protocol import (
     FIELD,
     ReplyTally,
@@ -44,6 +46,24 @@ def test_a_batch_is_packed_as_redis_py_packs_it_and_the_keys_carry_on() -> None:
     # One stream: the batch in its order.
     single = XaddPacker(KEYS[:1])
     assert single.pack(first) == redis_py([(b"XADD", KEYS[0], b"*", FIELD, b) for b in first])
+
+
+def test_a_batch_given_as_rows_is_packed_as_its_bodies_are() -> None:
+    """A RowsBatch (a large batch of one size, stamped as one array) is packed from the
+    array into the same bytes as its bodies, the keys carrying on between both kinds."""
+    rng = np.random.default_rng(4)
+    for streams, sizes in ((3, (1, 2, 5, 130, 7)), (1, (4, 300))):
+        as_rows, as_bodies = XaddPacker(KEYS[:streams]), XaddPacker(KEYS[:streams])
+        for n in sizes:
+            rows = rng.integers(0, 256, (n, 60), dtype=np.uint8)
+            rows[0, -1] = 0  # (a NUL where numpy's fixed-width bytes would drop it)
+            batch = RowsBatch(rows)
+            packed = as_rows.pack_rows(batch)
+            assert packed.tobytes() == as_bodies.pack(list(batch))
+            assert as_rows.turn == as_bodies.turn
+            # and a batch of bodies after it continues from the same turn
+            tail = [b"t" * 60, b"u" * 60]
+            assert as_rows.pack(tail) == as_bodies.pack(tail)
 
 
 def test_bodies_of_different_sizes_go_in_order_and_the_keys_carry_on() -> None:

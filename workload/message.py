@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from brokers.base import RowsBatch
 from workload.model.bounds import HEADER_MAX
 from workload.model.sections import LoadSection
 
@@ -110,8 +111,9 @@ class Stamper:
         send_ns: int,
         intended_ns: int,
         spacing_ns: float = 0.0,
-    ) -> list[bytes]:
-        """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged).
+    ) -> Sequence[bytes]:
+        """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged):
+        a list, or for a large batch of one size a :class:`~brokers.base.RowsBatch`.
 
         Every message carries ``intended_ns`` as its intended send time, or, with
         ``spacing_ns`` (an open-loop schedule), message ``i`` of the batch carries
@@ -146,49 +148,42 @@ class Stamper:
         send_ns: int,
         intended_ns: int,
         spacing_ns: float,
-    ) -> list[bytes]:
+    ) -> RowsBatch:
         """:meth:`stamp_batch` of payloads of one size (``self.size``), byte for byte, as
-        one array: the headers' columns are written for the whole batch at once, and the
-        only per-message work left is cutting the bytes into messages."""
+        one array: the headers' columns are written for the whole batch at once; the
+        messages are the array's rows (made bytes objects only if the sender asks)."""
         n, size, prefix = len(payloads), self.size or 0, self.prefix
-        rows = np.frombuffer(b"".join(payloads), np.uint8).reshape(n, size).copy()
-        rows[:, : len(prefix)] = np.frombuffer(prefix, np.uint8)
-        at = len(prefix) - _OFFSETS[2]  # where the fields after the run's prefix start
+        rows = np.frombuffer(bytearray().join(payloads), np.uint8).reshape(n, size)
+        # The header with its sequence number left at zero, written at once; then the
+        # sequence numbers' column (and open-loop intended times').
         seq_at = len(prefix)  # (the prefix ends with the node and worker)
+        head = b"%s%010x|%016x|%016x|" % (prefix, 0, send_ns, intended_ns)
+        rows[:, : len(head)] = np.frombuffer(head, np.uint8)
         rows[:, seq_at : seq_at + 10] = _hex_columns(
-            np.arange(first_seq, first_seq + n, dtype=np.uint64), _SEQ_SHIFTS
+            np.arange(first_seq, first_seq + n, dtype=">u8"), 10
         )
-        rows[:, seq_at + 10] = _SEP
-        sent_at = at + _OFFSETS[3]
         if spacing_ns:
-            rows[:, sent_at : sent_at + 17] = np.frombuffer(b"%016x|" % send_ns, np.uint8)
             # as int(i * spacing_ns): the same double product, truncated
             steps = (np.arange(n) * spacing_ns).astype(np.int64)
-            intended_at = at + _OFFSETS[4]
+            intended_at = len(head) - 17
             rows[:, intended_at : intended_at + 16] = _hex_columns(
-                (intended_ns + steps).astype(np.uint64), _TIME_SHIFTS
+                (intended_ns + steps).astype(">u8"), 16
             )
-            rows[:, intended_at + 16] = _SEP
-        else:
-            times = b"%016x|%016x|" % (send_ns, intended_ns)
-            rows[:, sent_at : sent_at + len(times)] = np.frombuffer(times, np.uint8)
-        if rows[:, -1].all():  # numpy's fixed-width bytes drop trailing NULs: none here
-            return rows.view(f"S{size}").ravel().tolist()
-        flat = rows.tobytes()
-        return [flat[i : i + size] for i in range(0, n * size, size)]
+        return RowsBatch(rows)
 
 
-_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
-#: Bit shifts of a sequence number's 10 hex digits and a time's 16, most significant first.
-_SEQ_SHIFTS = np.arange(9, -1, -1, dtype=np.uint64) * np.uint64(4)
-_TIME_SHIFTS = np.arange(15, -1, -1, dtype=np.uint64) * np.uint64(4)
+#: Each byte value's two lower-case hex digits, as one 16-bit item.
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), np.uint16)
 #: Sequence numbers below this fill their 10 hex digits.
 _SEQ_LIMIT = 16**10
 
 
-def _hex_columns(values: np.ndarray, shifts: np.ndarray) -> np.ndarray:
-    """Each value's lower-case hex digits (``len(shifts)`` of them, zero-padded), a row each."""
-    return _HEX[(values[:, None] >> shifts) & np.uint64(15)]
+def _hex_columns(values: np.ndarray, digits: int) -> np.ndarray:
+    """Each value's lower-case hex digits (``digits`` of them, even, zero-padded), a row
+    each: its big-endian bytes (``values`` are big-endian 64-bit integers) looked up two
+    digits at a time."""
+    octets = values.view(np.uint8).reshape(-1, 8)[:, 8 - digits // 2 :]
+    return np.take(_HEX_PAIRS, octets).view(np.uint8)
 
 
 class Identities:

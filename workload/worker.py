@@ -154,7 +154,7 @@ class Batch:
     times: the start on the wall clock and on the monotonic clock, and (open loop) how long
     after it was due it started — None in closed loop, where nothing is due (monotonic)."""
 
-    messages: list[bytes]  # a KeyedBatch where the load has keys
+    messages: Sequence[bytes]  # a KeyedBatch where the load has keys, a RowsBatch (large, one size)
     lo: int
     hi: int
     started_ns: int
@@ -260,7 +260,7 @@ class SenderLoop:
         messages = self.stamper.stamp_batch(payloads, lo, wall, wall - (now - first), self.slot_ns)
         return Batch(self._keyed(messages, lo), lo, lo + size - 1, wall, now, delay, nbytes)
 
-    def _keyed(self, messages: list[bytes], lo: int) -> list[bytes]:
+    def _keyed(self, messages: Sequence[bytes], lo: int) -> Sequence[bytes]:
         """The stamped messages with their keys (:mod:`workload.keys`), where the load has
         keys."""
         scheme = self.keys

@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import redis
 import redis.cluster
 
@@ -38,6 +39,7 @@ from brokers.base import (
     GroupedReceipts,
     Received,
     ReceivedBatch,
+    RowsBatch,
     keys_of,
 )
 from brokers.errors import BrokerConnectionError, BrokerError
@@ -195,10 +197,16 @@ class RedisAdapter(_StreamsAdapter):
         if self._sending is None:
             self._sending = SendChannel(self.client)
         keys = keys_of(batch)
-        packed = self.xadds.pack(batch) if keys is None else self.xadds.pack_keyed(batch, keys)
+        packed: list[bytes | np.ndarray]
+        if keys is not None:
+            packed = [self.xadds.pack_keyed(batch, keys)]
+        elif isinstance(batch, RowsBatch):
+            packed = [self.xadds.pack_rows(batch)]  # (no bytes object per message)
+        else:
+            packed = [self.xadds.pack(batch)]
         count = len(batch)
         if self.params.wait_replicas:
-            packed += pack(*self.wait_command)
+            packed.append(pack(*self.wait_command))
             count += 1
         return self._sending.write_packed(packed, count, self.params.wait_replicas)
 
