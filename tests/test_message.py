@@ -181,3 +181,20 @@ def test_a_message_received_before_it_was_sent_is_counted_not_read_as_one_micros
     latency = rec.seconds[7].processing_latency
     assert latency.counts[NEGATIVE] == 1 and 0 not in latency.counts
     assert latency.percentile(0.5) == 0.0
+
+
+def test_a_batch_taken_as_rows_is_what_take_gives_and_stamps_the_same() -> None:
+    pool = message.message_pool(50, 100, seed=2)
+    rows = message.pool_rows(pool, 100)
+    assert rows is not None
+    for start, count in ((0, 50), (10, 20), (45, 10), (49, 130)):  # (wrapping round, twice)
+        taken = message.take_rows(rows, start, count)
+        assert [row.tobytes() for row in taken] == message.take(pool, start, count)
+    assert message.pool_rows([*pool, b"x" * 99], 100) is None
+    assert message.pool_rows(pool, None) is None
+    as_rows = message.Stamper("abcd1234.3", 1, 2, size=100)
+    per_message = message.Stamper("abcd1234.3", 1, 2)
+    assert as_rows.stamps_rows(130, 7) and not as_rows.stamps_rows(127, 7)
+    stamped = as_rows.stamp_batch(message.take_rows(rows, 45, 130), 7, 1, 1, 2.5)
+    assert stamped == per_message.stamp_batch(message.take(pool, 45, 130), 7, 1, 1, 2.5)
+    assert rows.tobytes() == b"".join(pool), "the pool itself is not stamped"

@@ -106,7 +106,7 @@ class Stamper:
 
     def stamp_batch(
         self,
-        payloads: list[bytes],
+        payloads: list[bytes] | np.ndarray,
         first_seq: int,
         send_ns: int,
         intended_ns: int,
@@ -114,17 +114,20 @@ class Stamper:
     ) -> Sequence[bytes]:
         """``payloads`` stamped with sequence numbers from ``first_seq`` (sizes unchanged):
         a list, or for a large batch of one size a :class:`~brokers.base.RowsBatch`.
+        ``payloads`` may be given as rows of an array already (:func:`take_rows`, when
+        :meth:`stamps_rows`): they are stamped in place.
 
         Every message carries ``intended_ns`` as its intended send time, or, with
         ``spacing_ns`` (an open-loop schedule), message ``i`` of the batch carries
         ``intended_ns + i·spacing_ns``."""
-        prefix = self.prefix
-        if (
-            self.size is not None
-            and len(payloads) >= NUMPY_STAMP
-            and first_seq + len(payloads) <= _SEQ_LIMIT
-        ):
+        if isinstance(payloads, np.ndarray):
             return self._stamp_array(payloads, first_seq, send_ns, intended_ns, spacing_ns)
+        if self.stamps_rows(len(payloads), first_seq):
+            rows = np.frombuffer(bytearray().join(payloads), np.uint8).reshape(
+                len(payloads), self.size or 0
+            )
+            return self._stamp_array(rows, first_seq, send_ns, intended_ns, spacing_ns)
+        prefix = self.prefix
         seqs = range(first_seq, first_seq + len(payloads))
         # Every head is as long (the fields are fixed-width): one format per message.
         cut = len(prefix) + len(b"%010x|%016x|%016x|" % (first_seq, send_ns, intended_ns))
@@ -141,19 +144,25 @@ class Stamper:
             for seq, payload in zip(seqs, payloads, strict=True)
         ]
 
+    def stamps_rows(self, count: int, first_seq: int) -> bool:
+        """Whether a batch of ``count`` payloads from ``first_seq`` is stamped as one array:
+        payloads of one size (the load's fixed size), at least :data:`NUMPY_STAMP` of them,
+        sequence numbers within 10 hex digits."""
+        return self.size is not None and count >= NUMPY_STAMP and first_seq + count <= _SEQ_LIMIT
+
     def _stamp_array(
         self,
-        payloads: list[bytes],
+        rows: np.ndarray,
         first_seq: int,
         send_ns: int,
         intended_ns: int,
         spacing_ns: float,
     ) -> RowsBatch:
-        """:meth:`stamp_batch` of payloads of one size (``self.size``), byte for byte, as
-        one array: the headers' columns are written for the whole batch at once; the
-        messages are the array's rows (made bytes objects only if the sender asks)."""
-        n, size, prefix = len(payloads), self.size or 0, self.prefix
-        rows = np.frombuffer(bytearray().join(payloads), np.uint8).reshape(n, size)
+        """:meth:`stamp_batch` of payloads of one size (``self.size``), given as the rows of
+        an array (stamped in place), byte for byte: the headers' columns are written for the
+        whole batch at once; the messages are the array's rows (made bytes objects only if
+        the sender asks)."""
+        n, prefix = len(rows), self.prefix
         # The header with its sequence number left at zero, written at once; then the
         # sequence numbers' column (and open-loop intended times').
         seq_at = len(prefix)  # (the prefix ends with the node and worker)
@@ -322,6 +331,23 @@ def sized_pool(sizes: Sequence[int], seed: int | None = None) -> list[bytes]:
     rng = np.random.default_rng(seed)
     alphabet = np.frombuffer(_ALPHABET, dtype=np.uint8)
     return [alphabet[rng.integers(0, len(alphabet), size)].tobytes() for size in sizes]
+
+
+def pool_rows(pool: list[bytes], size: int | None) -> np.ndarray | None:
+    """The pool as an array, a payload a row, when every payload has ``size`` bytes (a
+    load of one message size): a large batch is then taken from it as rows
+    (:func:`take_rows`), with no list of payloads in between. Else None."""
+    if size is None or not pool or any(len(p) != size for p in pool):
+        return None
+    return np.frombuffer(b"".join(pool), np.uint8).reshape(len(pool), size)
+
+
+def take_rows(rows: np.ndarray, start: int, count: int) -> np.ndarray:
+    """:func:`take` of a pool given as rows (:func:`pool_rows`): a new array of them."""
+    end = start + count
+    if end <= len(rows):
+        return rows[start:end].copy()
+    return rows[np.arange(start, end) % len(rows)]
 
 
 def take(pool: list[bytes], start: int, count: int) -> list[bytes]:

@@ -25,6 +25,8 @@ from collections import deque
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from brokers.base import (
     AsyncReceiver,
     AsyncSender,
@@ -179,6 +181,8 @@ class SenderLoop:
         self.stamper = message.Stamper(
             settings.tag, settings.node, settings.worker, settings.load.message_size.fixed
         )
+        #: The pool as rows of an array, where large batches are stamped as one.
+        self.pool_rows = message.pool_rows(settings.pool, self.stamper.size)
         self.keys = KeyScheme.of(settings.load)
         self.stop_requested = _Every(settings.stop_requested)
         self.phase = _Phase(settings.phase)
@@ -246,8 +250,14 @@ class SenderLoop:
         wall, now = clock_pair()
         lo = self.seq
         pool = self.s.pool
-        payloads = message.take(pool, self.rng.randrange(len(pool)), size)
-        nbytes = sum(map(len, payloads))  # stamping keeps every size
+        start = self.rng.randrange(len(pool))
+        payloads: list[bytes] | np.ndarray
+        if self.pool_rows is not None and self.stamper.stamps_rows(size, lo):
+            payloads = message.take_rows(self.pool_rows, start, size)
+            nbytes = payloads.size
+        else:
+            payloads = message.take(pool, start, size)
+            nbytes = sum(map(len, payloads))  # stamping keeps every size
         self.seq = lo + size
         self.size = self._batch_size()
         if not self.slot_ns:
