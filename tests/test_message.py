@@ -76,7 +76,14 @@ def test_a_large_batch_of_one_size_is_stamped_with_numpy_byte_for_byte(spacing_n
     per_message = message.Stamper("abcd1234.3", 999, 9999)
     as_array = message.Stamper("abcd1234.3", 999, 9999, size=100)
     assert as_array.size == 100
-    for size, first_seq in ((message.NUMPY_STAMP, 0), (600, 16**9 + 5), (300, 16**10 - 300)):
+    # (4,000 and 4,095: the last three hex digits wrap inside the batch)
+    for size, first_seq in (
+        (message.NUMPY_STAMP, 0),
+        (600, 16**9 + 5),
+        (300, 16**10 - 300),
+        (300, 4000),
+        (message.NUMPY_STAMP, 16**6 * 7 + 4095),
+    ):
         args = (pool[:size], first_seq, 2**62 + 3, 2**62 - 77_777, spacing_ns)
         stamped = as_array.stamp_batch(*args)
         assert isinstance(stamped, RowsBatch) and len(stamped) == size

@@ -163,18 +163,23 @@ class Stamper:
         whole batch at once; the messages are the array's rows (made bytes objects only if
         the sender asks)."""
         n, prefix = len(rows), self.prefix
-        # The header with its sequence number left at zero, written at once; then the
-        # sequence numbers' column (and open-loop intended times').
-        seq_at = len(prefix)  # (the prefix ends with the node and worker)
-        head = b"%s%010x|%016x|%016x|" % (prefix, 0, send_ns, intended_ns)
-        rows[:, : len(head)] = np.frombuffer(head, np.uint8)
-        rows[:, seq_at : seq_at + 10] = _hex_columns(
-            np.arange(first_seq, first_seq + n, dtype=">u8"), 10
-        )
+        # The header, written a run of sequence numbers at a time: within a run the first
+        # seven of their 10 hex digits agree (written with the header) and the last three
+        # are consecutive rows of a table (at most two runs in a batch of up to 4,096).
+        seq_at = len(prefix) + 7  # (the prefix ends with the node and worker)
+        at = 0
+        while at < n:
+            seq = first_seq + at
+            low = seq & 0xFFF
+            run = min(n - at, 0x1000 - low)
+            head = b"%s%07x000|%016x|%016x|" % (prefix, seq >> 12, send_ns, intended_ns)
+            rows[at : at + run, : len(head)] = np.frombuffer(head, np.uint8)
+            rows[at : at + run, seq_at : seq_at + 3] = _LOW_HEX[low : low + run]
+            at += run
         if spacing_ns:
             # as int(i * spacing_ns): the same double product, truncated
             steps = (np.arange(n) * spacing_ns).astype(np.int64)
-            intended_at = len(head) - 17
+            intended_at = len(prefix) + 10 + 1 + 17
             rows[:, intended_at : intended_at + 16] = _hex_columns(
                 (intended_ns + steps).astype(">u8"), 16
             )
@@ -183,6 +188,8 @@ class Stamper:
 
 #: Each byte value's two lower-case hex digits, as one 16-bit item.
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), np.uint16)
+#: The last three hex digits of 0 to 4,095, a row each.
+_LOW_HEX = np.frombuffer(b"".join(b"%03x" % i for i in range(0x1000)), np.uint8).reshape(-1, 3)
 #: Sequence numbers below this fill their 10 hex digits.
 _SEQ_LIMIT = 16**10
 

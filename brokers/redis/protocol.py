@@ -120,7 +120,7 @@ class XaddPacker:
         ]
         #: The stream the next batch's first message goes to.
         self.turn = 0
-        self._row_heads: dict[tuple[int, int], np.ndarray] = {}
+        self._templates: dict[tuple[int, int], np.ndarray] = {}
 
     def pack_keyed(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> bytes:
         """Each body to the stream its message key names."""
@@ -170,21 +170,25 @@ class XaddPacker:
         self.turn = (turn + n) % streams
         blocks = []
         for j in range(min(streams, n)):
-            head = self._row_head((turn + j) % streams, size)
-            block = np.empty((len(range(j, n, streams)), len(head) + size + 2), np.uint8)
-            block[:, : len(head)] = head
-            block[:, len(head) : -2] = rows[j::streams]
-            block[:, -2:] = _CRLF
+            count = len(range(j, n, streams))
+            template = self._template((turn + j) % streams, size, count)
+            block = template[:count]
+            block[:, -2 - size : -2] = rows[j::streams]
             blocks.append(block)
         return blocks[0].ravel() if len(blocks) == 1 else np.concatenate(blocks, axis=None)
 
-    def _row_head(self, stream: int, size: int) -> np.ndarray:
-        """``stream``'s command up to a body of ``size`` bytes, as an array (kept)."""
-        head = self._row_heads.get((stream, size))
-        if head is None:
-            head = np.frombuffer(self.by_stream[stream] + b"$%d\r\n" % size, np.uint8)
-            self._row_heads[(stream, size)] = head
-        return head
+    def _template(self, stream: int, size: int, count: int) -> np.ndarray:
+        """Rows of ``stream``'s command for bodies of ``size`` bytes — its head and line
+        end written, the body's place left — at least ``count`` of them. Kept and reused:
+        a batch's commands are written (copied into the socket) before the next is packed."""
+        template = self._templates.get((stream, size))
+        if template is None or len(template) < count:
+            head = self.by_stream[stream] + b"$%d\r\n" % size
+            template = np.empty((max(count, 1024), len(head) + size + 2), np.uint8)
+            template[:, : len(head)] = np.frombuffer(head, np.uint8)
+            template[:, -2:] = _CRLF
+            self._templates[(stream, size)] = template
+        return template
 
 
 def stream_of(key: bytes, streams: int) -> int:
