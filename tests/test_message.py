@@ -201,7 +201,8 @@ def test_a_batch_taken_as_rows_is_what_take_gives_and_stamps_the_same() -> None:
     assert message.pool_rows(pool, None) is None
     as_rows = message.Stamper("abcd1234.3", 1, 2, size=100)
     per_message = message.Stamper("abcd1234.3", 1, 2)
-    assert as_rows.stamps_rows(130, 7) and not as_rows.stamps_rows(127, 7)
+    assert as_rows.stamps_rows(130, 7)
+    assert not as_rows.stamps_rows(message.NUMPY_STAMP - 1, 7)
     stamped = as_rows.stamp_batch(message.take_rows(rows, 45, 130), 7, 1, 1, 2.5)
     assert stamped == per_message.stamp_batch(message.take(pool, 45, 130), 7, 1, 1, 2.5)
     assert rows.tobytes() == b"".join(pool), "the pool itself is not stamped"
