@@ -199,6 +199,8 @@ def test_a_batch_taken_as_rows_is_what_take_gives_and_stamps_the_same() -> None:
         assert [row.tobytes() for row in taken] == message.take(pool, start, count)
     assert message.pool_rows([*pool, b"x" * 99], 100) is None
     assert message.pool_rows(pool, None) is None
+    large = message.POOL_ROWS_MAX // 100 + 1
+    assert message.pool_rows([pool[0]] * large, 100) is None, "not copied past the limit"
     as_rows = message.Stamper("abcd1234.3", 1, 2, size=100)
     per_message = message.Stamper("abcd1234.3", 1, 2)
     assert as_rows.stamps_rows(130, 7)

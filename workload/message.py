@@ -341,11 +341,19 @@ def sized_pool(sizes: Sequence[int], seed: int | None = None) -> list[bytes]:
     return [alphabet[rng.integers(0, len(alphabet), size)].tobytes() for size in sizes]
 
 
+#: The largest pool :func:`pool_rows` copies into an array (the copy is kept beside it).
+POOL_ROWS_MAX = 64 * 2**20
+
+
 def pool_rows(pool: list[bytes], size: int | None) -> np.ndarray | None:
     """The pool as an array, a payload a row, when every payload has ``size`` bytes (a
-    load of one message size): a large batch is then taken from it as rows
-    (:func:`take_rows`), with no list of payloads in between. Else None."""
-    if size is None or not pool or any(len(p) != size for p in pool):
+    load of one message size) and the pool is at most :data:`POOL_ROWS_MAX` bytes: a large
+    batch is then taken from it as rows (:func:`take_rows`), with no list of payloads in
+    between. Else None (large messages: the copy would cost memory, and per-message work
+    is small beside their bytes)."""
+    if size is None or not pool or len(pool) * size > POOL_ROWS_MAX:
+        return None
+    if any(len(p) != size for p in pool):
         return None
     return np.frombuffer(b"".join(pool), np.uint8).reshape(len(pool), size)
 
