@@ -64,6 +64,7 @@ def test_a_batch_given_as_rows_is_packed_as_its_bodies_are() -> None:
             # and a batch of bodies after it continues from the same turn
             tail = [b"t" * 60, b"u" * 60]
             assert as_rows.pack(tail) == as_bodies.pack(tail)
+    assert XaddPacker(KEYS).pack_rows(RowsBatch(np.empty((0, 60), np.uint8))).size == 0
 
 
 def test_bodies_of_different_sizes_go_in_order_and_the_keys_carry_on() -> None:

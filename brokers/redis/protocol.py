@@ -31,6 +31,7 @@ FIELD = b"m"
 REPLY_TIMEOUT = 30.0
 #: Bytes read from the socket at once by :class:`SendChannel`.
 RECEIVE_BYTES = 1 << 18
+_CRLF = np.frombuffer(b"\r\n", np.uint8)
 #: The fewest bytes an XADD's reply takes: ``$15\r\n<ms>-<seq>\r\n`` — an entry id made
 #: by ``*`` has 13 digits of milliseconds (until the year 2286) and a sequence digit.
 XADD_REPLY_MIN = len(b"$15\r\n") + 15 + 2
@@ -168,6 +169,8 @@ class XaddPacker:
         streams, turn, rows = len(self.by_stream), self.turn, batch.rows
         n, size = rows.shape
         self.turn = (turn + n) % streams
+        if not n:
+            return np.empty(0, np.uint8)
         blocks = []
         for j in range(min(streams, n)):
             count = len(range(j, n, streams))
@@ -310,7 +313,6 @@ class ReplyChannel:
         self.connection.disconnect()
 
 
-_CRLF = np.frombuffer(b"\r\n", np.uint8)
 #: The first bytes of the RESP2 replies :class:`ReplyTally` tells apart.
 _ERROR, _INTEGER, _BULK = ord("-"), ord(":"), ord("$")
 #: Every byte of XADD replies (bulk strings of entry ids, ``<ms>-<seq>``).
