@@ -167,7 +167,7 @@ class Stamper:
         # The header, written a run of sequence numbers at a time: within a run the first
         # seven of their 10 hex digits agree (written with the header) and the last three
         # are consecutive rows of a table (at most two runs in a batch of up to 4,096).
-        seq_at = len(prefix) + 7  # (the prefix ends with the node and worker)
+        low_at = len(prefix) + 7  # the last three digits (the prefix ends with the worker)
         at = 0
         while at < n:
             seq = first_seq + at
@@ -175,12 +175,12 @@ class Stamper:
             run = min(n - at, 0x1000 - low)
             head = b"%s%07x000|%016x|%016x|" % (prefix, seq >> 12, send_ns, intended_ns)
             rows[at : at + run, : len(head)] = np.frombuffer(head, np.uint8)
-            rows[at : at + run, seq_at : seq_at + 3] = _LOW_HEX[low : low + run]
+            rows[at : at + run, low_at : low_at + 3] = _LOW_HEX[low : low + run]
             at += run
         if spacing_ns:
             # as int(i * spacing_ns): the same double product, truncated
             steps = (np.arange(n) * spacing_ns).astype(np.int64)
-            intended_at = len(prefix) + 10 + 1 + 17
+            intended_at = len(prefix) + 11 + 17  # after the sequence number and send time
             rows[:, intended_at : intended_at + 16] = _hex_columns(
                 (intended_ns + steps).astype(">u8"), 16
             )
