@@ -192,6 +192,44 @@ def test_replies_shorter_than_the_low_water_mark_counts_on_are_still_read(cluste
     adapter.close()
 
 
+def test_a_server_that_reads_no_more_fails_the_write_after_the_timeout(tmp_path: Path) -> None:
+    """The sending connection writes on a blocking socket (no poll before each send); a
+    server that stops reading (paused) fails the write once nothing moved for the write
+    timeout, with the host in one line, and the batches in flight fail with it."""
+    import time
+
+    from brokers.errors import BrokerConnectionError
+    from brokers.redis.protocol import SendChannel, pack
+
+    assert SYSTEM.local is not None
+    params = SYSTEM.params_model()
+    single = SYSTEM.local.start("single", params, tmp_path / "broker")
+    try:
+        adapter = prepared(SYSTEM, single.endpoints, "bb_stalled")
+        channel = SendChannel(adapter.client, write_timeout=0.5)
+        command = pack(b"XADD", b"bb_stalled:{0}", b"*", b"m", b"x" * 10_000)
+        earlier = channel.write_packed(command, 1)
+        assert earlier.wait(5) is not None  # a working connection first
+        in_flight = channel.write_packed(command, 1)
+        node = single.processes()[0].name
+        single.fault(node, "pause")
+        began = time.monotonic()
+        host, port = single.endpoints.first
+        with pytest.raises(
+            BrokerConnectionError, match=rf"{host}:{port}: nothing written for 0.5 s"
+        ):
+            while time.monotonic() - began < 20:  # until the socket's buffers are full
+                channel.write_packed(command * 100, 100)
+        assert time.monotonic() - began < 20
+        with pytest.raises(BrokerConnectionError):
+            in_flight.wait(0)
+        single.recover(node, "pause")
+        assert channel.settle(channel.write_packed(command, 1), None) is not None  # reconnects
+        adapter.close()
+    finally:
+        single.stop()
+
+
 def test_too_few_replicas_fail_the_batch(cluster) -> None:
     adapter = prepared(
         SYSTEM, cluster.endpoints, "bb_few_replicas", wait_replicas=3, wait_timeout_ms=50

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import select
 import socket
+import struct
 import time
 import zlib
 from collections import deque
@@ -216,15 +217,17 @@ class ReplyChannel:
     def write_packed(self, packed: Any, count: int, replicas: int = 0) -> Written:
         """Write ``count`` commands already in RESP (bytes-like, or a list of bytes-like
         parts), the last a WAIT for ``replicas`` if that is > 0."""
-        connection = self.connection
         try:
-            connection.send_packed_command(packed if isinstance(packed, list) else [packed])
+            self._send(packed if isinstance(packed, list) else [packed])
         except BaseException as exc:
             self._fail_all(exc)
             raise
         written = Written(self, count, replicas)
         self.waiting.append(written)
         return written
+
+    def _send(self, parts: list[Any]) -> None:
+        self.connection.send_packed_command(parts)
 
     def call(self, *command: Any) -> Any:
         """One command and its reply (after the replies of everything written before it)."""
@@ -304,9 +307,12 @@ class ReplyChannel:
             head.left -= 1
         return reply
 
+    def _where(self) -> str:
+        return f"{self.connection.host}:{self.connection.port}"
+
     def _fail_all(self, exc: BaseException) -> None:
         """The connection is in an unknown state: drop it and fail what waits on it."""
-        where = f"{self.connection.host}:{self.connection.port}"
+        where = self._where()
         for written in self.waiting:
             written.error = BrokerConnectionError(f"Redis {where}: {type(exc).__name__} {exc}")
         self.waiting.clear()
@@ -411,10 +417,14 @@ class SendChannel(ReplyChannel):
     receive low-water mark (``SO_RCVLOWAT``) to the fewest bytes they can take, so the
     kernel wakes the sender once they can all be there; should they be shorter than that
     (an error reply), the mark drops back to one byte after :data:`LOWAT_WAIT`.
+
+    Its socket is written and read directly, blocking, with this class's own waits:
+    redis-py's socket timeout made Python poll before every send and receive.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, write_timeout: float = REPLY_TIMEOUT) -> None:
         super().__init__(client)
+        self.write_timeout = write_timeout
         self.tally = ReplyTally()
         #: The socket the poller and the low-water mark below are of.
         self._sock: Any = None
@@ -438,17 +448,50 @@ class SendChannel(ReplyChannel):
                 self._credit(count, value)
         return head.reply
 
+    def _send(self, parts: list[Any]) -> None:
+        """Written on the socket itself, blocking: a socket with a timeout (redis-py's)
+        polls before every send and receive, a system call more per batch. A write that
+        moves nothing for ``write_timeout`` seconds (``SO_SNDTIMEO``: a server that
+        stopped reading) fails."""
+        sock = self._socket(connect=True)
+        try:
+            for part in parts:
+                sock.sendall(part)
+        except BlockingIOError:
+            raise BrokerConnectionError(
+                f"Redis {self._where()}: nothing written for {self.write_timeout:g} s "
+                "(the server reads no more)"
+            ) from None
+        except OSError as exc:
+            raise BrokerConnectionError(f"Redis {self._where()}: {exc}") from None
+
+    def _socket(self, connect: bool = False) -> Any:
+        """The connection's socket (connected first if ``connect``), set up once per
+        connection: blocking with the write timeout, a poller of its own, its receive
+        low-water mark at one byte."""
+        sock = self.connection._sock
+        if sock is None:
+            if not connect:
+                raise redis.ConnectionError("not connected")
+            self.connection.connect()
+            sock = self.connection._sock
+        if sock is not self._sock:  # (re)connected: a new socket, its mark at one byte
+            sock.settimeout(None)
+            seconds = int(self.write_timeout)
+            micros = int((self.write_timeout - seconds) * 1e6)
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros)
+            )
+            self._sock, self._lowat = sock, 1
+            self._poller = select.poll()  # (select cannot wait on descriptors past 1023)
+            self._poller.register(sock, select.POLLIN)
+        return sock
+
     def _wait(self, head: Written, timeout: float) -> bool:
         """Whether bytes of ``head``'s replies are there to read within ``timeout`` s:
         first (for at most :data:`LOWAT_WAIT`) as many as its replies take at the least,
         then any."""
-        sock = self.connection._sock
-        if sock is None:
-            raise redis.ConnectionError("not connected")
-        if sock is not self._sock:  # (re)connected: a new socket, its mark at one byte
-            self._sock, self._lowat = sock, 1
-            self._poller = select.poll()  # (select cannot wait on descriptors past 1023)
-            self._poller.register(sock, select.POLLIN)
+        self._socket()
         want = min(fewest_reply_bytes(head.left, head.replicas), LOWAT_MAX)
         want -= len(self.tally.buffer)
         if want > LOWAT_FROM:
@@ -466,10 +509,7 @@ class SendChannel(ReplyChannel):
             self._lowat = lowat
 
     def _receive(self) -> None:
-        sock = self.connection._sock
-        if sock is None:
-            raise redis.ConnectionError("not connected")
-        data = sock.recv(RECEIVE_BYTES)
+        data = self._socket().recv(RECEIVE_BYTES)
         if not data:
             raise redis.ConnectionError("connection closed by the server")
         self.tally.feed(data)
