@@ -82,7 +82,7 @@ POINT_LOAD = (
     ("sender_nodes", "senders"),
     ("receiver_nodes", "receivers"),
     ("message_size", "message bytes"),
-    ("max_send_batch", "max batch"),
+    ("send_batch", "send batch"),
     ("rate", "rate per worker"),
     ("max_in_flight", "in flight"),
     ("duration", "duration s"),
@@ -98,6 +98,8 @@ def _from_load(key: str) -> Callable[[dict[str, Any]], Any]:
         value = load.get(key)
         if value is None and key in ("sender_threads", "receiver_threads"):
             return load.get("threads")
+        if key == "send_batch":
+            return _batch_range(load)
         if key == "message_size" and isinstance(value, dict):
             try:
                 return SizeDistribution.model_validate(value).label
@@ -106,6 +108,16 @@ def _from_load(key: str) -> Callable[[dict[str, Any]], Any]:
         return value
 
     return get
+
+
+def _batch_range(load: dict[str, Any]) -> str | None:
+    """A point's send batch sizes: ``1–10``, or ``800`` where every batch has one size
+    (``min_send_batch``, absent from a record of an older version, is 1)."""
+    largest = load.get("max_send_batch")
+    if largest is None:
+        return None
+    smallest = load.get("min_send_batch") or 1
+    return str(largest) if smallest == largest else f"{smallest}–{largest}"
 
 
 def _points_table(points: list[dict[str, Any]]) -> str:

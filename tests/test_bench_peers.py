@@ -161,7 +161,7 @@ def test_pgbench_result_and_log() -> None:
 
 
 def test_pgbench_scripts_quote_the_table() -> None:
-    send = postgresql.send_script("bench_peers_t1", 10, 100)
+    send = postgresql.send_script("bench_peers_t1", (1, 10), 100)
     assert "\\set n random(1, 10)" in send and 'INSERT INTO "bench_peers_t1"' in send
     receive = postgresql.receive_script("bench_peers_t1", 10, 30.0, 50)
     assert "FOR UPDATE SKIP LOCKED" in receive and "\\sleep 50 ms" in receive

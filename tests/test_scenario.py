@@ -271,6 +271,13 @@ def test_every_number_has_an_upper_bound(
     assert f"load.{key}" in line and "less than or equal to" in line and "line 8" in line
 
 
+def test_a_smallest_send_batch_above_the_largest_names_both(tmp_path: Path) -> None:
+    fixed = load_scenario(write(tmp_path, GOOD + "min_send_batch = 10\n"))
+    assert (fixed.load.min_send_batch, fixed.load.max_send_batch) == (10, 10)
+    (line,) = error_lines(tmp_path, GOOD + "min_send_batch = 11\n")
+    assert "load.min_send_batch" in line and "larger than max_send_batch (10)" in line
+
+
 def test_message_size_and_pool_memory_limits(tmp_path: Path) -> None:
     (line,) = error_lines(tmp_path, GOOD + "message_size = 16777217\n")
     assert "load.message_size" in line and "16777216" in line

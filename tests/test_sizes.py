@@ -246,9 +246,11 @@ class Store(Adapter[int]):
 
     def __init__(self) -> None:
         self.stored: list[bytes] = []
+        self.batches: list[int] = []
 
     def send(self, batch: Sequence[bytes]) -> None:
         self.stored.extend(batch)
+        self.batches.append(len(batch))
 
     def receive(self, max_n: int) -> list[Received[int]]:
         return []
@@ -294,6 +296,27 @@ def test_every_byte_sent_is_recorded_received_and_written(tmp_path: Path) -> Non
     assert sum(r["received_bytes"] for r in seconds) == sent
     received = pq.read_table(tmp_path / LAYOUT.raw_table("received")).to_pydict()
     assert received["size"] == [len(b) for b in bodies]
+
+
+@pytest.mark.parametrize(("smallest", "largest"), [(1, 10), (40, 60), (800, 800)])
+def test_send_batches_are_uniform_between_the_smallest_and_the_largest(
+    smallest: int, largest: int
+) -> None:
+    """Batch sizes are drawn uniformly in [min_send_batch, max_send_batch] (one size when
+    they are equal); the last batch is cut to the messages left."""
+    load = LoadSection.model_validate(
+        {"min_send_batch": smallest, "max_send_batch": largest, "messages": 100_000}
+    )
+    settings = WorkerSettings(
+        "bt000000.0", 0, 0, load, message.payload_pool(load, 0), lambda: False
+    )
+    store = Store()
+    run_sender(store, SenderLoop(settings, WorkerRecorder("sender", 0, 0)))
+    *sizes, last = store.batches
+    assert sum(store.batches) == 100_000 and 1 <= last <= largest
+    assert min(sizes) == smallest and max(sizes) == largest
+    mean = (smallest + largest) / 2
+    assert abs(statistics.fmean(sizes) - mean) <= 0.1 * mean
 
 
 def test_stamping_keeps_every_size() -> None:

@@ -200,9 +200,10 @@ class SenderLoop:
         self.size = self._batch_size()
 
     def _batch_size(self) -> int:
-        """The size of the next batch: uniform in [1, max_send_batch], within the limit."""
+        """The size of the next batch: uniform in [min_send_batch, max_send_batch], within
+        the limit."""
         load = self.s.load
-        size = self.rng.randint(1, load.max_send_batch)
+        size = self.rng.randint(load.min_send_batch, load.max_send_batch)
         if load.messages is not None:
             size = max(1, min(size, load.messages - self.seq))
         return size

@@ -158,6 +158,7 @@ def load_settings(args: argparse.Namespace, threads: int, receive_batch: int) ->
         args.duration,
         message_size=int(args.load.get("message_size", 100)),
         max_send_batch=int(args.load.get("max_send_batch", 10)),
+        min_send_batch=int(args.load.get("min_send_batch", 1)),
         receive_batch=int(args.load.get("receive_batch", receive_batch)),
         max_in_flight=args.max_in_flight,
     )
@@ -266,13 +267,13 @@ def bench_system(name: str, args: argparse.Namespace) -> str:
     extra = "".join(
         f", {k} = {v}"
         for k, v in args.load.items()
-        if k not in ("max_send_batch", "receive_batch", "message_size")
+        if k not in ("max_send_batch", "min_send_batch", "receive_batch", "message_size")
     )
     in_flight = f", max_in_flight = {args.max_in_flight}" if args.max_in_flight else ""
     settings = [
         f"brokerbench: threads per node, 1 sender node, 2 receiver nodes, "
-        f"{example.message_size}-byte messages, send batches uniform in [1, "
-        f"{example.max_send_batch}], receive batch {example.receive_batch}{in_flight}{extra}, "
+        f"{example.message_size}-byte messages, {example.batches}, "
+        f"receive batch {example.receive_batch}{in_flight}{extra}, "
         f"warm-up {warmup_for(args.duration):g}"
         f" s, idle_timeout {IDLE_TIMEOUT:g} s",
         f"{peer.title} (threads {example.threads}): {peer.settings(example)}",

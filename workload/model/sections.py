@@ -143,7 +143,14 @@ class LoadSection(Strict):
         '(kind = "fixed", "uniform", "weighted" or "lognormal"; see the README).',
         json_schema_extra=size_schema,
     )
-    max_send_batch: BatchSize = Field(10, description="Send batch size is uniform in [1, this].")
+    max_send_batch: BatchSize = Field(
+        10, description="Send batch size is uniform in [min_send_batch, this]."
+    )
+    min_send_batch: BatchSize = Field(
+        1,
+        description="The smallest send batch (default 1); equal to max_send_batch, every batch "
+        "has that size, as a pipelining load tool sends (redis-benchmark -P).",
+    )
     receive_batch: BatchSize | None = Field(
         None,
         description="max_n of each receive call; default the system's own: 500 for Kafka, "
@@ -240,6 +247,16 @@ class LoadSection(Strict):
     def receivers(self) -> int:
         """Receiver nodes: as given, else twice the sender nodes."""
         return self.receiver_nodes or 2 * self.sender_nodes
+
+    @model_validator(mode="after")
+    def _batch_range(self) -> LoadSection:
+        if self.min_send_batch > self.max_send_batch:
+            raise conflict(
+                ("min_send_batch", "max_send_batch"),
+                f"min_send_batch ({self.min_send_batch}) is larger than max_send_batch "
+                f"({self.max_send_batch}): batch sizes are uniform between the two",
+            )
+        return self
 
     @model_validator(mode="after")
     def _zipf_has_keys(self) -> LoadSection:

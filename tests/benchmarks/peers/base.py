@@ -30,6 +30,8 @@ class LoadSettings:
     message_size: int = 100
     max_send_batch: int = 10
     receive_batch: int = 10
+    #: Send batches are uniform in [min_send_batch, max_send_batch].
+    min_send_batch: int = 1
     #: ``[load] max_in_flight`` given to brokerbench; None = its default (one batch).
     max_in_flight: int | None = None
 
@@ -37,6 +39,13 @@ class LoadSettings:
     def receivers(self) -> int:
         """Receiver workers: brokerbench's default is two receiver nodes of ``threads`` each."""
         return 2 * self.threads
+
+    @property
+    def batches(self) -> str:
+        """The send batch sizes in words."""
+        if self.min_send_batch == self.max_send_batch:
+            return f"send batches of {self.max_send_batch}"
+        return f"send batches uniform in [{self.min_send_batch}, {self.max_send_batch}]"
 
     @property
     def window(self) -> int:

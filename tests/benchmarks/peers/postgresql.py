@@ -2,7 +2,7 @@
 brokerbench's PostgreSQL adapter on a table created by the system's own ``prepare``.
 
 * senders (``threads`` clients): one INSERT of a batch of uniform size in
-  [1, max_send_batch] per transaction;
+  [min_send_batch, max_send_batch] per transaction;
 * receivers (twice as many clients, like brokerbench's two receiver nodes): claim up to
   ``receive_batch`` due rows with ``FOR UPDATE SKIP LOCKED`` and move their
   ``next_delivery`` forward (one transaction), then delete them (the ack); a receiver that
@@ -54,11 +54,13 @@ def parse_pgbench_log(lines: list[str]) -> list[float]:
     return latencies
 
 
-def send_script(table: str, max_batch: int, size: int) -> str:
-    """One batch per transaction: ``size`` pseudo-random bytes per message."""
+def send_script(table: str, batches: tuple[int, int], size: int) -> str:
+    """One batch per transaction, its size uniform in ``batches`` (smallest, largest):
+    ``size`` pseudo-random bytes per message."""
     quoted = _ident(table)
+    smallest, largest = batches
     return (
-        f"\\set n random(1, {max_batch})\n"
+        f"\\set n random({smallest}, {largest})\n"
         f"INSERT INTO {quoted} (content) SELECT decode(lpad('', {2 * size}, "
         "md5(random()::text)), 'hex') FROM generate_series(1, :n);\n"
     )
@@ -114,7 +116,7 @@ class PostgresPeer(PeerTool):
     def settings(self, load: LoadSettings) -> str:
         return (
             f"pgbench -n -T {load.duration:g}: send.sql -c {load.threads} (INSERT of "
-            f"random(1, {load.max_send_batch}) rows), receive.sql -c {load.receivers} "
+            f"random({load.min_send_batch}, {load.max_send_batch}) rows), receive.sql -c {load.receivers} "
             f"(claim ≤ {load.receive_batch} SKIP LOCKED, then DELETE)"
         )
 
@@ -144,7 +146,8 @@ class PostgresPeer(PeerTool):
         work = ctx.workdir / f"pgbench-t{load.threads}"
         work.mkdir(parents=True, exist_ok=True)
         send, receive = work / "send.sql", work / "receive.sql"
-        send.write_text(send_script(table, load.max_send_batch, load.message_size))
+        batches = (load.min_send_batch, load.max_send_batch)
+        send.write_text(send_script(table, batches, load.message_size))
         poll_ms = max(1, round(ctx.params.poll_interval * 1000))
         receive.write_text(
             receive_script(table, load.receive_batch, ctx.params.visibility_timeout, poll_ms)
