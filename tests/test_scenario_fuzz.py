@@ -38,6 +38,7 @@ LOAD_LIMITS: dict[str, tuple[type, float, float]] = {
     "sender_nodes": (int, 1, 1_000),
     "receiver_nodes": (int, 1, 2_000),
     "message_size": (int, 72, 16 * MIB),
+    "min_send_batch": (int, 1, 100_000),
     "max_send_batch": (int, 1, 100_000),
     "receive_batch": (int, 1, 100_000),
     "pool_size": (int, 1, 1_000_000),
@@ -197,6 +198,7 @@ def check_load(load: LoadSection) -> None:
         assert value > lowest if key in ABOVE_LOWEST else value >= lowest, (key, value)
         assert value <= highest, (key, value)
     assert load.pool_size * load.message_size.upper <= POOL_BYTES
+    assert load.min_send_batch <= load.max_send_batch
 
 
 def check_accepted(scenario: Scenario, points: list[SweepPoint]) -> None:

@@ -16,8 +16,9 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   ``receiver_nodes``: at most 2,000 (so the default, twice the sender nodes, always fits);
 - ``message_size``: from the 72-byte header to 16 MiB — every size a distribution may draw
   too (:mod:`workload.model.sizes`: at most 100 weighted sizes, weights up to 10⁹, a
-  log-normal p99 above the mean and at most 14.97 × it); ``max_send_batch`` and
-  ``receive_batch``: at most 100,000; ``pool_size``: at most 1,000,000 payloads, and the
+  log-normal p99 above the mean and at most 14.97 × it); ``min_send_batch``,
+  ``max_send_batch`` and ``receive_batch``: at most 100,000 (the smallest send batch at
+  most the largest); ``pool_size``: at most 1,000,000 payloads, and the
   pool (pool_size × the largest message size) at most 1 GiB per process;
 - ``messages``: at most 10¹² per worker; ``rate``: 0.001 to 10⁸ msgs/s per worker;
   ``max_in_flight``: at most 1,000; ``processes``: at most 1,024;
