@@ -1,8 +1,8 @@
 """The summary table a person reads: which columns it shows (those of the terminal, and
 the HTML table's extra whole-run percentiles), each cell's text, and what a reader must
 know about each point's figures (:func:`notes`: delivery in docs/measurement.md §5's words,
-clocks, latencies beyond the histograms, declared faults, a capacity probe's verdict, what
-set the pace), and the table for the terminal (:func:`text_table`).
+clocks, latencies beyond the histograms, declared faults, what lost means, a capacity
+probe's verdict, what set the pace), and the table for the terminal (:func:`text_table`).
 
 The tables pick summary columns by name; their titles and formats are the columns'
 declarations (:data:`analysis.columns.COLUMNS`).
@@ -102,11 +102,27 @@ def notes(row: SummaryRow) -> list[str]:
     found.extend(note for note in (negative_note(row), clipped_note(row)) if note)
     if fault := fault_note(row):
         found.append(fault)
+    if lost := lost_note(row):
+        found.append(lost)
     if slo := slo_note(row):
         found.append(slo)
     if label := bound_label(row):
         found.append(f"{label} ({row.get('limited_reason')})")
     return found
+
+
+def lost_note(row: SummaryRow) -> str:
+    """The note on a point with lost messages ("" without any): receivers stop after
+    ``load.idle_timeout`` without a message, so a broker that still held messages but
+    delivered none for longer reads the same (docs/measurement.md §5)."""
+    lost = number(row.get("lost"))
+    if not lost or lost <= 0:
+        return ""
+    return (
+        f"{lost:,.0f} lost: not received when the receivers stopped, after load.idle_timeout "
+        "without a message (a broker that held them but delivered none for longer reads "
+        "the same: a longer idle_timeout tells the two apart)"
+    )
 
 
 def slo_note(row: SummaryRow) -> str:

@@ -331,6 +331,18 @@ def test_the_table_never_prints_a_number_for_lost_without_the_records_to_prove_i
     assert "incomplete  " in line and line.endswith(f"← incomplete: {why}")
 
 
+def test_lost_messages_come_with_what_the_idle_timeout_means_for_them() -> None:
+    """Receivers stop after idle_timeout without a message: the table says so beside a
+    point's lost count (a broker that stalled delivery longer reads as loss)."""
+    lines = text_table("Redis", [row(0), row(1, lost="87818"), row(2, lost="")]).splitlines()
+    assert "←" not in lines[3] and "←" not in lines[5]
+    assert lines[4].endswith(
+        "← 87,818 lost: not received when the receivers stopped, after load.idle_timeout "
+        "without a message (a broker that held them but delivered none for longer reads the "
+        "same: a longer idle_timeout tells the two apart)"
+    )
+
+
 def test_the_table_shows_what_was_not_drained() -> None:
     stopped = "not drained: the run was interrupted before receivers drained the queue"
     rows = [
