@@ -32,6 +32,7 @@ from workload.node import run_node_processes, split
 from workload.recording import WorkerRecorder
 from workload.worker import (
     CannotPipeline,
+    ReceiverLoop,
     SenderLoop,
     WorkerSettings,
     run_sender,
@@ -370,3 +371,30 @@ def test_a_machine_too_busy_for_a_close_pair_gets_the_closest_of_its_tries(monke
     monkeypatch.setattr(worker.time, "time_ns", lambda: next(walls))
     monkeypatch.setattr(worker.time, "monotonic_ns", lambda: next(monos))
     assert worker.clock_pair() == (110_000, 2)
+
+
+def test_a_receiver_idles_out_only_idle_timeout_after_the_senders_finished() -> None:
+    """Delivery may stall (a failover) while the senders go on confirming: a message
+    confirmed just before the senders finish still gets the whole idle timeout to arrive,
+    however long ago the receiver's last message was."""
+    done = threading.Event()
+    settings = WorkerSettings(
+        "bb.0", 0, 0, LoadSection(idle_timeout=0.2), [], lambda: False, senders_done=done.is_set
+    )
+    loop = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    loop.last_message -= 10  # nothing for 10 s: delivery stalled while senders went on
+    assert not loop.finished()  # the senders are not done
+    done.set()
+    time.sleep(0.03)  # the flag is read at most every 20 ms
+    assert not loop.finished()  # idle 10 s, but the senders finished only now
+    time.sleep(0.25)
+    assert loop.finished()
+    # A message after the senders finished starts the timeout again.
+    again = ReceiverLoop(settings, WorkerRecorder("receiver", 0, 0))
+    assert not again.finished()
+    time.sleep(0.1)
+    again.last_message = time.monotonic()
+    time.sleep(0.15)
+    assert not again.finished()
+    time.sleep(0.1)
+    assert again.finished()

@@ -350,6 +350,9 @@ class ReceiverLoop:
         self.order = None if scheme is None else OrderTracker(scheme)
         self.stop_requested = _Every(settings.stop_requested)
         self.phase = _Phase(settings.phase)
+        self.senders_done = _Every(settings.senders_done)
+        #: When this receiver first saw the senders done (monotonic; None: not yet).
+        self.senders_done_at: float | None = None
         self.last_message = time.monotonic()
         self.failures = _Failures(
             settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
@@ -367,16 +370,21 @@ class ReceiverLoop:
         return True
 
     def finished(self) -> bool:
+        """Stopped, or idle for ``idle_timeout`` since the later of the last message and
+        the moment the senders were seen done: a message confirmed just before the senders
+        finished gets the whole timeout to arrive, however long delivery had stalled
+        before (a failover). Should word of the senders never come: after waiting a
+        generous while longer."""
         if self.stop_requested():
             return True
-        idle = time.monotonic() - self.last_message
+        now = time.monotonic()
+        if self.senders_done_at is None and self.senders_done():
+            self.senders_done_at = now
+        done_at = self.senders_done_at
+        idle = now - (self.last_message if done_at is None else max(self.last_message, done_at))
         if idle < self.s.load.idle_timeout:
             return False
-        # Idle long enough: done once the senders are, or (should word of them never
-        # come) after waiting a generous while longer.
-        return self.s.senders_done() or idle >= max(
-            SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout
-        )
+        return done_at is not None or idle >= max(SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout)
 
     def handle(self, batch: ReceivedBatch[R]) -> Sequence[R]:
         """Record what arrived; return the receipts to acknowledge."""

@@ -193,9 +193,9 @@ class LoadSection(Strict):
     )
     idle_timeout: PositiveDuration = Field(
         60.0,
-        description="A receiver stops when nothing arrived for this long (once the senders are "
-        "done); at a point without faults or errors, 2 s after every confirmed message is counted "
-        "received.",
+        description="A receiver stops when nothing arrived for this long since the later of its "
+        "last message and the senders' end (where it is told of it: locally); at a point without "
+        "faults or errors, 2 s after every confirmed message is counted received.",
     )
     failure_timeout: Annotated[
         PositiveDuration,
