@@ -3,11 +3,11 @@
 Receivers stop once the senders are done and nothing has arrived for ``idle_timeout``
 (counted from the senders' end at the earliest); on a point without faults, deaths or
 errors the coordinator ends them sooner, once its live totals say every confirmed message
-was received and those totals held still for
-:data:`QUIET_S` (or ``idle_timeout``, if shorter). The totals are counts, not identities,
-so the rule is kept to points where a count settles it: received − redelivered must equal
-confirmed exactly (a duplicate the system does not flag makes it larger, and then the
-receivers wait out their idle timeout as before).
+was received and those totals held still for :data:`QUIET_S` (or ``idle_timeout``, if
+shorter). The totals are counts, not identities, so the rule is kept to points where a
+count settles it: received − redelivered must equal confirmed exactly (a duplicate the
+system does not flag makes it larger, and then the receivers wait out their idle timeout
+as before).
 """
 
 from __future__ import annotations
