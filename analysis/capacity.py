@@ -1,7 +1,7 @@
 """A capacity search's result as the analysis reads it (``[search]`` in a scenario).
 
 During the run each probe is judged from its raw records so the search can choose the next
-rate (:mod:`workload.search`). Here every probe is judged again, by the same rule
+rate (:mod:`workload.engine.search`). Here every probe is judged again, by the same rule
 (:func:`workload.model.slo.verdict`), from the analysis's own figures of the point — the
 summary row's rates, errors and whole-run processing p99 — and the capacity at the SLO is
 the bracket those verdicts give: at least the highest rate that held, below the lowest

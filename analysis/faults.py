@@ -3,7 +3,7 @@ gaps, the errors, duplicates and redeliveries through each fault, and confirmed 
 not received split into lost and unavailable.
 
 Inputs are a run directory's fault timelines (``faults/p<point>.json``, written by
-:mod:`workload.faults`) and its raw tables (:mod:`workload.model.results`), read with pyarrow —
+:mod:`workload.engine.faults`) and its raw tables (:mod:`workload.model.results`), read with pyarrow —
 no Spark session is needed. The raw records count per second and mark the tenths of each
 second in which a worker confirmed a send or received a message (``active_tenths``), so
 gaps are measured to 0.1 s:

@@ -69,7 +69,7 @@ def telemetry_paths(run: RunLocation) -> list[str] | None:
 
 def read_telemetry(spark: SparkSession, run: RunLocation) -> DataFrame:
     """Every node's telemetry: the Parquet files of client nodes and local runs, and the
-    JSON-lines batches broker machines on AWS stream (:mod:`workload.aws.telemetry_agent`)."""
+    JSON-lines batches broker machines on AWS stream (:mod:`workload.engine.aws.telemetry_agent`)."""
     telemetry = read_table(spark, run, LAYOUT.telemetry, telemetry_paths(run))
     if not run.has_files(LAYOUT.telemetry_stream, ".jsonl"):
         return telemetry

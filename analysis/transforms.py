@@ -39,7 +39,7 @@ KEEP_UP_RATIO = 0.95
 def bucket_ms(bucket: Column) -> Column:
     """Representative latency of a histogram bucket, in milliseconds (0 for the bucket of
     negative latencies and 10 minutes for the bucket of latencies beyond the range, as
-    :func:`workload.histogram.bucket_value`)."""
+    :func:`workload.engine.histogram.bucket_value`)."""
     value = F.lit(2.0 / (GAMMA + 1.0) / 1000.0) * F.pow(F.lit(GAMMA), bucket.cast("double"))
     return (
         F.when(bucket == NEGATIVE, F.lit(0.0))
@@ -176,7 +176,7 @@ def percentiles(hist: DataFrame, group: list[str]) -> DataFrame:
     """Percentiles (ms) of merged (bucket, count) rows within each ``group``.
 
     The q-th percentile is the bucket holding the sample of rank ⌈q·n⌉ — the same rule as
-    :func:`workload.histogram.percentile_of`.
+    :func:`workload.engine.histogram.percentile_of`.
     """
     merged = hist.groupBy(*group, "bucket").agg(F.sum("count").alias("count"))
     ordered = (

@@ -251,7 +251,7 @@ class Receiver(abc.ABC, Generic[R]):
         """Whether this receiver takes its part of the destination: at once for most
         systems; a consumer-group member once the group gave it its first assignment
         (possibly empty), which its receive calls bring about. The senders of a local
-        point wait for every receiver's (:mod:`workload.start_gate`)."""
+        point wait for every receiver's (:mod:`workload.engine.start_gate`)."""
         return True
 
     def close(self) -> None:
@@ -560,7 +560,7 @@ class BrokerSystem(Generic[P]):
         """Whether a worker may keep several batches awaiting confirmation
         (``max_in_flight``): asyncio adapters always can, blocking ones that are
         ``pipelined``. Where ``connect`` chooses among several classes one such suffices
-        here; a sender whose own client is not refuses (``workload.worker``)."""
+        here; a sender whose own client is not refuses (``workload.engine.worker``)."""
         return any(
             issubclass(adapter, AsyncAdapter) or adapter.pipelined for adapter in self.adapters
         )

@@ -50,7 +50,7 @@ CLOUD_SECRETS = (BROKER_PASSWORD, CLUSTER_SECRET)
 @dataclass(frozen=True, slots=True)
 class CloudFaults:
     """How a scenario's faults reach a broker node on AWS: the node's fault agent
-    (:mod:`workload.aws.fault_agent`) acts on the systemd ``unit`` that runs the broker process.
+    (:mod:`workload.engine.aws.fault_agent`) acts on the systemd ``unit`` that runs the broker process.
 
     A fault's ``node = <index>`` counts the nodes of ``roles``, role by role in this order
     and each role's nodes by index (as the local clusters count them). ``fails_over`` says

@@ -7,10 +7,10 @@
   They read the broker password of the stack (its parameter only, see :mod:`infra.secrets`).
 * Broker machines (instance profile): read the stack's secrets and the wheel (their agents
   run from it), write telemetry batches (``runs/<run-id>/raw/telemetry-stream/**.jsonl``,
-  :mod:`workload.aws.telemetry_agent`; the role is every broker machine's, so it cannot
+  :mod:`workload.engine.aws.telemetry_agent`; the role is every broker machine's, so it cannot
   tell one machine's keys from another's); with faults, also list
   ``runs/<run-id>/control/faults/``, read the fault markers there (``*.begin``, ``*.end``)
-  and write only acknowledgements (``*.ack``), see :mod:`workload.aws.fault_agent`.
+  and write only acknowledgements (``*.ack``), see :mod:`workload.engine.aws.fault_agent`.
 * The analysis job (EMR Serverless execution role): read the run's results and artifacts,
   write only ``runs/<run-id>/analysis/*``.
 """
@@ -203,7 +203,7 @@ def fault_markers_prefix(layout: BucketLayout) -> str:
 
 def broker_s3_policy(bucket: str, layout: BucketLayout, faults: bool = True) -> str:
     """A broker machine's agents: the wheel they run from and the telemetry batches to
-    write (:mod:`workload.aws.telemetry_agent`); with ``faults``, the run's fault markers to
+    write (:mod:`workload.engine.aws.telemetry_agent`); with ``faults``, the run's fault markers to
     list and read and acknowledgements to write — nothing else of the bucket."""
     objects = f"arn:aws:s3:::{bucket}/"
     statements: list[dict[str, object]] = [

@@ -3,7 +3,7 @@
 Broker nodes mount their data volume, install the pinned broker and write the
 configuration files of the system's :class:`~brokers.base.CloudRecipe` (rendered from the
 same templates the local clusters use), then start it; with faults, the nodes a fault may
-act on also run the fault agent (:mod:`workload.aws.fault_agent`) as a systemd service, from the
+act on also run the fault agent (:mod:`workload.engine.aws.fault_agent`) as a systemd service, from the
 uploaded wheel. Client nodes install brokerbench
 from the wheel the stack uploaded, with the versions of the constraints file uploaded next
 to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
@@ -247,7 +247,7 @@ TELEMETRY_AGENT_UNIT = "brokerbench-telemetry.service"
 def telemetry_agent_unit(
     context: RunContext, node: BrokerNode, recipe: CloudRecipe | None, cluster: dict[str, list[str]]
 ) -> str:
-    """The systemd unit of the node's telemetry agent (:mod:`workload.aws.telemetry_agent`):
+    """The systemd unit of the node's telemetry agent (:mod:`workload.engine.aws.telemetry_agent`):
     every broker machine of a stack with a results bucket runs one."""
     if not context.bucket:
         return ""
@@ -256,7 +256,7 @@ def telemetry_agent_unit(
     command = _agent_command(
         context,
         node,
-        "workload.aws.telemetry_agent",
+        "workload.engine.aws.telemetry_agent",
         "--data-dir",
         data_dir(recipe),
         *(["--unit", faults.unit] if faults is not None else []),
@@ -318,7 +318,7 @@ def fault_agent_unit(
     command = _agent_command(
         context,
         node,
-        "workload.aws.fault_agent",
+        "workload.engine.aws.fault_agent",
         "--unit",
         faults.unit,
         "--ports",

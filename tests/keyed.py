@@ -10,12 +10,12 @@ from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, KeyedBatch
 from tests.support import run_against
-from workload import message
-from workload.keys import KeyScheme
+from workload.engine import message
+from workload.engine.keys import KeyScheme
+from workload.engine.node_records import write_node
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, WorkerSettings
 from workload.model.sections import LoadSection
-from workload.node_records import write_node
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, WorkerSettings
 
 TAG = "i0000000.0"
 #: The sequence numbers of one sender worker's messages of one key, in the order they are

@@ -57,7 +57,7 @@ def memory_system(adapter: Adapter[Any] | AsyncAdapter[Any]) -> BrokerSystem[Any
 
 def node_spec(run_dir: Path, load: Any, role: str = "sender", system: str = "memory") -> Any:
     """Node 0 of sweep point 0 of run "r", in ``role``, with this load section."""
-    from workload.node import NodeSpec
+    from workload.engine.node import NodeSpec
 
     return NodeSpec(
         run_dir=run_dir,

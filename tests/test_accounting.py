@@ -24,22 +24,22 @@ from analysis.records import PointRecords, RunRecords, clock_offsets, local_reco
 from analysis.report import write_html
 from analysis.summary_table import text_table
 from brokers.base import ReceivedBatch
-from workload import message
-from workload.model.errors import RecordsNotWritten, UserError, write_problem
-from workload.model.record import RunContext
-from workload.model.results import NodeStatus, PartKey, write_status
-from workload.model.sections import LoadSection
-from workload.model.sweep import SweepPoint
-from workload.node_records import write_node
-from workload.preflight import (
+from workload.engine import message
+from workload.engine.node_records import write_node
+from workload.engine.preflight import (
     RECEIVED_ROW_BYTES,
     SECOND_ROW_BYTES,
     check_memory,
     check_results_dir,
     disk_estimate,
 )
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, WorkerSettings
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, WorkerSettings
+from workload.model.errors import RecordsNotWritten, UserError, write_problem
+from workload.model.record import RunContext
+from workload.model.results import NodeStatus, PartKey, write_status
+from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
 
 RUN = "acc"
 SECOND_NS = 1_000_000_000

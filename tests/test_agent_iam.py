@@ -42,20 +42,20 @@ from infra.access import analysis_s3_policy, client_s3_policy
 from infra.plan import BucketLayout, plan_fleet
 from tests import test_cloud_commands as fleet_tests
 from tests.test_cloud_commands import BUCKET, REGION, RUN, Fleet, scenario_file
-from workload.aws.agent import (
+from workload.engine.aws.agent import (
     CliCommands,
     ClientAgent,
     NodeCommands,
     RunStore,
     participants,
 )
-from workload.context import build_context, write_context
+from workload.engine.context import build_context, write_context
+from workload.engine.node_records import write_node
 from workload.model.layout import LAYOUT
 from workload.model.results import NodeStatus, write_status
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import PASSWORD_ENV
-from workload.node_records import write_node
 from workload.shell import cloud, cloud_fetch, cloud_run
 
 BUCKET_LAYOUT = BucketLayout(RUN, "brokerbench-0.1.0-py3-none-any.whl")

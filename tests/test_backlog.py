@@ -15,8 +15,10 @@ from analysis import transforms as tf
 from analysis.backlog import backlog_series, cut_off_records, drain_figures, phase_seconds
 from analysis.chart_data import read_backlog
 from analysis.records import PointRecords
-from workload import backlog as clock_module
-from workload.backlog import COUNT_SETTLES, BacklogClock, initial_phase
+from workload.engine import backlog as clock_module
+from workload.engine.backlog import COUNT_SETTLES, BacklogClock, initial_phase
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.backlog import (
     DRAIN,
     HOLD,
@@ -31,8 +33,6 @@ from workload.model.layout import LAYOUT
 from workload.model.scenario import Scenario
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import LoadSection
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 
 GOOD = """
 name = "t"
@@ -132,7 +132,7 @@ class Shared:
 
 
 class Clock:
-    """The wall clock of :mod:`workload.backlog`, moved by hand."""
+    """The wall clock of :mod:`workload.engine.backlog`, moved by hand."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ns = 1_000 * 10**9
@@ -376,7 +376,7 @@ def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
     more are sent, the last 10 in 106. Point 1: cut off with 40 left."""
     from analysis.backlog import backlog_columns
     from analysis.raw_tables import spark_schema
-    from workload.histogram import bucket_of
+    from workload.engine.histogram import bucket_of
     from workload.model.results import SECONDS_SCHEMA
 
     slow, fast = bucket_of(2_000_000), bucket_of(5_000)  # 2 s, 5 ms

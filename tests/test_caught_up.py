@@ -1,10 +1,10 @@
-"""The coordinator's early end of a clean point (workload.caught_up): only once every
+"""The coordinator's early end of a clean point (workload.engine.caught_up): only once every
 confirmed message is counted received and the counts held still; never at a point with a
 fault, a death or an error, nor while a count is off by a duplicate or a missing message."""
 
 from __future__ import annotations
 
-from workload.caught_up import QUIET_S, CaughtUp
+from workload.engine.caught_up import QUIET_S, CaughtUp
 
 
 def settle(watch: CaughtUp, **counts: int | bool) -> list[bool]:

@@ -17,15 +17,15 @@ from analysis.summary_table import TABLE
 from brokers import registry
 from tests.conftest import SCENARIOS
 from tests.support import node_spec, small_scenario
-from workload.context import point_entry
+from workload.engine.context import point_entry
+from workload.engine.node import processes_for, split
+from workload.engine.preflight import disk_estimate
 from workload.model.errors import ScenarioError
 from workload.model.record import PointEntry, RunContext
 from workload.model.results import PartKey
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import LoadSection
-from workload.node import processes_for, split
-from workload.preflight import disk_estimate
 
 
 def scenario(tmp_path: Path, text: str) -> Scenario:

@@ -84,7 +84,7 @@ for package in (workload, brokers):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         if not info.name.endswith("__main__"):
             importlib.import_module(info.name)
-importlib.import_module("workload.aws.agent")
+importlib.import_module("workload.engine.aws.agent")
 
 from workload.shell.cli import main
 for command in (["cloud", "client"], ["prepare"], ["node"]):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workload.clock import SINGLE_HOST, ClockState, parse_tracking, read_clock
-from workload.context import clock_entry
+from workload.engine.clock import SINGLE_HOST, ClockState, parse_tracking, read_clock
+from workload.engine.context import clock_entry
 
 #: ``chronyc -c tracking`` of chrony 4.3 synchronised to an NTP server on loopback, and
 #: ``chronyc tracking`` a moment later: "System time : 0.000000866 seconds fast of NTP time".
@@ -80,7 +80,7 @@ def test_a_clock_chrony_cannot_tell_is_unknown_and_says_why(
 
 
 def test_without_chrony_the_clock_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("workload.clock.shutil.which", lambda name: None)
+    monkeypatch.setattr("workload.engine.clock.shutil.which", lambda name: None)
     assert read_clock() == ClockState(None, "unknown: chronyc not found")
 
 

@@ -19,8 +19,8 @@ import pytest
 from moto import mock_aws
 
 from analysis.records import RunRecords, expected_parts, point_records
-from workload.aws.agent import ClientAgent
-from workload.aws.store import RunStore, Uploader
+from workload.engine.aws.agent import ClientAgent
+from workload.engine.aws.store import RunStore, Uploader
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext
 from workload.model.results import PartKey, parse_status

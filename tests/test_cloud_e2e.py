@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from brokers import registry
 from brokers.base import Endpoints
-from workload.aws.agent import CliCommands, ClientAgent, RunStore
+from workload.engine.aws.agent import CliCommands, ClientAgent, RunStore
 from workload.model.record import load_context
 from workload.model.sections import PASSWORD_ENV
 from workload.shell import cloud_fetch, cloud_run

@@ -33,17 +33,17 @@ from tests import test_agent_iam as iam_tests
 from tests import test_cloud_commands as fleet_tests
 from tests.test_agent_iam import Account, answer, answers
 from tests.test_cloud_commands import BUCKET, REGION, RUN
-from workload.aws import fault_agent
-from workload.aws.agent import ClientAgent, RunStore
-from workload.aws.fault_agent import FaultAgent, FaultFailed, NodeFaults
-from workload.aws.fault_driver import (
+from workload.engine.aws import fault_agent
+from workload.engine.aws.agent import ClientAgent, RunStore
+from workload.engine.aws.fault_agent import FaultAgent, FaultFailed, NodeFaults
+from workload.engine.aws.fault_driver import (
     FaultMarkers,
     Leader,
     RunFaults,
     fault_nodes,
     point_clock,
 )
-from workload.faults import FaultClock, schedule
+from workload.engine.faults import FaultClock, schedule
 from workload.model.errors import ScenarioError
 from workload.model.faults import FaultSpec, PointTimeline
 from workload.model.layout import BEGIN, END, LAYOUT
@@ -183,7 +183,7 @@ def test_isolate_never_cuts_ssh_or_https(tmp_path: Path) -> None:
 
 
 def test_the_fault_agent_runs_from_a_zip_without_site_packages(tmp_path: Path) -> None:
-    """What a broker machine does: ``python3 -m workload.aws.fault_agent`` from the wheel,
+    """What a broker machine does: ``python3 -m workload.engine.aws.fault_agent`` from the wheel,
     with the system's Python only (boto3 is imported once the arguments are read)."""
     wheel = tmp_path / "brokerbench.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
@@ -191,13 +191,14 @@ def test_the_fault_agent_runs_from_a_zip_without_site_packages(tmp_path: Path) -
             "__init__.py",
             "model/__init__.py",
             "model/layout.py",
-            "aws/__init__.py",
-            "aws/store.py",
-            "aws/fault_agent.py",
+            "engine/__init__.py",
+            "engine/aws/__init__.py",
+            "engine/aws/store.py",
+            "engine/aws/fault_agent.py",
         ):
             archive.write(ROOT / "workload" / name, f"workload/{name}")
     done = subprocess.run(
-        [sys.executable, "-S", "-m", "workload.aws.fault_agent", "--help"],
+        [sys.executable, "-S", "-m", "workload.engine.aws.fault_agent", "--help"],
         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(wheel)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -27,9 +27,9 @@ from tests import test_cloud_faults as fault_tests
 from tests.test_agent_iam import Account, answers
 from tests.test_cloud_commands import BUCKET, RUN
 from tests.test_cloud_faults import BUCKET_LAYOUT, CLUSTER, CONTEXT
-from workload.aws import telemetry_agent
-from workload.aws.store import RunStore
-from workload.aws.telemetry_agent import TelemetryAgent, unit_processes
+from workload.engine.aws import telemetry_agent
+from workload.engine.aws.store import RunStore
+from workload.engine.aws.telemetry_agent import TelemetryAgent, unit_processes
 from workload.model.layout import LAYOUT
 
 server, account, s3 = iam_tests.server, iam_tests.account, fault_tests.s3
@@ -143,7 +143,7 @@ def test_the_agent_runs_from_the_wheel_with_python_and_psutil_only(tmp_path: Pat
     for name in ("pyarrow", "pydantic", "pyspark"):
         (blocker / f"{name}.py").write_text(f"raise ImportError('{name} is not on the machine')\n")
     code = (
-        "import workload.aws.telemetry_agent as a, sys\n"
+        "import workload.engine.aws.telemetry_agent as a, sys\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyarrow', 'pydantic', 'pyspark')))\n"
     )

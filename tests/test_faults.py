@@ -24,7 +24,9 @@ from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
 from tests.conftest import SCENARIOS, brokerbench, read_summary
-from workload.faults import ClusterFaults, FaultClock
+from workload.engine.faults import ClusterFaults, FaultClock
+from workload.engine.node_records import write_node
+from workload.engine.recording import WorkerRecorder
 from workload.model.faults import (
     FaultRecord,
     FaultSpec,
@@ -33,8 +35,6 @@ from workload.model.faults import (
     undeclared_death,
     write_timeline,
 )
-from workload.node_records import write_node
-from workload.recording import WorkerRecorder
 
 NS = 1_000_000_000
 SUPPORT = FaultSupport(nodes=3, leader="the leader", follower="another", fails_over=True)

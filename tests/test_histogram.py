@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workload.histogram import Histogram, bucket_of, bucket_value
+from workload.engine.histogram import Histogram, bucket_of, bucket_value
 from workload.model.buckets import ALPHA, CLIPPED, MAX_BUCKET, MAX_US, NEGATIVE
 
 latencies = st.floats(min_value=1.0, max_value=MAX_US, allow_nan=False)

@@ -15,15 +15,15 @@ from pydantic import ValidationError
 
 from brokers import registry
 from brokers.base import KeyedBatch, KeySupport, ReceivedBatch, keys_of
-from workload import message
-from workload.keys import KeyScheme, OrderTracker
+from workload.engine import message
+from workload.engine.keys import KeyScheme, OrderTracker
+from workload.engine.node_records import write_node
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.errors import ScenarioError
 from workload.model.record import BrokerRecord
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import LoadSection
-from workload.node_records import write_node
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 
 TAG = "k0000000.0"
 

@@ -8,7 +8,7 @@ nothing else. From the top:
 * ``workload/shell/`` (the ``brokerbench`` command, the ``cloud`` commands, the entry points
   of client machines) and ``stacks/`` (the Pulumi program);
 * ``infra/`` (Pulumi components, user-data), ``analysis/`` (the Spark job, reports,
-  compare) and the engine, the rest of ``workload/`` with ``workload/aws/`` (runs, nodes,
+  compare) and the engine, ``workload/engine/`` with its ``aws/`` (runs, nodes,
   workers, faults, the AWS agents) — three layers side by side that do not import each
   other;
 * ``workload/model/``: what they share — the scenario and its sweep points, the run layout
@@ -34,7 +34,7 @@ LAYERS = {
     "stacks": "shell",
     "infra": "infra",
     "analysis": "analysis",
-    "workload": "engine",
+    "workload/engine": "engine",
     "workload/model": "model",
     "brokers": "brokers",
 }
@@ -51,11 +51,14 @@ ALLOWED = {
 
 
 def modules() -> dict[str, Path]:
+    """Every module of the code base but ``workload``'s own empty ``__init__.py``: that folder
+    only holds the layers' folders (see :func:`test_nothing_lies_loose_in_workload`)."""
     found = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             found[name.removesuffix(".__init__")] = path
+    del found["workload"]
     return found
 
 
@@ -121,6 +124,20 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_every_module_has_a_layer_and_every_layer_a_module() -> None:
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert {layer(m) for m in MODULES} == set(ALLOWED)
+
+
+def test_nothing_lies_loose_in_workload() -> None:
+    """``workload/`` is the folders of three layers (shell, engine, model) and the shipped
+    scenarios: a module put beside them would have no layer of its own."""
+    loose = sorted(
+        path.name
+        for path in (ROOT / "workload").iterdir()
+        if path.name not in {"__init__.py", "__pycache__"}
+        and not (path.is_dir() and f"workload/{path.name}" in LAYERS)
+        and path.name != "scenarios"
+    )
+    assert not loose, f"loose in workload/: {loose} (move each into the folder of its layer)"
+    assert (ROOT / "workload" / "__init__.py").read_text().strip() == ""
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

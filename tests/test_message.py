@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from brokers.base import RowsBatch
-from workload import message
-from workload.histogram import Histogram
+from workload.engine import message
+from workload.engine.histogram import Histogram
+from workload.engine.recording import WorkerRecorder
 from workload.model.buckets import CLIPPED, MAX_US, NEGATIVE
-from workload.recording import WorkerRecorder
 
 
 def test_header_round_trip_keeps_size() -> None:

@@ -20,13 +20,13 @@ import pytest
 from brokers import registry
 from brokers.base import Adapter, Received
 from tests.support import memory_system, node_spec
-from workload import message
-from workload.histogram import bucket_of, bucket_value, percentile_of
+from workload.engine import message
+from workload.engine.histogram import bucket_of, bucket_value, percentile_of
+from workload.engine.node import Interval, Progress, run_node
+from workload.engine.progress import ProgressView, clock_text, latency_text
+from workload.engine.recording import WorkerRecorder
 from workload.model.sections import LoadSection
 from workload.model.sweep import SweepPoint
-from workload.node import Interval, Progress, run_node
-from workload.progress import ProgressView, clock_text, latency_text
-from workload.recording import WorkerRecorder
 
 S = 1_000_000_000
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

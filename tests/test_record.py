@@ -9,14 +9,14 @@ from pathlib import Path
 from analysis.records import expected_parts
 from brokers import registry
 from infra.plan import plan_fleet
-from workload.context import build_context, point_entry, recorded_scenario, write_context
+from workload.engine.context import build_context, point_entry, recorded_scenario, write_context
+from workload.engine.node import processes_for
+from workload.engine.search import CapacitySearch, probe_point
 from workload.model.manifest import RunManifest
 from workload.model.record import CostRecord, RunContext, load_context
 from workload.model.results import PartKey
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario
-from workload.node import processes_for
-from workload.search import CapacitySearch, probe_point
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "workload" / "scenarios"
 

@@ -77,7 +77,7 @@ def test_a_run_records_and_prints_no_password(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from brokers.redis import local as redis_local
-    from workload.runner import run_scenario
+    from workload.engine.runner import run_scenario
 
     issued: list[Credentials] = []
 
@@ -314,9 +314,9 @@ def test_a_keyed_run_keeps_each_key_in_one_stream_and_counts_no_reordering(
     from brokers.redis.adapter import stream_keys
     from brokers.redis.protocol import stream_of
     from tests.keyed import keyed_run_in_order
-    from workload.keys import KeyScheme
+    from workload.engine.keys import KeyScheme
+    from workload.engine.naming import destination_name, run_tag
     from workload.model.record import load_context
-    from workload.naming import destination_name, run_tag
 
     smoke = SCENARIOS / "redis-cluster-smoke.toml"
     run_dir = keyed_run_in_order(smoke, cluster.endpoints, tmp_path, 20, spark)

@@ -11,12 +11,12 @@ import pytest
 
 from brokers import registry
 from tests.conftest import SCENARIOS
-from workload.context import build_context
+from workload.engine.context import build_context
+from workload.engine.naming import destination_name, run_tag
 from workload.model.errors import ScenarioError, UserError
 from workload.model.results import read_point
 from workload.model.scenario import expand
 from workload.model.sweep import estimated_seconds
-from workload.naming import destination_name, run_tag
 from workload.shell import cli
 from workload.shell.remote import _point
 
@@ -132,7 +132,7 @@ def test_validate_says_how_often_points_repeat(
 @pytest.mark.slow
 @pytest.mark.redis
 def test_a_repeated_sweep_runs_every_point_again_on_a_fresh_destination(tmp_path: Path) -> None:
-    from workload.runner import run_scenario
+    from workload.engine.runner import run_scenario
 
     lines: list[str] = []
     outcome = run_scenario(SCENARIOS / "redis-repeat.toml", tmp_path, console=lines.append)

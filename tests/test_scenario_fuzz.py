@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from brokers.connection import split_host_port
 from tests.conftest import SCENARIOS
+from workload.engine.search import probe_point
 from workload.model.errors import ScenarioError
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import LoadSection
 from workload.model.sweep import SweepPoint
-from workload.search import probe_point
 
 WEEK = 7 * 24 * 3600.0
 MIB = 2**20

@@ -16,15 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import SCENARIOS
-from workload.histogram import bucket_of
-from workload.model.errors import ScenarioError
-from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
-from workload.model.scenario import expand
-from workload.model.scenario_file import load_scenario
-from workload.model.sections import SearchSection
-from workload.model.slo import Verdict, verdict
-from workload.model.sweep import NotASweep
-from workload.search import (
+from workload.engine.histogram import bucket_of
+from workload.engine.search import (
     CapacitySearch,
     ProbeRecord,
     SearchRecord,
@@ -33,6 +26,13 @@ from workload.search import (
     probe_line,
     probe_point,
 )
+from workload.model.errors import ScenarioError
+from workload.model.results import SECONDS_SCHEMA, raw_dir, read_point
+from workload.model.scenario import expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sections import SearchSection
+from workload.model.slo import Verdict, verdict
+from workload.model.sweep import NotASweep
 from workload.shell import cli
 
 SEARCH = """
@@ -409,7 +409,7 @@ def test_validate_shows_the_search_plan(capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.slow
 @pytest.mark.redis
 def test_a_capacity_search_on_redis(tmp_path: Path) -> None:
-    from workload.runner import run_scenario
+    from workload.engine.runner import run_scenario
 
     # The shipped scenario with fewer probes (CI time): low, high and one bisection.
     scenario = tmp_path / "redis-capacity.toml"
@@ -449,7 +449,7 @@ def test_a_capacity_search_on_redis(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.redis
 def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(tmp_path: Path) -> None:
-    from workload.runner import run_scenario
+    from workload.engine.runner import run_scenario
 
     lines: list[str] = []
     timers: list[threading.Timer] = []

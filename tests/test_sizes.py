@@ -23,7 +23,10 @@ from analysis.context_tables import _from_load
 from brokers.base import Adapter, Received, ReceivedBatch
 from tests.conftest import SCENARIOS
 from tests.support import small_scenario
-from workload import message
+from workload.engine import message
+from workload.engine.node_records import write_node
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings, run_sender
 from workload.model.bounds import HEADER_MAX
 from workload.model.errors import ScenarioError
 from workload.model.layout import LAYOUT
@@ -31,9 +34,6 @@ from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sections import LoadSection
 from workload.model.sizes import MAX_P99_RATIO, Z99, SizeDistribution
-from workload.node_records import write_node
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings, run_sender
 
 
 def scenario(tmp_path: Path, load: str) -> Scenario:

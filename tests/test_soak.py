@@ -16,6 +16,10 @@ import pytest
 from analysis import transforms as tf
 from analysis.records import local_records, point_records
 from brokers.base import Endpoints
+from workload.engine.node import Flusher, NodeSpec, _keep_results
+from workload.engine.node_records import write_node
+from workload.engine.recording import WorkerRecorder
+from workload.engine.telemetry import directory_bytes
 from workload.model.errors import UserError
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext
@@ -26,10 +30,6 @@ from workload.model.results import (
     write_telemetry,
 )
 from workload.model.sections import LoadSection, MeasurementSection
-from workload.node import Flusher, NodeSpec, _keep_results
-from workload.node_records import write_node
-from workload.recording import WorkerRecorder
-from workload.telemetry import directory_bytes
 
 RUN = "soak"
 S = 1_000_000_000
@@ -394,7 +394,7 @@ def test_the_report_draws_the_brokers_data_on_disk_through_its_readings(tmp_path
 def test_the_sampler_reads_a_broker_nodes_data_directory_every_few_seconds(tmp_path: Path) -> None:
     import os
 
-    from workload.telemetry import Sampler, Target
+    from workload.engine.telemetry import Sampler, Target
 
     (tmp_path / "log").write_bytes(b"z" * 50_000)
     target = Target("broker", "n1", (os.getpid(),), data_dir=tmp_path)
@@ -431,8 +431,8 @@ class _Store:
 
 def test_a_client_machine_uploads_its_nodes_chunks_while_the_node_runs(tmp_path: Path) -> None:
     from tests.conftest import SCENARIOS
-    from workload.aws.agent import ClientAgent
-    from workload.aws.store import Uploader
+    from workload.engine.aws.agent import ClientAgent
+    from workload.engine.aws.store import Uploader
     from workload.model.scenario import expand
     from workload.model.scenario_file import load_scenario
 

@@ -15,7 +15,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from workload import jvmstat
+from workload.engine import jvmstat
+from workload.engine.telemetry import (
+    Sampler,
+    Target,
+    block_device,
+    node_means,
+    process_groups,
+)
 from workload.model.layout import LAYOUT
 from workload.model.results import write_telemetry
 from workload.model.verdict import (
@@ -29,13 +36,6 @@ from workload.model.verdict import (
     Usage,
     point_usage,
     verdict,
-)
-from workload.telemetry import (
-    Sampler,
-    Target,
-    block_device,
-    node_means,
-    process_groups,
 )
 
 SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"

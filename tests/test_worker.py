@@ -22,15 +22,12 @@ from brokers.base import (
     Received,
 )
 from tests.support import memory_system, node_spec
-from workload import message
-from workload.clock import ClockState
-from workload.histogram import Histogram
-from workload.model.buckets import ALPHA, NEGATIVE
-from workload.model.results import read_statuses
-from workload.model.sections import LoadSection
-from workload.node import run_node_processes, split
-from workload.recording import WorkerRecorder
-from workload.worker import (
+from workload.engine import message
+from workload.engine.clock import ClockState
+from workload.engine.histogram import Histogram
+from workload.engine.node import run_node_processes, split
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import (
     CannotPipeline,
     ReceiverLoop,
     SenderLoop,
@@ -38,6 +35,9 @@ from workload.worker import (
     run_sender,
     run_sender_async,
 )
+from workload.model.buckets import ALPHA, NEGATIVE
+from workload.model.results import read_statuses
+from workload.model.sections import LoadSection
 
 
 class Later(Confirmation):
@@ -268,7 +268,7 @@ def test_a_node_on_a_machine_of_its_own_records_its_clock_in_its_status(
     system = memory_system(memory)
     monkeypatch.setattr(registry, "get", lambda name: system)
     clock = ClockState(-0.000021503, "chrony: 169.254.169.123 (stratum 4)")
-    monkeypatch.setattr("workload.node.read_clock", lambda: clock)
+    monkeypatch.setattr("workload.engine.node.read_clock", lambda: clock)
     spec = node_spec(tmp_path, LoadSection(threads=1, messages=20, duration=60))
     (status,) = run_node_processes(spec, threading.Event())
     assert status.ok and status.sent == 20
@@ -354,7 +354,7 @@ def test_a_failed_batch_is_abandoned_not_retried() -> None:
 def test_the_clocks_are_read_again_when_a_pair_was_torn_apart(monkeypatch) -> None:
     """The first pair's wall reads lie 40 µs apart (preempted between them), the second's
     1 µs: the second is taken, its wall time the middle of its two reads."""
-    from workload import worker
+    from workload.engine import worker
 
     walls = iter([1_000_000, 1_040_000, 2_000_000, 2_001_000])
     monos = iter([50, 60])
@@ -364,7 +364,7 @@ def test_the_clocks_are_read_again_when_a_pair_was_torn_apart(monkeypatch) -> No
 
 
 def test_a_machine_too_busy_for_a_close_pair_gets_the_closest_of_its_tries(monkeypatch) -> None:
-    from workload import worker
+    from workload.engine import worker
 
     walls = iter([0, 30_000, 100_000, 120_000, 200_000, 240_000])
     monos = iter([1, 2, 3])

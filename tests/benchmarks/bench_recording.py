@@ -12,11 +12,11 @@ import time
 from collections.abc import Sequence
 
 from brokers.base import Adapter, Received, ReceivedBatch
-from workload import message
-from workload.histogram import Histogram
+from workload.engine import message
+from workload.engine.histogram import Histogram
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.sections import LoadSection
-from workload.recording import WorkerRecorder
-from workload.worker import ReceiverLoop, SenderLoop, WorkerSettings
 
 
 class MemoryAdapter(Adapter[int]):

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from brokers import registry
 from brokers.connection import Destination
-from workload import message
+from workload.engine import message
+from workload.engine.recording import WorkerRecorder
+from workload.engine.worker import SenderLoop, WorkerSettings, run_sender
 from workload.model.sections import LoadSection
-from workload.recording import WorkerRecorder
-from workload.worker import SenderLoop, WorkerSettings, run_sender
 
 
 def measure(system_name: str, max_send_batch: int, max_in_flight: int, messages: int) -> str:

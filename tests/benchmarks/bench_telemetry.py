@@ -1,4 +1,4 @@
-"""Benchmark (not a test): what the resource sampler costs (:mod:`workload.telemetry`).
+"""Benchmark (not a test): what the resource sampler costs (:mod:`workload.engine.telemetry`).
 
 The sampler reads, once a second, every process of a point's nodes and the machine. Here it
 samples this machine's processes split into nodes the way a local run has them — three
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from workload.telemetry import Sampler, Target, process_groups
+from workload.engine.telemetry import Sampler, Target, process_groups
 
 
 def targets(nodes: int, data_dirs: list[Path]) -> list[Target]:

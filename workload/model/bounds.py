@@ -52,7 +52,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-#: The longest message header (:mod:`workload.message`); scenarios may not ask for smaller
+#: The longest message header (:mod:`workload.engine.message`); scenarios may not ask for smaller
 #: messages.
 HEADER_MAX = 72
 MIB = 1024 * 1024

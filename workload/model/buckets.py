@@ -1,4 +1,4 @@
-"""The buckets of the latency histograms (:mod:`workload.histogram`): what a bucket number
+"""The buckets of the latency histograms (:mod:`workload.engine.histogram`): what a bucket number
 in the raw tables' histogram columns means, for the workers that fill them and the analysis
 that reads them back.
 

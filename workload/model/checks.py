@@ -406,7 +406,7 @@ def aws_fault_support(scenario: Scenario, roles: dict[str, int]) -> FaultSupport
         leader=leader,
         follower="another node",
         fails_over=faults.fails_over,
-        isolates=True,  # a firewall rule on the broker machine (workload/aws/fault_agent.py)
+        isolates=True,  # a firewall rule on the broker machine (workload/engine/aws/fault_agent.py)
     )
 
 

@@ -14,7 +14,7 @@ them, plus the control markers through which the machines of an AWS run coordina
 ``raw/telemetry/p<K>-<node>[.c<S>].parquet``
                                           a node's resource telemetry at point K (a
                                           chunk flushed while the point ran: ``.c<S>``)
-                                          (:mod:`workload.telemetry`; ``<node>`` a
+                                          (:mod:`workload.engine.telemetry`; ``<node>`` a
                                           broker node's name, ``sender-<n>``,
                                           ``receiver-<n>`` or ``host``)
 ``raw/telemetry-stream/<node>/<second>.jsonl``
@@ -23,8 +23,8 @@ them, plus the control markers through which the machines of an AWS run coordina
                                           same columns; no point: rows belong to a point
                                           by their second)
 ``nodes/p<K>-<role>-<node>.<part>.json``  how that node part ended
-``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.faults`)
-``backlog/p<K>.json``                     a point's backlog phases (:mod:`workload.backlog`)
+``faults/p<K>.json``                      a point's fault timeline (:mod:`workload.engine.faults`)
+``backlog/p<K>.json``                     a point's backlog phases (:mod:`workload.engine.backlog`)
 ``analysis/``                             what the analysis job writes: ``summary.csv``,
                                           ``repeats.csv``, ``windows/``, ``histograms/``,
                                           ``backlog/``,

@@ -1,7 +1,7 @@
 """The run record's shapes (docs/measurement.md §3): the run context written as ``context.json``, each of
 its sweep points and a capacity search's record — typed, for every writer and reader.
 
-:mod:`workload.context` builds a :class:`RunContext`; the runner (locally) and ``brokerbench
+:mod:`workload.engine.context` builds a :class:`RunContext`; the runner (locally) and ``brokerbench
 prepare`` (on AWS) fill it in and write it; the analysis, the terminal summary, the report
 and the overview read it back with :meth:`RunContext.of` — from a file or from the raw
 mapping a caller holds.
@@ -169,7 +169,7 @@ class Measurement(Record):
 
 
 class ScenarioRecord(Record):
-    """The resolved scenario as recorded (``workload.context.recorded_scenario``)."""
+    """The resolved scenario as recorded (``workload.engine.context.recorded_scenario``)."""
 
     name: str = "?"
     description: str = ""
@@ -291,7 +291,7 @@ class RunContext(Record):
     #: Client library versions by distribution name (None: not installed).
     clients: dict[str, str | None] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)
-    #: The clock state of one host and where every node's is (``workload.context``).
+    #: The clock state of one host and where every node's is (``workload.engine.context``).
     clock: dict[str, Any] = Field(default_factory=dict)
     started: str | None = None
     finished: str | None = None

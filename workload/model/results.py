@@ -15,7 +15,7 @@ node's workers are spread over processes, each writing its own part (:class:`Par
 
 Every file is written whole or not at all; a write that fails (a full disk, a read-only
 directory) raises :class:`~workload.model.errors.RecordsNotWritten`, one line naming the
-file and why. A node part's recorders become these tables in :mod:`workload.node_records`.
+file and why. A node part's recorders become these tables in :mod:`workload.engine.node_records`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from workload.model.layout import LAYOUT
 
 HIST = pa.map_(pa.int32(), pa.int64())
 #: A second is split into this many slots for ``active_tenths`` (the worker's recorder,
-#: :attr:`workload.recording.SecondStats.active`, marks them).
+#: :attr:`workload.engine.recording.SecondStats.active`, marks them).
 SLOTS = 10
 SLOT_NS = 1_000_000_000 // SLOTS
 
@@ -65,7 +65,7 @@ SECONDS_SCHEMA = pa.schema(
     ]
 )
 
-#: The resource telemetry of every node (:mod:`workload.telemetry`): one file per point
+#: The resource telemetry of every node (:mod:`workload.engine.telemetry`): one file per point
 #: and node, ``raw/telemetry/p<K>-<node>.parquet``.
 TELEMETRY_SCHEMA = pa.schema(
     [
@@ -123,7 +123,7 @@ RECEIVED_SCHEMA = pa.schema(
         ("seq", pa.int64()),
         ("receiver_node", pa.int32()),
         ("second", pa.int64()),
-        # Arrived late for its key at its receiver worker (workload.keys.OrderTracker);
+        # Arrived late for its key at its receiver worker (workload.engine.keys.OrderTracker);
         # False for a keyless load, null in the records of older runs.
         ("late", pa.bool_()),
         # The message's size in bytes.
@@ -177,7 +177,7 @@ class PartKey:
 @dataclass(frozen=True)
 class NodeStatus:
     """How one node part ended, and its host's clock state before the point
-    (``workload.clock``; no source when someone else wrote the status for it)."""
+    (``workload.engine.clock``; no source when someone else wrote the status for it)."""
 
     point: int
     role: str

@@ -7,7 +7,7 @@ points again, … — so that a drift over time (a broker's caches, compaction, 
 does not bias one point. Each run is a sweep point of its own (its own index and
 destination); ``base`` names the point of the un-repeated sweep it repeats, ``repeat``
 which run it is. A capacity search (``[search]``) has no fixed list of points: its probes
-are chosen as results come in (:mod:`workload.search`), so :func:`expand` refuses it.
+are chosen as results come in (:mod:`workload.engine.search`), so :func:`expand` refuses it.
 
 A scenario is read from its file by :func:`workload.model.scenario_file.load_scenario`,
 which also runs the checks across sections (:mod:`workload.model.checks`).

@@ -333,7 +333,7 @@ def default_warmup(duration: float) -> float:
 class SearchSection(Strict):
     """A capacity search (``[search]``): the highest open-loop rate the broker holds within
     a processing-latency SLO, by bisection between ``low`` and ``high``
-    (:mod:`workload.search`). Rates are msgs/s in total, over every sender worker."""
+    (:mod:`workload.engine.search`). Rates are msgs/s in total, over every sender worker."""
 
     slo_p99: Annotated[
         PositiveDuration,

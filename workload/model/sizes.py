@@ -15,7 +15,7 @@
 
 Every size lies between the identity header (:data:`~workload.model.bounds.HEADER_MAX`) and
 16 MiB. :meth:`SizeDistribution.draw` draws sizes with a seeded generator: a client
-process draws one per payload of its pool (:mod:`workload.message`), and a sender picks a
+process draws one per payload of its pool (:mod:`workload.engine.message`), and a sender picks a
 payload of the pool per message, so messages take the pool's sizes.
 """
 

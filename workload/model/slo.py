@@ -1,5 +1,5 @@
 """Whether a point holds a rate within a processing-latency SLO: the rule of the capacity
-search (:mod:`workload.search`), which the analysis applies to its summary rows too, and
+search (:mod:`workload.engine.search`), which the analysis applies to its summary rows too, and
 how its figures are written.
 """
 

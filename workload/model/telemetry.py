@@ -1,4 +1,4 @@
-"""Names of the resource telemetry every node records (:mod:`workload.telemetry`), for the
+"""Names of the resource telemetry every node records (:mod:`workload.engine.telemetry`), for the
 sampler that writes it and the analysis that reads it. Standard library only, like the
 sampler: a broker machine's telemetry agent imports it without the project's dependencies.
 """

@@ -73,7 +73,7 @@ class NodeUsage:
     @classmethod
     def of_row(cls, r: Mapping[str, Any]) -> NodeUsage:
         """A node's usage from its means over the period (a row of
-        :func:`workload.telemetry.node_means`, or of the Spark job's)."""
+        :func:`workload.engine.telemetry.node_means`, or of the Spark job's)."""
         net_in, net_out = r.get("net_in_bytes_s"), r.get("net_out_bytes_s")
         net = None if net_in is None and net_out is None else (net_in or 0.0) + (net_out or 0.0)
         if r["role"] == "host" and net_in is not None:

@@ -49,8 +49,8 @@ def _require_spark(alternative: str = "") -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from workload.runner import run_scenario
-    from workload.signals import Stopping, exit_code, signal_name
+    from workload.engine.runner import run_scenario
+    from workload.engine.signals import Stopping, exit_code, signal_name
 
     if not args.no_analysis:
         _require_spark(" (or record only: --no-analysis)")
@@ -103,7 +103,7 @@ def _report(spark: Session, run_dir: Path) -> None:
     from analysis.console import run_summary
     from analysis.job import analyse
     from analysis.report import write_html
-    from workload.context import read_context
+    from workload.engine.context import read_context
 
     rows = analyse(spark, run_dir)
     context = read_context(run_dir)
@@ -115,7 +115,7 @@ def _report(spark: Session, run_dir: Path) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workload.signals import Stopping
+    from workload.engine.signals import Stopping
 
     _require_spark()
     run_dirs = (
@@ -161,11 +161,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _plan(scenario: Scenario) -> str:
     """What a run of a valid scenario runs, and about how long it takes."""
+    from workload.engine.search import describe_search
+    from workload.engine.search import estimated_seconds as search_seconds
     from workload.model.bounds import format_duration
     from workload.model.scenario import expand
     from workload.model.sweep import describe_points, estimated_seconds
-    from workload.search import describe_search
-    from workload.search import estimated_seconds as search_seconds
 
     if scenario.search is not None:
         estimate = format_duration(search_seconds(scenario))
@@ -210,7 +210,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    from workload.setup import setup
+    from workload.engine.setup import setup
 
     return setup(args.systems or list(registry.systems()), console=_say)
 
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return 1
     except KeyboardInterrupt as exc:
-        from workload.signals import exit_code, signal_name
+        from workload.engine.signals import exit_code, signal_name
 
         name = signal_name(exc)
         _err(f"interrupted ({name})")

@@ -11,7 +11,7 @@
 * ``down``: after the run, stop the stack's machines; keep the results bucket, or with
   ``--empty-bucket`` delete all its versions and then it.
 * ``ami``: the current Debian 12 image of a region, to pin in a stack (``brokerbench:ami``).
-* ``client``: the client-machine agent (:mod:`workload.aws.agent`), started by cloud-init.
+* ``client``: the client-machine agent (:mod:`workload.engine.aws.agent`), started by cloud-init.
 
 A run is named by ``--stack NAME`` (read from ``pulumi stack output``) or by ``--bucket``
 and ``--run-id`` (plus ``--emr-application`` and ``--emr-role`` for ``analyze``).
@@ -40,7 +40,7 @@ from workload.shell.cloud_status import cmd_status, cmd_wait
 
 
 def cmd_client(args: argparse.Namespace) -> int:
-    from workload.aws.agent import (
+    from workload.engine.aws.agent import (
         PASSWORD_PARAMETER_ENV,
         CliCommands,
         ClientAgent,

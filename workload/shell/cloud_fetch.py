@@ -17,7 +17,7 @@ def fetch_run(s3: Any, run: CloudRun, results: Path, raw: bool) -> Path:
     """Download the run's context, node statuses, fault timelines, analysis (and raw
     records) to ``results``; with the raw records, ``brokerbench report`` on the download
     analyses it here, the faults' gaps and losses included."""
-    from workload.aws.store import RunStore
+    from workload.engine.aws.store import RunStore
 
     store = RunStore(s3, run.bucket, run.run_id)
     run_dir = results / run.run_id

@@ -32,7 +32,7 @@ class Progress:
 def run_progress(s3: Any, run: CloudRun) -> Progress:
     """Which nodes of which sweep points have posted their done marker (from the manifest),
     and which nodes still awaited have not started."""
-    from workload.aws.store import RunStore
+    from workload.engine.aws.store import RunStore
 
     manifest = read_manifest(s3, run)
     store = RunStore(s3, run.bucket, run.run_id)

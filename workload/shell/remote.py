@@ -1,4 +1,4 @@
-"""The two steps a client machine on AWS runs for each sweep point (``workload/aws/agent.py``
+"""The two steps a client machine on AWS runs for each sweep point (``workload/engine/aws/agent.py``
 calls them): ``brokerbench prepare`` creates the point's destination (and, for point 0,
 writes the run context), ``brokerbench node`` runs this machine's sender or receiver node.
 
@@ -16,14 +16,14 @@ import threading
 from pathlib import Path
 
 from brokers import registry
-from workload.clock import read_clock
-from workload.context import broker_entry, build_context, clock_entry, now_iso, write_context
+from workload.engine.clock import read_clock
+from workload.engine.context import broker_entry, build_context, clock_entry, now_iso, write_context
+from workload.engine.node import NodeSpec, prepare_point, run_node_processes
 from workload.model.errors import UserError
 from workload.model.record import CostRecord
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint
-from workload.node import NodeSpec, prepare_point, run_node_processes
 
 
 def _point(scenario: Scenario, index: int, source: Path) -> SweepPoint:

@@ -1,7 +1,7 @@
 """The fault agent of a broker machine on AWS: performs a scenario's ``[[faults]]`` on this
 node's broker when the coordinator's control markers in S3 say so.
 
-The coordinator (sender 0, :mod:`workload.aws.fault_driver`) posts, under ``runs/<run-id>/``:
+The coordinator (sender 0, :mod:`workload.engine.aws.fault_driver`) posts, under ``runs/<run-id>/``:
 
 * ``control/faults/<node>/p<K>-f<I>.begin`` when fault ``I`` of sweep point ``K`` begins
   (its ``at``), with the action;
@@ -33,7 +33,7 @@ isolate   an iptables chain dropping TCP to and from the broker   the chain remo
 Commands go through a :data:`Runner` (tests pass a stand-in). Standard library only, with
 boto3 imported by :func:`main`: the machine runs it with Debian's ``python3`` and
 ``python3-boto3`` straight from the uploaded wheel (``PYTHONPATH=<wheel> python3 -m
-workload.aws.fault_agent``), without installing the project.
+workload.engine.aws.fault_agent``), without installing the project.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workload.aws.store import RunStore, agent_arguments, agent_store
+from workload.engine.aws.store import RunStore, agent_arguments, agent_store
 from workload.model.layout import BEGIN, END, LAYOUT
 
 #: The iptables chain of an isolated node.
@@ -258,9 +258,9 @@ def _parse(key: str) -> tuple[str, int, int, str] | None:
 
 
 def arguments() -> argparse.ArgumentParser:
-    """The command line of ``python3 -m workload.aws.fault_agent``."""
+    """The command line of ``python3 -m workload.engine.aws.fault_agent``."""
     parser = agent_arguments(
-        "workload.aws.fault_agent",
+        "workload.engine.aws.fault_agent",
         "The fault agent of a broker machine on AWS: acts on this node's fault markers in the "
         "run's S3 prefix and acknowledges them.",
     )
@@ -271,7 +271,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m workload.aws.fault_agent``: the service a broker machine runs with faults."""
+    """``python3 -m workload.engine.aws.fault_agent``: the service a broker machine runs with faults."""
     args = arguments().parse_args(argv)
 
     def log(line: str) -> None:

@@ -4,19 +4,19 @@
    ``$BROKERBENCH_PASSWORD_PARAMETER``; the value never is in user-data or in S3).
 1. Post ``control/<role>-<node>.started``, then wait until every broker endpoint of the
    scenario accepts TCP connections.
-2. For every sweep point, in order: sender 0 (the coordinator, :mod:`workload.coordinator`
-   over :class:`~workload.aws.fleet.S3Fleet`) prepares the point (``brokerbench prepare``),
+2. For every sweep point, in order: sender 0 (the coordinator, :mod:`workload.engine.coordinator`
+   over :class:`~workload.engine.aws.fleet.S3Fleet`) prepares the point (``brokerbench prepare``),
    posts ``control/p<K>.ready``, runs its own sender node and waits until every node of
    the point is done; every other node waits for the ready marker. Nodes that take part in
    the point run their role (``brokerbench node``), upload what they recorded and post
    ``control/p<K>-<role>-<node>.done`` (ok or the error). While its node runs, the agent
-   samples the node's processes and the machine (:mod:`workload.telemetry`) into
+   samples the node's processes and the machine (:mod:`workload.engine.telemetry`) into
    ``raw/telemetry/p<K>-<role>-<node>.parquet``, uploaded with the rest. A node that has not posted its
    started marker ``start_grace`` seconds into the run (its machine did not come up or its
    installation failed) is not waited for: the coordinator closes each of its points by
    posting its done marker and node statuses saying so, which ``brokerbench cloud status``
    and the analysis report; if the node starts after all, it skips the closed points.
-   With ``[[faults]]`` (a scenario of an AWS stack, :mod:`workload.aws.fault_driver`), the
+   With ``[[faults]]`` (a scenario of an AWS stack, :mod:`workload.engine.aws.fault_driver`), the
    coordinator starts the faults' clock when it starts its own sender node, posts each
    fault's begin and end markers for the broker machines' fault agents at their times,
    and, once every node of the point is done, brings a node still down back (another point
@@ -44,11 +44,13 @@ from typing import Any, Protocol
 
 import psutil
 
-from workload.aws.fault_driver import RunFaults
-from workload.aws.fleet import S3Fleet, participants
-from workload.aws.store import Log, RunStore, StoreDenied, Uploader, now
-from workload.context import now_iso
-from workload.coordinator import Coordinator, places
+from workload.engine.aws.fault_driver import RunFaults
+from workload.engine.aws.fleet import S3Fleet, participants
+from workload.engine.aws.store import Log, RunStore, StoreDenied, Uploader, now
+from workload.engine.context import now_iso
+from workload.engine.coordinator import Coordinator, places
+from workload.engine.preflight import preflight
+from workload.engine.telemetry import Sampler, Target
 from workload.model.errors import RecordsNotWritten, UserError
 from workload.model.layout import LAYOUT
 from workload.model.record import load_context, write_context
@@ -56,8 +58,6 @@ from workload.model.results import write_telemetry
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint
-from workload.preflight import preflight
-from workload.telemetry import Sampler, Target
 
 #: Names the parameter that holds the stack's broker password (set in the node's env file).
 PASSWORD_PARAMETER_ENV = "BROKERBENCH_PASSWORD_PARAMETER"
@@ -249,7 +249,7 @@ class ClientAgent:
 
     def _coordinate(self, scenario: Scenario, points: list[SweepPoint]) -> bool | None:
         """Sender 0: every point through the coordinator over the client machines
-        (:class:`~workload.aws.fleet.S3Fleet`); None when the run id was used before."""
+        (:class:`~workload.engine.aws.fleet.S3Fleet`); None when the run id was used before."""
         if self.store.keys(LAYOUT.point_markers):
             self.log(
                 f"run {self.store.run_id} already has results in {self.store.uri(LAYOUT.markers)}: "

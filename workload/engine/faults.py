@@ -17,7 +17,7 @@ what it learns only then, and brings a node still down back when another point f
 Two actuators: :class:`ClusterFaults` acts on the node processes of a local cluster
 (:meth:`~brokers.base.LocalCluster.fault_target`, :meth:`~brokers.base.LocalCluster.fault`,
 :meth:`~brokers.base.LocalCluster.recover`); on AWS,
-:class:`workload.aws.fault_driver.FaultMarkers` posts S3 markers the broker machines act on.
+:class:`workload.engine.aws.fault_driver.FaultMarkers` posts S3 markers the broker machines act on.
 
 The timeline of a point — the wall-clock time (``time.time_ns()``) of each action — is
 ``faults/p<point>.json`` in the run directory (:class:`~workload.model.faults.PointTimeline`).

@@ -2,13 +2,13 @@
 
 It holds the resolved scenario and sweep points, the broker's name, version, topology and
 settings as read back from the servers, client library versions, the host, the times and
-the clock-sync situation: one host's clock state (``workload.clock``); every node records
+the clock-sync situation: one host's clock state (``workload.engine.clock``); every node records
 its own before each sweep point in its status.
 
 Each entry of ``points`` (:func:`point_entry`) is one sweep point as it runs: its index,
 label, swept values, resolved load and parameters, and — with ``repeat`` — which run of
 which point of the un-repeated sweep it is (``repeat``, ``base``). A capacity search's
-points are its probes, added as they start (:mod:`workload.search`; its record is
+points are its probes, added as they start (:mod:`workload.engine.search`; its record is
 ``search``).
 
 The builders return the typed record (:mod:`workload.model.record`), which the writers fill in
@@ -25,7 +25,8 @@ from importlib import metadata
 from typing import Any
 
 from brokers.base import BrokerSystem, Endpoints
-from workload.clock import SINGLE_HOST, ClockState
+from workload.engine.clock import SINGLE_HOST, ClockState
+from workload.engine.node import processes_for
 from workload.model.layout import LAYOUT
 from workload.model.record import (
     CoordinatorRecord,
@@ -37,7 +38,6 @@ from workload.model.record import (
 )
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
-from workload.node import processes_for
 
 __all__ = [
     "broker_entry",

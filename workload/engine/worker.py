@@ -12,7 +12,7 @@ timeouts, the run's duration — are taken from the monotonic clock, which a ste
 clock does not move (a confirmation time an adapter took from the wall clock is checked
 against it). Wall-clock time places records in seconds and is what a message carries to its
 receiver: processing latency is the one duration measured between two clocks
-(``workload.clock``).
+(``workload.engine.clock``).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from brokers.base import (
     Receiver,
     Sender,
 )
-from workload import message
-from workload.keys import KeyScheme, OrderTracker
+from workload.engine import message
+from workload.engine.keys import KeyScheme, OrderTracker
+from workload.engine.recording import WorkerRecorder
+from workload.engine.start_gate import Once
 from workload.model.backlog import DRAIN, HOLD, STEADY, BacklogSection
 from workload.model.sections import LoadSection
-from workload.recording import WorkerRecorder
-from workload.start_gate import Once
 
 #: The longest a receiver idles waiting for senders that have not said they finished.
 SENDERS_WAIT_LIMIT = 180.0
@@ -68,11 +68,11 @@ class WorkerSettings:
     #: ``max_n`` of each receive call: ``load.receive_batch``, or the system's default.
     receive_batch: int = 10
     #: The point's ``[backlog]``, and the phase the coordinator has it in
-    #: (:mod:`workload.backlog`): receivers hold in HOLD; in DRAIN senders stop or change
+    #: (:mod:`workload.engine.backlog`): receivers hold in HOLD; in DRAIN senders stop or change
     #: their rate, as the backlog says.
     backlog: BacklogSection | None = None
     phase: Callable[[], int] = lambda: STEADY
-    #: A receiver says once that it has joined (:mod:`workload.start_gate`).
+    #: A receiver says once that it has joined (:mod:`workload.engine.start_gate`).
     joined: Once = field(default_factory=Once)
 
 
@@ -272,7 +272,7 @@ class SenderLoop:
         return Batch(self._keyed(messages, lo), lo, lo + size - 1, wall, now, delay, nbytes)
 
     def _keyed(self, messages: Sequence[bytes], lo: int) -> Sequence[bytes]:
-        """The stamped messages with their keys (:mod:`workload.keys`), where the load has
+        """The stamped messages with their keys (:mod:`workload.engine.keys`), where the load has
         keys."""
         scheme = self.keys
         if scheme is None:

@@ -7,7 +7,7 @@ process runs its share of the workers as threads (or asyncio tasks, where the sy
 adapters are asyncio clients) and writes its own part of the node's results. A part
 always writes what it recorded — also when a worker gave up, the broker died or the run
 was interrupted — and a status file saying how it ended and how far its host's clock was
-from the reference time (``workload.clock``).
+from the reference time (``workload.engine.clock``).
 """
 
 from __future__ import annotations
@@ -26,19 +26,14 @@ from typing import Any, Protocol
 
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
-from workload import message
-from workload.clock import SINGLE_HOST, ClockState, read_clock
-from workload.model.backlog import STEADY, BacklogSection
-from workload.model.errors import RecordsNotWritten, first_line
-from workload.model.results import NodeStatus, read_statuses, write_status
-from workload.model.sections import LoadSection
-from workload.model.sweep import SweepPoint
-from workload.naming import destination_name, point_tag, run_tag
-from workload.node_records import write_node
-from workload.recording import Records, WorkerRecorder
-from workload.signals import leave_stopping_to_the_coordinator
-from workload.start_gate import Once, StartGate
-from workload.worker import (
+from workload.engine import message
+from workload.engine.clock import SINGLE_HOST, ClockState, read_clock
+from workload.engine.naming import destination_name, point_tag, run_tag
+from workload.engine.node_records import write_node
+from workload.engine.recording import Records, WorkerRecorder
+from workload.engine.signals import leave_stopping_to_the_coordinator
+from workload.engine.start_gate import Once, StartGate
+from workload.engine.worker import (
     ReceiverLoop,
     SenderLoop,
     WorkerSettings,
@@ -47,6 +42,11 @@ from workload.worker import (
     run_sender,
     run_sender_async,
 )
+from workload.model.backlog import STEADY, BacklogSection
+from workload.model.errors import RecordsNotWritten, first_line
+from workload.model.results import NodeStatus, read_statuses, write_status
+from workload.model.sections import LoadSection
+from workload.model.sweep import SweepPoint
 
 
 class StopFlag(Protocol):
@@ -159,7 +159,7 @@ class Progress:
 
     The counters are totals since the point started; ``processing_latency`` holds only the
     processing-latency histogram counts (``{bucket: count}``, buckets of
-    :mod:`workload.histogram`) recorded since the process's previous report, so that the
+    :mod:`workload.engine.histogram`) recorded since the process's previous report, so that the
     coordinator can merge the reports of every process into percentiles of the interval.
     """
 
@@ -236,9 +236,9 @@ def run_node(
     gate: StartGate | None = None,
 ) -> NodeStatus:
     """Run the workers of one node to the end and write their results; ``phase``, with a
-    backlog, is the phase the coordinator has the point in (:mod:`workload.backlog`);
+    backlog, is the phase the coordinator has the point in (:mod:`workload.engine.backlog`);
     ``gate``, locally, holds the senders until the point's receivers are in
-    (:mod:`workload.start_gate`)."""
+    (:mod:`workload.engine.start_gate`)."""
     system = registry.get(spec.system)
     params = system.params_model.model_validate(spec.params)
     destination = Destination(spec.destination, keyed=spec.load.keys is not None)

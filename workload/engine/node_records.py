@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from workload.engine.recording import Records, WorkerRecorder
 from workload.model.errors import RecordsNotWritten
 from workload.model.layout import LAYOUT
 from workload.model.results import (
@@ -19,7 +20,6 @@ from workload.model.results import (
     SENT_RANGES_SCHEMA,
     write_table_file,
 )
-from workload.recording import Records, WorkerRecorder
 
 
 def write_node(

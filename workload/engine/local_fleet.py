@@ -1,11 +1,11 @@
 """The client nodes of a local run: one process per node part on this machine, driven
-through a sweep point by the coordinator (:class:`workload.coordinator.Fleet`).
+through a sweep point by the coordinator (:class:`workload.engine.coordinator.Fleet`).
 
 A point is released by starting its processes and the resource sampler
-(:mod:`workload.telemetry`: every broker node's process group, every client node's
+(:mod:`workload.engine.telemetry`: every broker node's process group, every client node's
 processes, the machine); while they run, the live progress view
 merges what they report, the senders' end is passed on to the receivers, the point's
-faults (:mod:`workload.faults`) start their clock at the first confirmed message, and a
+faults (:mod:`workload.engine.faults`) start their clock at the first confirmed message, and a
 broker node that died — unless down by a declared fault — fails the run. Ctrl-C (or a
 signal the runner turns into it) stops the workers and keeps what was recorded. A node
 process that left no status gets one saying so, for the analysis.
@@ -24,10 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import BrokerSystem, Destination, Endpoints, LocalCluster
-from workload.backlog import BacklogClock, initial_phase
-from workload.caught_up import CaughtUp
-from workload.coordinator import SweepPlace
-from workload.faults import FaultClock, start_faults
+from workload.engine.backlog import BacklogClock, initial_phase
+from workload.engine.caught_up import CaughtUp
+from workload.engine.coordinator import SweepPlace
+from workload.engine.faults import FaultClock, start_faults
+from workload.engine.naming import destination_name
+from workload.engine.node import NodeSpec, Progress, node_process, prepare_point, split
+from workload.engine.progress import ProgressView
+from workload.engine.signals import signal_name
+from workload.engine.start_gate import StartGate
+from workload.engine.telemetry import Sampler, Target, node_means, process_groups
 from workload.model.backlog import HOLD, write_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
@@ -41,12 +47,6 @@ from workload.model.results import (
 from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
 from workload.model.verdict import NodeUsage, point_usage, verdict
-from workload.naming import destination_name
-from workload.node import NodeSpec, Progress, node_process, prepare_point, split
-from workload.progress import ProgressView
-from workload.signals import signal_name
-from workload.start_gate import StartGate
-from workload.telemetry import Sampler, Target, node_means, process_groups
 
 Console = Callable[[str], None]
 
@@ -97,7 +97,7 @@ class _Running:
     #: The phase shared with the node processes: held here for as long as they run (a
     #: spawned child rebuilds it from its name, which must still exist by then).
     phase: Any = None
-    #: The start gate's shared count, held likewise (:mod:`workload.start_gate`).
+    #: The start gate's shared count, held likewise (:mod:`workload.engine.start_gate`).
     gate: StartGate | None = None
 
 

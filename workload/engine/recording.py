@@ -2,7 +2,7 @@
 identities that loss and duplicate accounting needs (docs/measurement.md §3, §5).
 
 A recorder belongs to one worker (one thread or task); the node reads its running totals
-for progress and writes it out (``workload.node_records``): in chunks while the worker runs
+for progress and writes it out (``workload.engine.node_records``): in chunks while the worker runs
 (:meth:`WorkerRecorder.take`, every ``[measurement] flush_interval``, so that a long run
 killed midway keeps what it recorded and a worker's memory does not grow with the run's
 length) and whatever is left at the end. Recording and taking hold the recorder's lock —
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workload.histogram import Histogram
-from workload.message import Column
+from workload.engine.histogram import Histogram
+from workload.engine.message import Column
 from workload.model.results import SLOT_NS, SLOTS
 
 
@@ -80,7 +80,7 @@ class WorkerRecorder:
         self.rx_seq = array("q")
         self.rx_second = array("q")
         #: Positions (in the rx arrays) of messages that arrived late for their key
-        #: (:class:`workload.keys.OrderTracker`); empty for a keyless load.
+        #: (:class:`workload.engine.keys.OrderTracker`); empty for a keyless load.
         self.rx_late = array("q")
         self.rx_size = array("i")
         self.total_sent = 0

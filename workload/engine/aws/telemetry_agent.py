@@ -3,8 +3,8 @@ through the whole run and streams the rows to the run's S3 prefix.
 
 It runs as a systemd service (``brokerbench-telemetry.service``) beside the broker's own
 unit, from the uploaded wheel with Debian's ``python3``, ``python3-boto3`` and
-``python3-psutil`` (``PYTHONPATH=<wheel> python3 -m workload.aws.telemetry_agent``), like
-the fault agent. Every ``interval`` its :class:`~workload.telemetry.Sampler` reads the
+``python3-psutil`` (``PYTHONPATH=<wheel> python3 -m workload.engine.aws.telemetry_agent``), like
+the fault agent. Every ``interval`` its :class:`~workload.engine.telemetry.Sampler` reads the
 processes of the broker's unit (its cgroup, so a restarted broker is found again; where the
 system's recipe names no unit, every process of the machine but the agent) with its
 data directory's device, and the machine; every ``batch`` seconds the new rows go up as one
@@ -34,9 +34,9 @@ from typing import Any
 
 import psutil
 
-from workload.aws.store import RunStore, agent_arguments, agent_store
+from workload.engine.aws.store import RunStore, agent_arguments, agent_store
+from workload.engine.telemetry import Sampler, Target
 from workload.model.layout import LAYOUT
-from workload.telemetry import Sampler, Target
 
 Log = Callable[[str], None]
 CGROUPS = Path("/sys/fs/cgroup")
@@ -124,7 +124,7 @@ class TelemetryAgent:
 
 def arguments() -> argparse.ArgumentParser:
     parser = agent_arguments(
-        "workload.aws.telemetry_agent",
+        "workload.engine.aws.telemetry_agent",
         "The telemetry agent of a broker machine on AWS: samples the broker's processes and "
         "the machine and streams the rows to the run's S3 prefix.",
     )
@@ -137,7 +137,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m workload.aws.telemetry_agent``: the service every broker machine runs."""
+    """``python3 -m workload.engine.aws.telemetry_agent``: the service every broker machine runs."""
     args = arguments().parse_args(argv)
 
     def log(line: str) -> None:

@@ -1,6 +1,6 @@
 """One run's prefix in the results bucket, as every machine of a stack reads and writes it:
-client machines (:mod:`workload.aws.agent`, which upload their run directory with an
-:class:`Uploader`) and the fault agents of broker machines (:mod:`workload.aws.fault_agent`).
+client machines (:mod:`workload.engine.aws.agent`, which upload their run directory with an
+:class:`Uploader`) and the fault agents of broker machines (:mod:`workload.engine.aws.fault_agent`).
 
 Standard library only (the S3 client is passed in): a broker machine runs it with the
 system's Python straight from the uploaded wheel, without installing the project.

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workload.engine.node import processes_for
 from workload.model.errors import UserError, write_problem
 from workload.model.sweep import SweepPoint
-from workload.node import processes_for
 
 #: Messages per second a closed-loop sender worker is assumed to reach, at most …
 CLOSED_LOOP_MSGS_PER_S = 20_000

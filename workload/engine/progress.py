@@ -2,7 +2,7 @@
 
 Every interval the view shows the send and receive rates, the processing-latency p50 and
 p99 of the messages received in that interval (the nodes' histogram counts merged, read
-with the rule of :func:`workload.histogram.percentile_of`), the totals with redeliveries
+with the rule of :func:`workload.engine.histogram.percentile_of`), the totals with redeliveries
 named as such, the errors, the time elapsed against the point's sending duration and an
 estimate of the time left for the whole sweep.
 
@@ -28,13 +28,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from workload.histogram import percentile_of
+from workload.engine.histogram import percentile_of
+from workload.engine.node import Progress
 from workload.model.sweep import SweepPoint, estimated_seconds
-from workload.node import Progress
 
 #: With no report from any node for this long, an interval's figures are shown as zero.
 STALE_AFTER = 3.0
-#: How often nodes report (:mod:`workload.node`): a first report covers up to this much.
+#: How often nodes report (:mod:`workload.engine.node`): a first report covers up to this much.
 REPORT_EVERY = 1.0
 
 
@@ -110,7 +110,7 @@ class ProgressView:
         self.latency: tuple[float | None, float | None] = (None, None)
         self.live: Live | None = None
         #: Receiver workers settled and awaited while the senders wait for them (a local
-        #: point's start gate, :mod:`workload.start_gate`); None once it opened.
+        #: point's start gate, :mod:`workload.engine.start_gate`); None once it opened.
         self.joining: tuple[int, int] | None = None
 
     def receivers_joining(self, count: tuple[int, int] | None) -> None:

@@ -1,18 +1,18 @@
 """Running a scenario locally: start (or reach) the broker, run every sweep point with its
-sender and receiver node processes (:class:`~workload.local_fleet.LocalFleet`, sequenced by
-the :class:`~workload.coordinator.Coordinator`), record everything under
+sender and receiver node processes (:class:`~workload.engine.local_fleet.LocalFleet`, sequenced by
+the :class:`~workload.engine.coordinator.Coordinator`), record everything under
 ``RESULTS_DIR/<run-id>/``.
 
 The runner never loses what was recorded: a node that fails, a broker that dies and a
 Ctrl-C all end the run with the nodes' results written and the context saying how it
-ended. A scenario's declared faults (:mod:`workload.faults`) act on the broker nodes
+ended. A scenario's declared faults (:mod:`workload.engine.faults`) act on the broker nodes
 during each point; a node down by declaration is not a broker that died. Turning the
 records into numbers is the analysis job's work (``analysis/``).
 
 With ``repeat`` the sweep's points run that many times, interleaved (:func:`expand`). A
 capacity search (``[search]``) runs its probes one after another as sweep points
 (:class:`Probes`): each is judged from its raw records as soon as it ends, the next rate
-follows from the verdicts (:mod:`workload.search`), and the context records every probe's
+follows from the verdicts (:mod:`workload.engine.search`), and the context records every probe's
 point as it starts and the search's record after every probe.
 """
 
@@ -37,18 +37,12 @@ from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
 from brokers.watchdog import WATCHDOG
-from workload.context import broker_entry, build_context, now_iso, point_entry, write_context
-from workload.coordinator import Coordinator, SweepPlace, places
-from workload.local_fleet import LocalFleet, RunOutcome
-from workload.model.errors import RecordsNotWritten, one_line
-from workload.model.layout import LAYOUT
-from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
-from workload.model.scenario import Scenario, expand
-from workload.model.scenario_file import load_scenario
-from workload.model.sweep import SweepPoint, describe_points
-from workload.naming import run_tag
-from workload.preflight import preflight
-from workload.search import (
+from workload.engine.context import broker_entry, build_context, now_iso, point_entry, write_context
+from workload.engine.coordinator import Coordinator, SweepPlace, places
+from workload.engine.local_fleet import LocalFleet, RunOutcome
+from workload.engine.naming import run_tag
+from workload.engine.preflight import preflight
+from workload.engine.search import (
     CapacitySearch,
     describe_search,
     judge,
@@ -57,7 +51,13 @@ from workload.search import (
     probe_point,
     unjudged,
 )
-from workload.search import estimated_seconds as search_seconds
+from workload.engine.search import estimated_seconds as search_seconds
+from workload.model.errors import RecordsNotWritten, one_line
+from workload.model.layout import LAYOUT
+from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
+from workload.model.scenario import Scenario, expand
+from workload.model.scenario_file import load_scenario
+from workload.model.sweep import SweepPoint, describe_points
 
 Console = Callable[[str], None]
 

@@ -6,8 +6,8 @@ during it — waits until every node of the point is done, ends the point's faul
 (bringing a node still down back when another point follows) and collects every node's
 status, naming the nodes that left none. Where the nodes run and how they hear of a
 point is the :class:`Fleet`'s: processes on this machine
-(:class:`workload.local_fleet.LocalFleet`), or client machines on AWS that coordinate
-through markers in the run's S3 prefix (:class:`workload.aws.fleet.S3Fleet`).
+(:class:`workload.engine.local_fleet.LocalFleet`), or client machines on AWS that coordinate
+through markers in the run's S3 prefix (:class:`workload.engine.aws.fleet.S3Fleet`).
 """
 
 from __future__ import annotations

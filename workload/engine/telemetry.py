@@ -18,14 +18,14 @@ records (``second`` is the wall-clock second the middle of a row falls in):
   grow until retention holds it;
 * network bytes in and out on the node's own interface (a namespace's veth); nodes that
   share loopback have none of their own, and the host row carries the machine's;
-* for a JVM, garbage-collection pause time per second (:mod:`workload.jvmstat`).
+* for a JVM, garbage-collection pause time per second (:mod:`workload.engine.jvmstat`).
 
 A counter that cannot be read leaves its cell empty and says why in ``note``; a target
 whose processes are gone (a node down by a fault) leaves no row for those seconds. Nothing
 the sampler meets stops a run: a failure of the sampler itself ends sampling with a note.
 
 Standard library and psutil only: a broker machine on AWS runs it from the uploaded wheel
-with Debian's ``python3`` and ``python3-psutil`` (:mod:`workload.aws.telemetry_agent`).
+with Debian's ``python3`` and ``python3-psutil`` (:mod:`workload.engine.aws.telemetry_agent`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 
 import psutil
 
-from workload import jvmstat
+from workload.engine import jvmstat
 from workload.model.telemetry import HOST, USAGE_MEANS
 
 

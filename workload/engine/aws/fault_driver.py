@@ -2,8 +2,8 @@
 of the scenario's ``[[faults]]`` at their times, and the point's timeline from the broker
 machines' acknowledgements.
 
-The coordinating client agent (sender 0, :class:`workload.aws.agent.ClientAgent`) starts a
-point's :class:`~workload.faults.FaultClock` — the same clock as a local run's — when it
+The coordinating client agent (sender 0, :class:`workload.engine.aws.agent.ClientAgent`) starts a
+point's :class:`~workload.engine.faults.FaultClock` — the same clock as a local run's — when it
 starts its own sender node for the point: that is the start of the faults' clock
 (``sending_ns``; the other client machines start within the agents' poll interval of it).
 Its actuator, :class:`FaultMarkers`, posts for each fault the begin marker ``at`` seconds
@@ -11,7 +11,7 @@ later and the end marker ``until`` seconds later (keys:
 :class:`workload.model.layout.RunLayout`), to the node the fault's selector names at that
 moment: a node index always, ``"leader"`` and ``"follower"`` as the system's cloud recipe
 finds the leader (:meth:`~brokers.base.CloudRecipe.fault_leader`). Once every node of the
-point is done, :meth:`FaultClock.finish <workload.faults.FaultClock.finish>` brings a node
+point is done, :meth:`FaultClock.finish <workload.engine.faults.FaultClock.finish>` brings a node
 still down back when another point follows (an end marker of its own) and returns the
 point's timeline — the same :class:`~workload.model.faults.PointTimeline` as a local run,
 ``faults/p<point>.json`` in the run — with the times the broker machines acted at.
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from brokers import registry
 from brokers.base import FaultTarget
 from brokers.cloud import CloudFaults
-from workload.aws.store import RunStore, now
-from workload.faults import FaultClock, Why
+from workload.engine.aws.store import RunStore, now
+from workload.engine.faults import FaultClock, Why
+from workload.engine.naming import destination_name, run_tag
 from workload.model.faults import FaultRecord, FaultSpec
 from workload.model.layout import BEGIN, END, LAYOUT
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
-from workload.naming import destination_name, run_tag
 
 Log = Callable[[str], None]
 #: Which node leads now, as a fault index (raises when it cannot be told).
@@ -62,7 +62,7 @@ class Posted:
 
 
 class FaultMarkers:
-    """The actuator of an AWS run (:class:`workload.faults.Actuator`): posts a fault's begin
+    """The actuator of an AWS run (:class:`workload.engine.faults.Actuator`): posts a fault's begin
     and end markers to the node it names, and reads the times the node acted from its
     acknowledgements once the point ends."""
 
@@ -162,7 +162,7 @@ class FaultMarkers:
 
 @dataclass
 class RunFaults:
-    """The faults of a whole run on AWS: a :class:`~workload.faults.FaultClock` over
+    """The faults of a whole run on AWS: a :class:`~workload.engine.faults.FaultClock` over
     :class:`FaultMarkers` per sweep point."""
 
     store: RunStore

@@ -1,13 +1,13 @@
 """The client machines of an AWS run, as the coordinating agent (sender node 0) drives them
-through each sweep point (:class:`workload.coordinator.Fleet`) with markers in the run's S3
+through each sweep point (:class:`workload.engine.coordinator.Fleet`) with markers in the run's S3
 prefix (:class:`workload.model.layout.RunLayout`).
 
 * prepare: ``brokerbench prepare`` on this machine (point 0 also writes the run context),
   and its files uploaded;
 * release: the point's ready marker, ok or the preparation's error;
 * run: this machine's own sender node (:meth:`ClientAgent.take_part
-  <workload.aws.agent.ClientAgent.take_part>`) — its start starts the faults' clock, and
-  the fault markers follow at their times (:mod:`workload.aws.fault_driver`);
+  <workload.engine.aws.agent.ClientAgent.take_part>`) — its start starts the faults' clock, and
+  the fault markers follow at their times (:mod:`workload.engine.aws.fault_driver`);
 * await: every node's done marker, for at most the point's budget — and, ``start_grace``
   into the run, not for nodes that have not even posted their started marker;
 * faults: the point's timeline, after bringing a node still down back (another point
@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workload.aws.fault_driver import RunFaults
-from workload.aws.store import Log, RunStore, Uploader, now
-from workload.coordinator import SweepPlace
-from workload.faults import FaultClock
+from workload.engine.aws.fault_driver import RunFaults
+from workload.engine.aws.store import Log, RunStore, Uploader, now
+from workload.engine.coordinator import SweepPlace
+from workload.engine.faults import FaultClock
 from workload.model.faults import write_timeline
 from workload.model.layout import LAYOUT
 from workload.model.record import load_context
@@ -47,7 +47,7 @@ def participants(point: SweepPoint) -> list[tuple[str, int]]:
 
 class OwnNode(Protocol):
     """The coordinating machine's own part of the run (the agent's,
-    :class:`~workload.aws.agent.ClientAgent`)."""
+    :class:`~workload.engine.aws.agent.ClientAgent`)."""
 
     def prepare(self, point: int) -> tuple[bool, str]: ...
 

@@ -9,7 +9,7 @@ is ``⌊u·keys⌋`` (uniform), or the first key whose cumulative Zipf weight ex
 
 Both ends work per batch: :meth:`KeyScheme.keys` for a sender's batch (plain Python for the
 few messages of a send batch, numpy for a large one), :meth:`KeyScheme.of_columns` for a
-receiver's (numpy arrays or lists, as :class:`workload.message.Reader` reads them); the two
+receiver's (numpy arrays or lists, as :class:`workload.engine.message.Reader` reads them); the two
 give the same key for the same identity.
 
 :class:`OrderTracker` is one receiver worker's memory of the highest sequence number it has

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workload.histogram import percentile_of
+from workload.engine.histogram import percentile_of
 from workload.model.record import Outcome, ProbeRecord, SearchRecord
 from workload.model.results import read_point
 from workload.model.slo import SLO_QUANTILE, format_ms, format_rate, format_share, verdict
