@@ -24,9 +24,10 @@ from brokers.base import Adapter, Received, ReceivedBatch
 from tests.conftest import SCENARIOS
 from tests.support import small_scenario
 from workload.engine import message
+from workload.engine.client_loops import run_sender
 from workload.engine.node_records import write_node
 from workload.engine.recording import WorkerRecorder
-from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings, run_sender
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.bounds import HEADER_MAX
 from workload.model.errors import ScenarioError
 from workload.model.layout import LAYOUT

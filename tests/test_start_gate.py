@@ -17,10 +17,11 @@ import pytest
 from brokers import registry
 from brokers.base import Adapter, Confirmation, Confirmed, Received
 from tests.support import memory_system, node_spec
+from workload.engine.client_loops import run_receiver
 from workload.engine.node import run_node
 from workload.engine.recording import WorkerRecorder
 from workload.engine.start_gate import Once, StartGate
-from workload.engine.worker import ReceiverLoop, WorkerSettings, run_receiver
+from workload.engine.worker import ReceiverLoop, WorkerSettings
 from workload.model.sections import LoadSection
 
 

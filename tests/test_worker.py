@@ -23,18 +23,12 @@ from brokers.base import (
 )
 from tests.support import memory_system, node_spec
 from workload.engine import message
+from workload.engine.client_loops import CannotPipeline, run_sender, run_sender_async
 from workload.engine.clock import ClockState
 from workload.engine.histogram import Histogram
 from workload.engine.node import run_node_processes, split
 from workload.engine.recording import WorkerRecorder
-from workload.engine.worker import (
-    CannotPipeline,
-    ReceiverLoop,
-    SenderLoop,
-    WorkerSettings,
-    run_sender,
-    run_sender_async,
-)
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.buckets import ALPHA, NEGATIVE
 from workload.model.results import read_statuses
 from workload.model.sections import LoadSection

@@ -22,8 +22,9 @@ from pathlib import Path
 from brokers import registry
 from brokers.connection import Destination
 from workload.engine import message
+from workload.engine.client_loops import run_sender
 from workload.engine.recording import WorkerRecorder
-from workload.engine.worker import SenderLoop, WorkerSettings, run_sender
+from workload.engine.worker import SenderLoop, WorkerSettings
 from workload.model.sections import LoadSection
 
 

@@ -1,16 +1,22 @@
-"""How far a node's wall clock is from the reference time (docs/measurement.md §3's clock-sync offset).
+"""A node's clocks: how far its wall clock is from the reference time (docs/measurement.md §3's
+clock-sync offset), and reading the wall and the monotonic clock together.
 
 Processing latency is the receiver's wall-clock time minus the send time the sender's wall
 clock stamped into the message, so the two clocks' offset from each other is part of it.
 Before each sweep point a client node on a machine of its own reads its clock state from
 chrony (``chronyc -c tracking``) into its status; the nodes of a local run share one host
 and one clock, so their offset from each other is 0 (:data:`SINGLE_HOST`).
+
+Within a worker durations are taken from the monotonic clock, which a step of the wall clock
+does not move; :func:`clock_pair` ties the two clocks at one moment, and :func:`unstepped`
+takes a step off a duration an adapter timed on the wall clock.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 
 from workload.model.errors import one_line
@@ -100,3 +106,39 @@ def read_clock(timeout: float = 5.0) -> ClockState:
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return one_line(lines[0]) if lines else ""
+
+
+#: Two wall-clock reads around a monotonic one this close together: read together.
+PAIR_NS = 5_000
+#: Tries at most before the closest pair is taken.
+PAIR_TRIES = 3
+
+
+def clock_pair() -> tuple[int, int]:
+    """The wall clock and the monotonic clock read at one moment: ``(wall ns, monotonic ns)``.
+
+    A thread preempted between two reads (a busy machine) would tie them tens of µs apart,
+    and shift every time derived from the pair — an open-loop batch's intended send times —
+    by that much. So the wall clock is read on both sides of the monotonic one, again while
+    the two wall reads lie more than :data:`PAIR_NS` apart (at most :data:`PAIR_TRIES` times),
+    and the closest pair is taken, its wall time the middle of the two reads."""
+    best_gap, best = -1, (0, 0)
+    for _ in range(PAIR_TRIES):
+        before = time.time_ns()
+        mono = time.monotonic_ns()
+        after = time.time_ns()
+        gap = after - before
+        if best_gap < 0 or gap < best_gap:
+            best_gap, best = gap, ((before + after) // 2, mono)
+        if gap <= PAIR_NS:
+            break
+    return best
+
+
+def unstepped(timed_ns: int, started_ns: int, started_mono_ns: int, now_mono_ns: int) -> int:
+    """A duration timed on the wall clock, ``timed_ns`` from a start at ``started_ns`` (wall)
+    and ``started_mono_ns`` (monotonic) by that clock, that does not fit the monotonic time
+    since the start: the wall clock was stepped in between, and the step is taken off. Never
+    more than the monotonic time."""
+    step = (time.time_ns() - now_mono_ns) - (started_ns - started_mono_ns)
+    return min(max(timed_ns - step, 0), now_mono_ns - started_mono_ns)

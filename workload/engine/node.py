@@ -27,21 +27,19 @@ from typing import Any, Protocol
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload.engine import message
+from workload.engine.client_loops import (
+    run_receiver,
+    run_receiver_async,
+    run_sender,
+    run_sender_async,
+)
 from workload.engine.clock import SINGLE_HOST, ClockState, read_clock
 from workload.engine.naming import destination_name, point_tag, run_tag
 from workload.engine.node_records import write_node
 from workload.engine.recording import Records, WorkerRecorder
 from workload.engine.signals import leave_stopping_to_the_coordinator
 from workload.engine.start_gate import Once, StartGate
-from workload.engine.worker import (
-    ReceiverLoop,
-    SenderLoop,
-    WorkerSettings,
-    run_receiver,
-    run_receiver_async,
-    run_sender,
-    run_sender_async,
-)
+from workload.engine.worker import ReceiverLoop, SenderLoop, WorkerSettings
 from workload.model.backlog import STEADY, BacklogSection
 from workload.model.errors import RecordsNotWritten, first_line
 from workload.model.results import NodeStatus, read_statuses, write_status

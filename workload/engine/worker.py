@@ -1,11 +1,8 @@
-"""Sender and receiver loops (docs/measurement.md §2), for blocking clients (threads) and asyncio clients.
-
-The bookkeeping of both loops — batch sizes, sequence numbers, pacing, stop conditions,
-failure handling — lives in :class:`SenderLoop` and :class:`ReceiverLoop`; the ``run_*``
-functions only call the client's role in between (a :class:`~brokers.base.Sender` or
-:class:`~brokers.base.Receiver`, blocking or awaited). With ``max_in_flight`` > 1 a sender
-keeps that many batches awaiting confirmation (``Sender.submit`` for blocking clients,
-concurrent ``send`` calls for asyncio ones); a batch counts only once confirmed.
+"""The bookkeeping of sender and receiver workers (docs/measurement.md §2): what a worker is
+given (:class:`WorkerSettings`), and what its loop does between calls of its client — batch
+sizes, sequence numbers, stamping, pacing, stop conditions, identity checks, recording and
+failure handling — in :class:`SenderLoop` and :class:`ReceiverLoop`. The loops that call the
+client, blocking or asyncio, are :mod:`workload.engine.client_loops`.
 
 Durations within a worker — send latency, send delay, open-loop pacing, idle and failure
 timeouts, the run's duration — are taken from the monotonic clock, which a step of the wall
@@ -17,27 +14,18 @@ receiver: processing latency is the one duration measured between two clocks
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import numpy as np
 
-from brokers.base import (
-    AsyncReceiver,
-    AsyncSender,
-    Confirmation,
-    KeyedBatch,
-    R,
-    ReceivedBatch,
-    Receiver,
-    Sender,
-)
+from brokers.base import KeyedBatch, R, ReceivedBatch
 from workload.engine import message
+from workload.engine.clock import clock_pair, unstepped
 from workload.engine.keys import KeyScheme, OrderTracker
 from workload.engine.recording import WorkerRecorder
 from workload.engine.start_gate import Once
@@ -76,78 +64,67 @@ class WorkerSettings:
     joined: Once = field(default_factory=Once)
 
 
-#: How often a worker asks whether it should stop: the flag is shared between processes,
-#: and reading it takes a lock (per batch, a measurable share of a worker's CPU).
+#: How often a worker reads what it shares with other processes (the stop flag, the
+#: senders' flag, the backlog phase): reading takes a lock (per batch, a measurable share of
+#: a worker's CPU).
 STOP_CHECK_INTERVAL = 0.02
 
-
-class _Every:
-    """A flag read at most every ``interval`` seconds; True stays True."""
-
-    __slots__ = ("_flag", "_interval", "_next", "_value")
-
-    def __init__(self, flag: Callable[[], bool], interval: float = STOP_CHECK_INTERVAL) -> None:
-        self._flag = flag
-        self._interval = interval
-        self._next = 0.0
-        self._value = False
-
-    def __call__(self) -> bool:
-        if self._value:
-            return True
-        now = time.monotonic()
-        if now >= self._next:
-            self._value = self._flag()
-            self._next = now + self._interval
-        return self._value
+T = TypeVar("T")
 
 
-class _Phase:
-    """The backlog phase, read at most every ``interval`` seconds (it is shared between
-    processes, like the stop flag)."""
+class _Shared(Generic[T]):
+    """A value shared between processes, read at most every :data:`STOP_CHECK_INTERVAL`
+    seconds; once it reads ``final`` it is not read again (a flag once set stays set)."""
 
-    __slots__ = ("_interval", "_next", "_read", "_value")
+    __slots__ = ("_final", "_next", "_read", "_value")
 
-    def __init__(self, read: Callable[[], int], interval: float = STOP_CHECK_INTERVAL) -> None:
+    def __init__(self, read: Callable[[], T], value: T, final: object = None) -> None:
         self._read = read
-        self._interval = interval
+        self._value = value
+        self._final = final
         self._next = 0.0
-        self._value = STEADY
 
-    def __call__(self) -> int:
+    def __call__(self) -> T:
+        value = self._value
+        if value is self._final:
+            return value
         now = time.monotonic()
         if now >= self._next:
-            self._value = self._read()
-            self._next = now + self._interval
-        return self._value
+            self._value = value = self._read()
+            self._next = now + STOP_CHECK_INTERVAL
+        return value
 
 
 #: How long a holding receiver sleeps between looks at the phase.
 HOLD_POLL = 0.05
 
 
-class _Failures:
-    """Tracks how long a worker has been failing without a single success."""
+class _Worker:
+    """What both loops keep: their settings and recorder, the stop flag and the backlog phase
+    as read, and since when the worker has failed without a success."""
 
-    def __init__(self, timeout: float, what: str) -> None:
-        self.timeout = timeout
-        self.what = what
-        self.since: float | None = None
+    def __init__(self, settings: WorkerSettings, recorder: WorkerRecorder, role: str) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.stop_requested = _Shared(settings.stop_requested, False, True)
+        self.phase = _Shared(settings.phase, STEADY)
+        self.name = f"{role} {settings.node}/{settings.worker}"
+        #: When the worker began failing without a success (monotonic); None: it is not.
+        self.failing_since: float | None = None
 
-    def ok(self) -> None:
-        self.since = None
-
-    def failed(self, recorder: WorkerRecorder, error: BaseException) -> float:
-        """Record the error; raise when failing too long; else the back-off to sleep."""
+    def failed(self, error: BaseException) -> float:
+        """Record the error; raise when failing for ``failure_timeout``; else the back-off
+        to sleep."""
         now = time.monotonic()
-        recorder.failed(time.time_ns(), error)
-        if self.since is None:
-            self.since = now
-        elif now - self.since >= self.timeout:
+        self.recorder.failed(time.time_ns(), error)
+        timeout = self.settings.load.failure_timeout
+        if self.failing_since is None:
+            self.failing_since = now
+        elif now - self.failing_since >= timeout:
             raise WorkerGaveUp(
-                f"{self.what} failed for {self.timeout:.0f} s; last error: {recorder.last_error}"
+                f"{self.name} failed for {timeout:.0f} s; last error: {self.recorder.last_error}"
             )
-        return min(1.0, 0.05 * 2 ** min(5, int(now - self.since)))
+        return min(1.0, 0.05 * 2 ** min(5, int(now - self.failing_since)))
 
 
 @dataclass(slots=True)
@@ -165,7 +142,7 @@ class Batch:
     size: int
 
 
-class SenderLoop:
+class SenderLoop(_Worker):
     """Batch choice, stamping, pacing and accounting of one sender worker.
 
     In open loop every message has its own slot on the schedule — message ``n`` is due
@@ -175,8 +152,7 @@ class SenderLoop:
     """
 
     def __init__(self, settings: WorkerSettings, recorder: WorkerRecorder) -> None:
-        self.s = settings
-        self.recorder = recorder
+        super().__init__(settings, recorder, "sender")
         self.rng = random.Random(settings.seed)
         self.stamper = message.Stamper(
             settings.tag, settings.node, settings.worker, settings.load.message_size.fixed
@@ -184,8 +160,6 @@ class SenderLoop:
         #: The pool as rows of an array, where large batches are stamped as one.
         self.pool_rows = message.pool_rows(settings.pool, self.stamper.size)
         self.keys = KeyScheme.of(settings.load)
-        self.stop_requested = _Every(settings.stop_requested)
-        self.phase = _Phase(settings.phase)
         self.draining = False
         self.seq = 0
         #: The open-loop schedule's origin (monotonic), the sequence number it starts
@@ -194,22 +168,19 @@ class SenderLoop:
         self.origin_seq = 0
         self.slot_ns = 1e9 / settings.load.rate if settings.load.rate else 0.0
         self.deadline = self.start_ns / 1e9 + settings.load.duration
-        self.failures = _Failures(
-            settings.load.failure_timeout, f"sender {settings.node}/{settings.worker}"
-        )
         self.size = self._batch_size()
 
     def _batch_size(self) -> int:
         """The size of the next batch: uniform in [min_send_batch, max_send_batch], within
         the limit."""
-        load = self.s.load
+        load = self.settings.load
         size = self.rng.randint(load.min_send_batch, load.max_send_batch)
         if load.messages is not None:
             size = max(1, min(size, load.messages - self.seq))
         return size
 
     def finished(self) -> bool:
-        limit = self.s.load.messages
+        limit = self.settings.load.messages
         return (
             time.monotonic() >= self.deadline
             or (limit is not None and self.seq >= limit)
@@ -220,7 +191,7 @@ class SenderLoop:
     def _drain_stops(self) -> bool:
         """Whether a backlog's drain stops the senders; when the drain begins with a
         drain_rate, the open-loop schedule starts again at that rate, from now."""
-        backlog = self.s.backlog
+        backlog = self.settings.backlog
         if backlog is None:
             return False
         if not self.draining and self.phase() == DRAIN:
@@ -246,11 +217,13 @@ class SenderLoop:
         """The next batch to send, stamped; its sequence numbers are taken for good.
 
         A batch is sent once: should its send fail (:meth:`failed`) it is abandoned, not
-        retried, and the next batch goes on from the following sequence numbers."""
+        retried, and the next batch goes on from the following sequence numbers (the
+        abandoned ones are never confirmed, so they count neither as sent nor as lost
+        should they arrive anyway)."""
         size = self.size
         wall, now = clock_pair()
         lo = self.seq
-        pool = self.s.pool
+        pool = self.settings.pool
         start = self.rng.randrange(len(pool))
         payloads: list[bytes] | np.ndarray
         if self.pool_rows is not None and self.stamper.stamps_rows(size, lo):
@@ -278,7 +251,7 @@ class SenderLoop:
         if scheme is None:
             return messages
         name = scheme.name
-        keys = scheme.keys(self.s.node, self.s.worker, lo, len(messages))
+        keys = scheme.keys(self.settings.node, self.settings.worker, lo, len(messages))
         return KeyedBatch(messages, [name(k) for k in keys])
 
     def sent(self, batch: Batch, confirmed_ns: int | None = None) -> None:
@@ -288,77 +261,43 @@ class SenderLoop:
         latency = now - batch.started_mono_ns
         if confirmed_ns is not None:
             # Exact, and within the monotonic time since the start, unless the wall clock
-            # was stepped meanwhile (:func:`_stepped`).
+            # was stepped meanwhile (:func:`~workload.engine.clock.unstepped`).
             timed = confirmed_ns - batch.started_ns
-            latency = timed if 0 <= timed <= latency else _stepped(batch, timed, now)
+            latency = (
+                timed
+                if 0 <= timed <= latency
+                else unstepped(timed, batch.started_ns, batch.started_mono_ns, now)
+            )
         self.recorder.batch_sent(
             batch.started_ns + latency, latency, batch.delay_ns, batch.lo, batch.hi, batch.size
         )
-        self.failures.ok()
-
-    def failed(self, batch: Batch, error: BaseException) -> float:
-        """``batch`` failed: it is abandoned (its sequence numbers are never confirmed, so
-        they count neither as sent nor as lost should they arrive anyway). Returns the
-        back-off to sleep."""
-        return self.failures.failed(self.recorder, error)
+        self.failing_since = None
 
 
-#: Two wall-clock reads around a monotonic one this close together: read together.
-PAIR_NS = 5_000
-#: Tries at most before the closest pair is taken.
-PAIR_TRIES = 3
-
-
-def clock_pair() -> tuple[int, int]:
-    """The wall clock and the monotonic clock read at one moment: ``(wall ns, monotonic ns)``.
-
-    A thread preempted between two reads (a busy machine) would tie them tens of µs apart,
-    and shift every time derived from the pair — an open-loop batch's intended send times —
-    by that much. So the wall clock is read on both sides of the monotonic one, again while
-    the two wall reads lie more than :data:`PAIR_NS` apart (at most :data:`PAIR_TRIES` times),
-    and the closest pair is taken, its wall time the middle of the two reads."""
-    best_gap, best = -1, (0, 0)
-    for _ in range(PAIR_TRIES):
-        before = time.time_ns()
-        mono = time.monotonic_ns()
-        after = time.time_ns()
-        gap = after - before
-        if best_gap < 0 or gap < best_gap:
-            best_gap, best = gap, ((before + after) // 2, mono)
-        if gap <= PAIR_NS:
-            break
-    return best
-
-
-def _stepped(batch: Batch, timed_ns: int, now_mono_ns: int) -> int:
-    """The latency of a batch whose confirmation the adapter timed on the wall clock
-    ``timed_ns`` after the batch's start by that clock, when that does not fit the
-    monotonic time since the start: the wall clock was stepped between the start and the
-    confirmation, and the step is taken off. Never more than the monotonic time."""
-    step = (time.time_ns() - now_mono_ns) - (batch.started_ns - batch.started_mono_ns)
-    return min(max(timed_ns - step, 0), now_mono_ns - batch.started_mono_ns)
-
-
-class ReceiverLoop:
+class ReceiverLoop(_Worker):
     """Identity checks, latency recording and the idle timeout of one receiver worker."""
 
     def __init__(self, settings: WorkerSettings, recorder: WorkerRecorder) -> None:
-        self.s = settings
-        self.recorder = recorder
+        super().__init__(settings, recorder, "receiver")
         self.reader = message.Reader(settings.tag)
         scheme = KeyScheme.of(settings.load)
         self.order = None if scheme is None else OrderTracker(scheme)
-        self.stop_requested = _Every(settings.stop_requested)
-        self.phase = _Phase(settings.phase)
-        self.senders_done = _Every(settings.senders_done)
+        self.senders_done = _Shared(settings.senders_done, False, True)
         #: When this receiver first saw the senders done (monotonic; None: not yet).
         self.senders_done_at: float | None = None
         self.last_message = time.monotonic()
-        self.failures = _Failures(
-            settings.load.failure_timeout, f"receiver {settings.node}/{settings.worker}"
-        )
         #: Bytes of the batch handed out last, counted as acknowledged with it.
         self.handed_bytes = 0
+
+    def pause(self) -> float:
+        """Seconds to wait before the next receive call: :data:`HOLD_POLL` while a backlog
+        builds (:meth:`holding`), else none."""
+        return HOLD_POLL if self.holding() else 0.0
+
+    def join(self, joined: Callable[[], bool]) -> None:
+        """Say once that this receiver has joined, once its client says so."""
+        if not self.settings.joined.called and joined():
+            self.settings.joined()
 
     def holding(self) -> bool:
         """A backlog builds: the receiver does not receive (and a hold is not idleness;
@@ -366,7 +305,7 @@ class ReceiverLoop:
         if self.phase() != HOLD:
             return False
         self.last_message = time.monotonic()
-        self.s.joined()
+        self.settings.joined()
         return True
 
     def finished(self) -> bool:
@@ -382,13 +321,15 @@ class ReceiverLoop:
             self.senders_done_at = now
         done_at = self.senders_done_at
         idle = now - (self.last_message if done_at is None else max(self.last_message, done_at))
-        if idle < self.s.load.idle_timeout:
+        if idle < self.settings.load.idle_timeout:
             return False
-        return done_at is not None or idle >= max(SENDERS_WAIT_LIMIT, 4 * self.s.load.idle_timeout)
+        return done_at is not None or idle >= max(
+            SENDERS_WAIT_LIMIT, 4 * self.settings.load.idle_timeout
+        )
 
     def handle(self, batch: ReceivedBatch[R]) -> Sequence[R]:
         """Record what arrived; return the receipts to acknowledge."""
-        self.failures.ok()
+        self.failing_since = None
         if not batch.bodies:
             return ()
         now = time.time_ns()
@@ -414,7 +355,7 @@ class ReceiverLoop:
 
     def failed(self, error: BaseException) -> float:
         self.last_message = time.monotonic()  # a failing broker is not an idle one
-        return self.failures.failed(self.recorder, error)
+        return super().failed(error)
 
 
 def _positions(bodies: Sequence[int], foreign: list[int]) -> Sequence[int]:
@@ -423,156 +364,3 @@ def _positions(bodies: Sequence[int], foreign: list[int]) -> Sequence[int]:
     if not foreign or not bodies:
         return bodies
     return [i - bisect.bisect_left(foreign, i) for i in bodies]
-
-
-class CannotPipeline(Exception):
-    """``max_in_flight`` > 1 with a client that confirms each batch before the next."""
-
-
-def run_sender(sender: Sender, loop: SenderLoop) -> None:
-    if loop.s.load.max_in_flight > 1:
-        if not sender.pipelined:
-            # The system can keep batches in flight, but not with this topology's client:
-            # running one batch at a time would report a different load than asked for.
-            raise CannotPipeline(
-                f"max_in_flight = {loop.s.load.max_in_flight}: the {type(sender).__name__} "
-                "client confirms each batch before the next; use max_in_flight = 1"
-            )
-        _run_sender_pipelined(sender, loop)
-        return
-    while not loop.finished():
-        wait = loop.pause()
-        if wait:
-            time.sleep(min(wait, 0.5))
-            continue
-        batch = loop.next_batch()
-        try:
-            sender.send(batch.messages)
-        except Exception as exc:
-            time.sleep(loop.failed(batch, exc))
-        else:
-            loop.sent(batch)
-
-
-def _run_sender_pipelined(sender: Sender, loop: SenderLoop) -> None:
-    """Keep up to ``max_in_flight`` batches submitted; account each once it is confirmed."""
-    limit = loop.s.load.max_in_flight
-    in_flight: deque[tuple[Batch, Confirmation]] = deque()
-    while True:
-        wait = 0.0
-        if len(in_flight) < limit and not loop.finished():
-            wait = loop.pause()
-            if not wait:
-                batch = loop.next_batch()
-                try:
-                    in_flight.append((batch, sender.submit(batch.messages)))
-                except Exception as exc:
-                    time.sleep(loop.failed(batch, exc))
-                continue
-        if not in_flight:
-            if loop.finished():
-                return
-            time.sleep(min(wait, 0.5))
-            continue
-        batch, confirmation = in_flight[0]
-        try:
-            done = confirmation.wait(min(wait, 0.5) if wait else 0.5)
-        except Exception as exc:
-            in_flight.popleft()
-            time.sleep(loop.failed(batch, exc))
-            continue
-        if done is not None:
-            in_flight.popleft()
-            loop.sent(batch, done)
-
-
-def run_receiver(receiver: Receiver[R], loop: ReceiverLoop) -> None:
-    while not loop.finished():
-        if not loop.s.joined.called and receiver.joined():
-            loop.s.joined()
-        if loop.holding():
-            time.sleep(HOLD_POLL)
-            continue
-        try:
-            receipts = loop.handle(receiver.receive_batch(loop.s.receive_batch))
-            if receipts:
-                receiver.ack(receipts)
-                loop.acked(receipts)
-        except Exception as exc:
-            time.sleep(loop.failed(exc))
-
-
-async def run_sender_async(sender: AsyncSender, loop: SenderLoop) -> None:
-    if loop.s.load.max_in_flight > 1:
-        await _run_sender_async_pipelined(sender, loop)
-        return
-    while not loop.finished():
-        wait = loop.pause()
-        if wait:
-            await asyncio.sleep(min(wait, 0.5))
-            continue
-        batch = loop.next_batch()
-        try:
-            await sender.send(batch.messages)
-        except Exception as exc:
-            await asyncio.sleep(loop.failed(batch, exc))
-        else:
-            loop.sent(batch)
-
-
-async def _run_sender_async_pipelined(sender: AsyncSender, loop: SenderLoop) -> None:
-    """Up to ``max_in_flight`` concurrent ``send`` calls on the worker's client."""
-    limit = loop.s.load.max_in_flight
-    in_flight: set[asyncio.Task[None]] = set()
-    finished: list[asyncio.Task[None]] = []
-
-    async def one(batch: Batch) -> None:
-        try:
-            await sender.send(batch.messages)
-        except Exception as exc:
-            await asyncio.sleep(loop.failed(batch, exc))  # the slot stays taken meanwhile
-        else:
-            loop.sent(batch)
-
-    def harvest() -> None:
-        while finished:
-            task = finished.pop()
-            in_flight.discard(task)
-            task.result()  # a worker that gave up raises here
-
-    try:
-        while not loop.finished():
-            harvest()
-            wait = loop.pause()
-            if wait:
-                await asyncio.sleep(min(wait, 0.5))
-                continue
-            if len(in_flight) >= limit:
-                await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                continue
-            task = asyncio.create_task(one(loop.next_batch()))
-            task.add_done_callback(finished.append)
-            in_flight.add(task)
-            await asyncio.sleep(0)  # let the send start before the next batch is stamped
-        if in_flight:
-            await asyncio.wait(in_flight)
-        harvest()
-    finally:
-        for task in in_flight:
-            task.cancel()
-
-
-async def run_receiver_async(receiver: AsyncReceiver[R], loop: ReceiverLoop) -> None:
-    while not loop.finished():
-        if not loop.s.joined.called and receiver.joined():
-            loop.s.joined()
-        if loop.holding():
-            await asyncio.sleep(HOLD_POLL)
-            continue
-        try:
-            receipts = loop.handle(await receiver.receive_batch(loop.s.receive_batch))
-            if receipts:
-                await receiver.ack(receipts)
-                loop.acked(receipts)
-        except Exception as exc:
-            await asyncio.sleep(loop.failed(exc))
