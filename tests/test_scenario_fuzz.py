@@ -58,6 +58,13 @@ LOAD_LIMITS: dict[str, tuple[type, float, float]] = {
 ABOVE_LOWEST = {"duration", "idle_timeout", "key_zipf"}
 POOL_BYTES = 2**30
 SWEEP_POINTS = 10_000
+#: The floors of the durations the code acts on once a second (issue 42).
+TELEMETRY_INTERVAL = (1.0, 60.0)
+DRAIN_LIMIT = (1.0, WEEK)
+#: How deep tables and arrays nest, and how many entries one holds, at most.
+NESTING = 16
+ENTRIES = 10_000
+DEEP_KEYS = ".".join(["a"] * 1_000)
 NAME_CHARS = 64
 DESCRIPTION_CHARS = 2_000
 
@@ -119,6 +126,8 @@ HOSTILE_VALUES = [
     '"' + "a" * 300 + '"',
     "1979-05-27",
     "[" * 60 + "]" * 60,
+    "[" * 300 + "]" * 300,
+    "{ a = " * 20 + "1" + " }" * 20,
     '"\\u0000"',
     '"line\\nbreak"',
     '"\\u2028"',
@@ -144,6 +153,10 @@ KEYS = [
     "precision",
     "max_probes",
     "thredas",
+    "telemetry_interval",
+    "drain_limit",
+    "max_points",
+    DEEP_KEYS,
     '"odd\\nkey"',
 ]
 TABLES = [
@@ -154,6 +167,10 @@ TABLES = [
     "[sweep]",
     "[[sweep.points]]",
     "[search]",
+    "[backlog]",
+    f"[{DEEP_KEYS}]",
+    f"[[{DEEP_KEYS}]]",
+    f"[broker.params.{DEEP_KEYS}]",
 ]
 
 
@@ -215,10 +232,29 @@ def check_accepted(scenario: Scenario, points: list[SweepPoint]) -> None:
     assert measurement.step.is_integer() and measurement.window.is_integer()
     if "window" in measurement.model_fields_set:
         assert measurement.window <= duration
+    low, high = TELEMETRY_INTERVAL
+    assert low <= measurement.telemetry_interval <= high
+    if scenario.backlog is not None:
+        assert DRAIN_LIMIT[0] <= scenario.backlog.drain_limit <= DRAIN_LIMIT[1]
     assert 1 <= len(points) <= SWEEP_POINTS
+    if scenario.sweep.max_points is not None:
+        assert len(points) <= scenario.sweep.max_points
+    assert shape(scenario.model_dump()) <= (NESTING, ENTRIES)
     for point in points:
         check_load(point.load)
         assert point.load.receiver_nodes is not None
+
+
+def shape(data: object, depth: int = 1) -> tuple[int, int]:
+    """(deepest nesting, most entries of one table or array) of accepted data."""
+    if isinstance(data, dict | list):
+        items = list(data.values() if isinstance(data, dict) else data)
+        inner = [shape(item, depth + 1) for item in items]
+        return (
+            max([depth, *(d for d, _ in inner)]),
+            max([len(items), *(n for _, n in inner)]),
+        )
+    return depth - 1, 0
 
 
 def check(path: Path) -> None:
@@ -304,7 +340,7 @@ def test_every_key_with_every_hostile_value(tmp_path: Path) -> None:
     base = (SCENARIOS / "postgresql-smoke.toml").read_text(encoding="utf-8")
     path = tmp_path / "hostile.toml"
     tables = {key: "load" for key in LOAD_LIMITS} | {"window": "measurement", "step": "measurement"}
-    tables |= {"warmup": "measurement"}
+    tables |= {"warmup": "measurement", "telemetry_interval": "measurement"}
     for key, table in tables.items():
         kept = "\n".join(x for x in base.splitlines() if not x.startswith(f"{key} ="))
         for value in HOSTILE_VALUES:

@@ -10,17 +10,19 @@ the coordinator (:data:`STEADY`, :data:`HOLD`, :data:`DRAIN`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from workload.model.bounds import (
     MAX_MESSAGES,
     MAX_RATE,
+    MIN_DRAIN_LIMIT,
     MIN_RATE,
     Duration,
     PositiveDuration,
     Strict,
+    at_least,
 )
 from workload.model.errors import RecordsNotWritten, conflict
 from workload.model.layout import LAYOUT
@@ -74,10 +76,19 @@ class BacklogSection(Strict):
         description="With senders = 'continue': msgs/s per sender worker during the drain "
         "(open loop); unset: as before it.",
     )
-    drain_limit: PositiveDuration = Field(
+    drain_limit: Annotated[
+        PositiveDuration,
+        at_least(
+            MIN_DRAIN_LIMIT,
+            "1 s",
+            "the coordinator acts on the nodes' progress reports, which come once a second",
+        ),
+    ] = Field(
         60.0,
         description="The drain ends this long after it started if it has not finished: the "
-        "point stops, what is still queued is reported as not drained (never as lost).",
+        "point stops, what is still queued is reported as not drained (never as lost); at "
+        "least 1 s.",
+        json_schema_extra={"minimum": MIN_DRAIN_LIMIT},
     )
 
     @model_validator(mode="after")

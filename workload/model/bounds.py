@@ -4,6 +4,9 @@ sections (:mod:`workload.model.sections`) are built from.
 Limits (``brokerbench schema`` shows the per-key ones too):
 
 - the file: a regular file (not a pipe, device or directory) of at most 1 MiB, UTF-8;
+  its tables and arrays nested at most 16 deep (the shipped scenarios need 4), none with
+  more than 10,000 entries and at most 100,000 values in all — checked on the parsed data
+  before anything walks it recursively (:func:`~workload.model.shape.shape_problem`);
 - ``name``: at most 64 characters, letters and digits with single ``.``, ``-`` or ``_``
   between them (it becomes part of run ids, file names and S3 keys); ``description``: at
   most 2,000;
@@ -27,12 +30,19 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   per second), the step ≤ the window; a window given in the file at most
   ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
   ``load.failure_timeout`` at least 1 s; ``search.slo_p99`` at least 1 µs (the
-  histograms' resolution);
+  histograms' resolution); ``backlog.drain_limit`` and ``measurement.telemetry_interval``
+  at least 1 s (the coordinator's progress reports and the telemetry's rows are per
+  second);
 - a swept list without repeated values, and ``[[sweep.points]]`` without the same point
   twice (``repeat`` runs points more than once) (:func:`~workload.model.checks.sweep_problems`);
 - a sweep of at most 10,000 points (the product of the list lengths, computed before
   anything is expanded), repeats included: ``repeat`` (1–100) times the points is at most
-  10,000 too;
+  10,000 too; ``brokerbench run`` and ``validate`` refuse more than 1,000 of them without
+  ``--yes``, unless ``[sweep] max_points`` allows them (it refuses a sweep larger than
+  itself) (:func:`~workload.model.host_limits.length_problems`);
+- a local run (``brokerbench run``, ``validate``): at most 4,096 workers at once at any
+  point (sender threads × sender nodes + receiver threads × receiver nodes), unless
+  ``--max-workers N`` allows more (:func:`~workload.model.host_limits.host_problems`);
 - ``[search]`` (a capacity search, :class:`~workload.model.sections.SearchSection`): rates of 0.001 to 10⁸ msgs/s in
   total, ``low`` below ``high``, each at least 0.001 msgs/s per sender worker; ``precision``
   0.001–1; ``max_probes`` 2–50; open loop and one point only: no ``load.rate``, no
@@ -58,6 +68,14 @@ HEADER_MAX = 72
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 MAX_FILE_BYTES = MIB
+#: How deep tables and arrays of a scenario may nest (the top-level table is level 1;
+#: ``[[sweep.points]]`` with ``params`` is level 5, the shipped scenarios need 4).
+MAX_NESTING = 16
+#: The most entries one table or array of a scenario may hold (a sweep has at most
+#: :data:`MAX_SWEEP_POINTS` points, so no list of it needs more).
+MAX_ENTRIES = 10_000
+#: The most values (tables, arrays and scalars) a scenario file may hold in all.
+MAX_VALUES = 100_000
 MAX_NAME = 64
 MAX_DESCRIPTION = 2_000
 MAX_WORD = 64  # system, topology, option names
@@ -82,6 +100,14 @@ MAX_KEYS = 1_000_000
 MAX_KEY_ZIPF = 10.0
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_SWEEP_POINTS = 10_000
+#: The most runs (sweep points × repeat) ``brokerbench run`` starts without being asked
+#: (``--yes``) or told (``[sweep] max_points``): a sweep's product grows faster than one
+#: expects (a day or more of running).
+MAX_UNASKED_POINTS = 1_000
+#: The most workers (sender and receiver threads over every node) a point of a local run
+#: runs at once on this host unless ``--max-workers`` says more: every worker is a thread
+#: with its own broker connection, and every node one or more processes.
+MAX_LOCAL_WORKERS = 4_096
 MAX_REPEAT = 100
 MIN_PROBES = 2
 MAX_PROBES = 50
@@ -90,6 +116,12 @@ MAX_FAULTS = 100
 MAX_FAULT_NODE = 1_000
 #: A worker gives up after failing this long at the least (seconds).
 MIN_FAILURE_TIMEOUT = 1.0
+#: The shortest ``[backlog] drain_limit`` (seconds): the coordinator decides on the nodes'
+#: progress reports, which come once a second, and the backlog's figures are per second.
+MIN_DRAIN_LIMIT = 1.0
+#: The shortest ``[measurement] telemetry_interval`` (seconds): the analysis reads one
+#: telemetry row as one second (its mean, its busiest second, its count of seconds).
+MIN_TELEMETRY_INTERVAL = 1.0
 #: The histograms' resolution (seconds): no latency SLO below it can be judged.
 MIN_LATENCY = 1e-6
 #: A scenario's name: letters and digits, single separators between them.

@@ -55,7 +55,7 @@ class ScenarioError(UserError):
         """One line per problem (at most :data:`MAX_ERROR_LINES`, then a count of the rest)."""
         lines = []
         for problem in problems[:MAX_ERROR_LINES]:
-            line = _line_of(text, problem.loc)
+            line = line_of(text, problem.loc)
             where = f" (line {line})" if line else ""
             lines.append(f"{source}: {key_path(problem.loc)}: {one_line(problem.message)}{where}")
         if len(problems) > MAX_ERROR_LINES:
@@ -174,7 +174,7 @@ def one_line(message: str) -> str:
 _HEADER = re.compile(r"(\[\[?)\s*([^\[\]]*?)\s*\]")
 
 
-def _line_of(text: str, loc: Loc) -> int | None:
+def line_of(text: str, loc: Loc) -> int | None:
     """Best-effort line number of a key path in TOML text.
 
     Handles tables, arrays of tables (``[[sweep.points]]``, by index), dotted keys and keys

@@ -6,7 +6,10 @@ seconds or a string such as ``"30s"``), and every number has an upper bound. Eac
 becomes one line naming the file, the key path and, where it can be found, the line. Broker
 parameters are validated against the chosen system's own model from the registry, and
 every sweep point is validated whole — its load section and its broker parameters — and
-none may be the same point twice, before anything runs. Everything past
+none may be the same point twice, before anything runs. Before any of that — before
+anything walks the data recursively — the parsed data's shape is bounded
+(:func:`~workload.model.shape.shape_problem`): how deep its tables and arrays nest, how many entries each holds
+and how many values there are in all. Everything past
 :func:`load_scenario` works on these models, never on raw dicts. The limits of every key
 are :mod:`workload.model.bounds`'.
 """
@@ -36,11 +39,19 @@ from workload.model.checks import (
     topology_problems,
 )
 from workload.model.errors import Loc, Problem, ScenarioError, one_line, problems_of
+from workload.model.host_limits import (
+    HostLimits,
+    host_problems,
+    length_problems,
+    max_points_problems,
+)
 from workload.model.scenario import Scenario
+from workload.model.shape import nesting_line, shape_problem
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read, parse and validate one scenario file, or raise :class:`ScenarioError`."""
+def load_scenario(path: str | Path, host: HostLimits | None = None) -> Scenario:
+    """Read, parse and validate one scenario file, or raise :class:`ScenarioError`; with
+    ``host``, for a run on this host (:func:`parse_scenario`)."""
     path = Path(path)
     text = _read_text(path)
     if not text.strip():
@@ -52,12 +63,14 @@ def load_scenario(path: str | Path) -> Scenario:
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError([f"{path}: not valid TOML: {one_line(str(exc))}"]) from None
     except RecursionError:
+        line = nesting_line(text)
+        where = f" (line {line})" if line else ""
         raise ScenarioError(
-            [f"{path}: not valid TOML: arrays or tables nested too deeply"]
+            [f"{path}: not valid TOML: arrays or tables nested too deeply{where}"]
         ) from None
     except MemoryError:
         raise ScenarioError([f"{path}: not valid TOML: too large to parse"]) from None
-    return parse_scenario(data, str(path), text)
+    return parse_scenario(data, str(path), text, host)
 
 
 def _read_text(path: Path) -> str:
@@ -108,12 +121,23 @@ def _params_problems(data: dict[str, Any]) -> list[Problem]:
     return []
 
 
-def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str = "") -> Scenario:
+def parse_scenario(
+    data: dict[str, Any],
+    source: str = "<scenario>",
+    text: str = "",
+    host: HostLimits | None = None,
+) -> Scenario:
     """Validate already-parsed TOML data (``source`` and ``text`` only improve messages).
 
     Besides the models, checks ``[broker.params]`` against the system and every sweep point
-    as a whole.
+    as a whole. The data's shape is bounded first (:func:`~workload.model.shape.shape_problem`). With ``host``,
+    the scenario is also held to what a run on this host starts without a word more
+    (:func:`~workload.model.host_limits.host_problems`,
+    :func:`~workload.model.host_limits.length_problems`).
     """
+    shape = shape_problem(data, source, text)
+    if shape is not None:
+        raise ScenarioError([shape])
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -127,6 +151,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>", text: str =
         problems = problems_of(exc, ("broker", "params"), params_model)
         raise ScenarioError.of(problems + _problems_beyond(data, problems), source, text) from None
     problems = _cross_problems(scenario)
+    if host is not None:
+        problems += host_problems(scenario, host) + length_problems(scenario, host)
     if problems:
         raise ScenarioError.of(problems, source, text)
     return scenario
@@ -138,6 +164,7 @@ def _cross_problems(scenario: Scenario) -> list[Problem]:
         point_problems(scenario)
         + topology_problems(scenario)
         + sweep_problems(scenario)
+        + max_points_problems(scenario)
         + fault_problems(scenario)
         + drain_problems(scenario)
         + search_problems(scenario)

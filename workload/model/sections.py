@@ -32,6 +32,7 @@ from workload.model.bounds import (
     MIN_PRECISION,
     MIN_PROBES,
     MIN_RATE,
+    MIN_TELEMETRY_INTERVAL,
     BatchSize,
     Duration,
     Endpoint,
@@ -300,11 +301,19 @@ class MeasurementSection(Strict):
     step: WholeSeconds = Field(
         10.0, description="Window slide step, whole seconds; at most the window."
     )
-    telemetry_interval: PositiveDuration = Field(
+    telemetry_interval: Annotated[
+        PositiveDuration,
+        at_least(
+            MIN_TELEMETRY_INTERVAL,
+            "1 s",
+            "the analysis reads each telemetry row as one second",
+        ),
+    ] = Field(
         1.0,
         le=60.0,
         description="How often every node's resources (CPU, memory, disk, network, GC) are "
-        "sampled; at most 60 s.",
+        "sampled; 1 s to 60 s.",
+        json_schema_extra={"minimum": MIN_TELEMETRY_INTERVAL},
     )
     flush_interval: WholeSeconds = Field(
         60.0,

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from workload.model.bounds import (
     MAX_SWEEP_POINTS,
+    MAX_UNASKED_POINTS,
     MessageSize,
     ReceiverNodes,
     SenderNodes,
@@ -72,6 +73,14 @@ class SweepSection(Strict):
     receiver_threads: list[Threads] | None = None
     params: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[SweepPointSpec] = Field(default_factory=list)
+    max_points: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SWEEP_POINTS,
+        description="The most runs (sweep points × repeat) this sweep is meant to have: "
+        "more is an error, and up to it a run starts without --yes, which it otherwise "
+        f"asks for beyond {MAX_UNASKED_POINTS:,}.",
+    )
 
     def _axes(self) -> list[tuple[bool, str, list[Any]]]:
         """(is a broker parameter, key, values) of every value list, in declared order."""

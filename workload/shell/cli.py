@@ -24,6 +24,7 @@ from workload.model.layout import LAYOUT
 
 if TYPE_CHECKING:
     from analysis.session import Session
+    from workload.model.host_limits import HostLimits
     from workload.model.scenario import Scenario
 
 DEFAULT_RESULTS = Path("results")
@@ -52,6 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from workload.engine.runner import run_scenario
     from workload.engine.signals import Stopping, exit_code, signal_name
 
+    _check_for_host(args)
     if not args.no_analysis:
         _require_spark(" (or record only: --no-analysis)")
     stopping = Stopping()
@@ -138,6 +140,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _host_limits(args: argparse.Namespace) -> HostLimits:
+    from workload.model.host_limits import HostLimits
+
+    return HostLimits(max_workers=args.max_workers, yes=args.yes)
+
+
+def _check_for_host(args: argparse.Namespace) -> None:
+    """Refuse, before anything starts, a scenario that asks more of this host than it
+    runs without a word more (``--max-workers``, ``--yes``): one line each, exit 2."""
+    from workload.model.scenario_file import load_scenario
+
+    load_scenario(args.scenario, _host_limits(args))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from workload.model.scenario import expand
     from workload.model.scenario_file import load_scenario
@@ -146,7 +162,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in args.scenarios:
         try:
-            scenario = load_scenario(path)
+            scenario = load_scenario(path, _host_limits(args))
             plan = _plan(scenario)
         except ScenarioError as exc:
             failed = True
@@ -218,6 +234,37 @@ def cmd_setup(args: argparse.Namespace) -> int:
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+def _host_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that let a run ask more of this host than it starts without asking."""
+    from workload.model.bounds import MAX_LOCAL_WORKERS, MAX_UNASKED_POINTS
+
+    parser.add_argument(
+        "--max-workers",
+        type=_positive,
+        default=MAX_LOCAL_WORKERS,
+        metavar="N",
+        help=f"the most workers a point may run at once on this host (default "
+        f"{MAX_LOCAL_WORKERS:,}: sender threads × sender nodes + receiver threads × receiver "
+        "nodes); raise it where the host takes more",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"start a sweep of more than {MAX_UNASKED_POINTS:,} runs (points × repeat) "
+        "without [sweep] max_points",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="brokerbench",
@@ -238,10 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-analysis", action="store_true", help="record only; run 'brokerbench report' later"
     )
+    _host_flags(run)
     run.set_defaults(handler=cmd_run)
 
-    validate = sub.add_parser("validate", help="check scenario files without running them")
+    validate = sub.add_parser(
+        "validate", help="check scenario files without running them (as `run` would here)"
+    )
     validate.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO")
+    _host_flags(validate)
     validate.set_defaults(handler=cmd_validate)
 
     report = sub.add_parser("report", help="(re)analyse runs and write summary.csv and report.html")
