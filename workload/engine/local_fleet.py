@@ -29,7 +29,8 @@ from workload.engine.caught_up import CaughtUp
 from workload.engine.coordinator import SweepPlace
 from workload.engine.faults import FaultClock, start_faults
 from workload.engine.naming import destination_name
-from workload.engine.node import NodeSpec, Progress, node_process, prepare_point, split
+from workload.engine.node import NodeSpec, node_process, prepare_point, split
+from workload.engine.node_progress import Progress
 from workload.engine.progress import ProgressView
 from workload.engine.signals import signal_name
 from workload.engine.start_gate import StartGate

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from workload.engine.client_loops import (
 )
 from workload.engine.clock import SINGLE_HOST, ClockState, read_clock
 from workload.engine.naming import destination_name, point_tag, run_tag
+from workload.engine.node_progress import Interval, Progress, current_second, until_next_report
 from workload.engine.node_records import write_node
 from workload.engine.recording import Records, WorkerRecorder
 from workload.engine.signals import leave_stopping_to_the_coordinator
@@ -151,80 +152,6 @@ def split(spec: NodeSpec, cpus: int | None = None) -> list[NodeSpec]:
     return [replace(spec, part=i, workers=range(bounds[i], bounds[i + 1])) for i in range(count)]
 
 
-@dataclass(frozen=True)
-class Progress:
-    """What a node's process reports to the coordinator about once a second.
-
-    The counters are totals since the point started; ``processing_latency`` holds only the
-    processing-latency histogram counts (``{bucket: count}``, buckets of
-    :mod:`workload.engine.histogram`) recorded since the process's previous report, so that the
-    coordinator can merge the reports of every process into percentiles of the interval.
-    """
-
-    point: int
-    role: str
-    node: int
-    part: int
-    sent: int
-    received: int
-    errors: int
-    done: bool = False
-    #: Of ``received``: messages the broker delivered again (flagged as redeliveries).
-    redelivered: int = 0
-    processing_latency: dict[int, int] = field(default_factory=dict)
-
-
-class Interval:
-    """What a process's receivers recorded since its previous progress report.
-
-    Read from the per-second statistics the workers keep anyway — nothing is added to the
-    per-message path: each report compares the processing-latency counts and redeliveries
-    of the seconds that may have changed since the previous report with what that report
-    saw. A second keeps changing for a moment after it ends (a worker that took its time
-    stamp just before), so the last :data:`SETTLE` seconds before the previous report are
-    read again. Workers write while this reads: the reads are single dictionary operations
-    (a ``get``, a ``copy``), which are atomic in CPython.
-    """
-
-    #: Seconds before the previous report's that are read again.
-    SETTLE = 2
-    #: The most seconds one report reads (a wall clock stepped far ahead).
-    SPAN = 60
-
-    def __init__(self, recorders: list[WorkerRecorder], now_s: int) -> None:
-        self.recorders = recorders
-        self.last = now_s
-        #: Redeliveries counted so far (a total, like the other counters).
-        self.redelivered = 0
-        #: (recorder, second) → the counts and redeliveries the previous report saw.
-        self.seen: dict[tuple[int, int], tuple[dict[int, int], int]] = {}
-
-    def take(self, now_s: int) -> dict[int, int]:
-        """The processing-latency counts recorded since the previous call; updates
-        :attr:`redelivered`."""
-        first = max(min(self.last, now_s) - self.SETTLE, now_s - self.SPAN)
-        delta: dict[int, int] = {}
-        seen: dict[tuple[int, int], tuple[dict[int, int], int]] = {}
-        for r, recorder in enumerate(self.recorders):
-            seconds = recorder.seconds
-            for second in range(first, now_s + 1):
-                stats = seconds.get(second)
-                if stats is None:
-                    continue
-                counts = stats.processing_latency.counts.copy()
-                redelivered = stats.redelivered
-                before, before_redelivered = self.seen.get((r, second), ({}, 0))
-                for bucket, n in counts.items():
-                    added = n - before.get(bucket, 0)
-                    if added:
-                        delta[bucket] = delta.get(bucket, 0) + added
-                self.redelivered += redelivered - before_redelivered
-                seen[r, second] = (counts, redelivered)
-        self.seen = seen
-        self.last = now_s
-        return delta
-
-
 def run_node(
     spec: NodeSpec,
     stop: StopFlag,
@@ -261,27 +188,15 @@ def run_node(
         for w in spec.worker_ids
     ]
     errors: list[str] = []
-    interval = Interval(recorders if spec.role == "receiver" else [], _second())
+    interval = Interval(recorders if spec.role == "receiver" else [], current_second())
     # Never flush a second the progress reports may still read.
     flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
     def report(done: bool = False, latency: dict[int, int] | None = None) -> None:
         if progress is not None:
-            latency = interval.take(_second()) if latency is None else latency
-            progress.put(
-                Progress(
-                    spec.point,
-                    spec.role,
-                    spec.node,
-                    spec.part,
-                    sum(r.total_sent for r in recorders),
-                    sum(r.total_received for r in recorders),
-                    sum(r.total_errors for r in recorders),
-                    done,
-                    redelivered=interval.redelivered,
-                    processing_latency=latency,
-                )
-            )
+            latency = interval.take(current_second()) if latency is None else latency
+            counts = (spec.point, spec.role, spec.node, spec.part, *_totals(recorders), done)
+            progress.put(Progress(*counts, interval.redelivered, processing_latency=latency))
 
     # A sender's client is handed to its loop once the point's receivers are in.
     held = gate if spec.role == "sender" else None
@@ -308,7 +223,7 @@ def run_node(
     finally:
         left = flusher.stop()
         # The last interval's latencies, read before the records leave the recorders.
-        last = interval.take(_second()) if progress is not None else {}
+        last = interval.take(current_second()) if progress is not None else {}
         status = _keep_results(spec, recorders, errors, left)
         report(done=True, latency=last)
     return status
@@ -360,7 +275,7 @@ class Flusher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.spec.flush_interval):
-            cut = _second() - self.LAG
+            cut = current_second() - self.LAG
             self.flush(cut if self.keep_from is None else min(cut, self.keep_from()))
 
     def flush(self, cut: int) -> None:
@@ -399,6 +314,7 @@ def _keep_results(
         write_node(spec.run_dir, spec.run_id, spec.point, spec.role, spec.node, left, spec.part)
     except RecordsNotWritten as exc:
         unwritten.append(str(exc))
+    sent, received, error_count = _totals(recorders)
     status = NodeStatus(
         point=spec.point,
         role=spec.role,
@@ -406,9 +322,9 @@ def _keep_results(
         part=spec.part,
         ok=not errors and not unwritten,
         error="; ".join([*unwritten[:1], *errors[:1]]),
-        sent=sum(r.total_sent for r in recorders),
-        received=sum(r.total_received for r in recorders),
-        errors=sum(r.total_errors for r in recorders),
+        sent=sent,
+        received=received,
+        errors=error_count,
         clock_offset_s=spec.clock.offset_s,
         clock_source=spec.clock.source,
     )
@@ -424,21 +340,10 @@ def _keep_results(
     return status
 
 
-#: Where in each wall-clock second nodes report (just after the second turns).
-REPORT_AT = 0.05
-
-
-def _until_next_report() -> float:
-    """Seconds until the next report, at :data:`REPORT_AT` into a wall-clock second (at
-    least half a second away): every node reports at about the same moment, so that the
-    coordinator adds up counts taken together."""
-    wait = (REPORT_AT - time.time()) % 1.0
-    return wait if wait >= 0.5 else wait + 1.0
-
-
-def _second() -> int:
-    """The current wall-clock second, the one the recorders file records under."""
-    return time.time_ns() // 1_000_000_000
+def _totals(recorders: list[WorkerRecorder]) -> tuple[int, int, int]:
+    """Messages sent and received, and errors, of a part's workers so far."""
+    totals = [(r.total_sent, r.total_received, r.total_errors) for r in recorders]
+    return sum(t[0] for t in totals), sum(t[1] for t in totals), sum(t[2] for t in totals)
 
 
 def _run_threads(
@@ -474,7 +379,7 @@ def _run_threads(
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
-        deadline = time.monotonic() + _until_next_report()
+        deadline = time.monotonic() + until_next_report()
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         report()
@@ -508,7 +413,7 @@ async def _run_async(
 
     tasks = [asyncio.create_task(work(i)) for i in range(len(settings))]
     while not all(t.done() for t in tasks):
-        await asyncio.wait(tasks, timeout=_until_next_report())
+        await asyncio.wait(tasks, timeout=until_next_report())
         report()
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
+from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,43 +44,15 @@ def write_node(
     (:class:`RecordsNotWritten`).
     """
     recorders = list(recorders)
-    seconds: dict[str, list[object]] = {name: [] for name in SECONDS_SCHEMA.names}
-    ranges: dict[str, list[object]] = {name: [] for name in SENT_RANGES_SCHEMA.names}
-    for rec in recorders:
-        for second, s in sorted(rec.seconds.items()):
-            row = {
-                "run_id": run_id,
-                "point": point,
-                "role": role,
-                "node": node,
-                "worker": rec.worker,
-                "second": second,
-                "sent": s.sent,
-                "received": s.received,
-                "acked": s.acked,
-                "errors": s.errors,
-                "redelivered": s.redelivered,
-                "foreign": s.foreign,
-                "sent_bytes": s.sent_bytes,
-                "received_bytes": s.received_bytes,
-                "acked_bytes": s.acked_bytes,
-                "active_tenths": s.active,
-                "send_latency": list(s.send_latency.counts.items()),
-                "processing_latency": list(s.processing_latency.counts.items()),
-                "send_delay": list(s.send_delay.counts.items()),
-            }
-            for key, value in row.items():
-                seconds[key].append(value)
-        for (lo, hi), second in zip(rec.sent_ranges, rec.range_seconds, strict=True):
-            for key, value in zip(
-                SENT_RANGES_SCHEMA.names,
-                (run_id, point, node, rec.worker, lo, hi, second),
-                strict=True,
-            ):
-                ranges[key].append(value)
-    tables = {"seconds": pa.table(seconds, schema=SECONDS_SCHEMA)}
+    tables = {"seconds": _seconds(run_id, point, role, node, recorders)}
     if role == "sender":
-        tables["sent_ranges"] = pa.table(ranges, schema=SENT_RANGES_SCHEMA)
+        ranges = [
+            {"run_id": run_id, "point": point, "node": node, "worker": r.worker}
+            | {"seq_lo": lo, "seq_hi": hi, "second": second}
+            for r in recorders
+            for (lo, hi), second in zip(r.sent_ranges, r.range_seconds, strict=True)
+        ]
+        tables["sent_ranges"] = pa.Table.from_pylist(ranges, schema=SENT_RANGES_SCHEMA)
     else:
         n = sum(len(r.rx_seq) for r in recorders)
         tables["received"] = pa.table(
@@ -104,6 +78,30 @@ def write_node(
             failed.append(exc)
     if failed:
         raise failed[0]
+
+
+#: The per-second table's counters and histograms: each the :class:`SecondStats` field of
+#: its name.
+COUNTERS: tuple[str, ...] = ("sent", "received", "acked", "errors", "redelivered", "foreign")
+COUNTERS += ("sent_bytes", "received_bytes", "acked_bytes")
+HISTOGRAMS = ("send_latency", "processing_latency", "send_delay")
+
+
+def _seconds(
+    run_id: str, point: int, role: str, node: int, recorders: list[Records | WorkerRecorder]
+) -> pa.Table:
+    """The per-second table: a row per worker and second, by worker and second."""
+    rows = [(r.worker, second, s) for r in recorders for second, s in sorted(r.seconds.items())]
+    stats = [s for *_, s in rows]
+    n = len(rows)
+    columns: dict[str, list[Any]] = {"run_id": [run_id] * n, "point": [point] * n}
+    columns |= {"role": [role] * n, "node": [node] * n, "worker": [w for w, _, _ in rows]}
+    columns |= {"second": [t for _, t, _ in rows], "active_tenths": [s.active for s in stats]}
+    for name in COUNTERS:
+        columns[name] = list(map(attrgetter(name), stats))
+    for name in HISTOGRAMS:
+        columns[name] = [list(h.counts.items()) for h in map(attrgetter(name), stats)]
+    return pa.table(columns, schema=SECONDS_SCHEMA)
 
 
 def _concat(arrays: list[array[int]], type_: pa.DataType) -> pa.Array:
