@@ -1,16 +1,21 @@
 """The peer benchmark's readers of other tools' output (samples captured from the real
-tools on local brokers), its CPU arithmetic, the scenario it hands to brokerbench and its
-table. No server is started."""
+tools on local brokers), its CPU arithmetic, the scenario it hands to brokerbench, its
+table, its results file and the table of docs/peers.md rendered from it. No server is
+started."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from brokers import registry
 from brokers.base import Endpoints
+from tests.benchmarks import peers_doc
 from tests.benchmarks.peers import (
     brokerbench_tool,
     cpu,
@@ -332,3 +337,155 @@ def test_brokerbench_cpu_per_message_leaves_out_the_first_and_last_sending_secon
     assert brokerbench_tool.sending_period(tmp_path) == brokerbench_tool.SendingSeconds(
         7.0, 9.0, 11, 11
     )
+
+
+# -- the results file and docs/peers.md's table -----------------------------------------
+
+BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
+
+
+@pytest.fixture
+def bench_peers(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``bench_peers.py`` as its script sees itself (``peers`` and ``peers_doc`` at the top)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("bench_peers")
+
+
+def _entry(system: str, label: str, ours: float, theirs: float, **peer: Any) -> dict[str, Any]:
+    def row(tool: str, send: float, us: tuple[float | None, ...], **extra: Any) -> dict:
+        s, r, c = us
+        return {
+            "tool": tool,
+            "send_msgs_per_s": send,
+            "send_us_per_msg": s,
+            "receive_us_per_msg": r,
+            "client_us_per_msg": c,
+            "other_cpu_pct": 2.4,
+            "receives": True,
+            "source": "measured by this run",
+            **extra,
+        }
+
+    return {
+        "system": system,
+        "label": label,
+        "date": "2026-12-01",
+        "commit": "abc1234",
+        "dirty": False,
+        "settings": ["20 s per tool"],
+        "notes": ["a note"],
+        "rows": [
+            row("brokerbench", ours / 2, (9.0, 9.0, 9.0)),  # a slower run: not shown
+            row("brokerbench", ours, (1.0, 2.0, 3.0), remark="everything received"),
+            row("peer-tool", theirs, (0.5, None, 1.5), **peer),
+            row("peer-tool", theirs / 4, (0.1, 0.1, 0.1), reference=True),
+        ],
+    }
+
+
+def test_the_table_shows_each_systems_fastest_run_of_both_tools_and_their_ratios() -> None:
+    results = {"format": 1, "notes": ["Said under the table."], "systems": []}
+    results["systems"] = [
+        _entry("redis", "Redis", 1000.0, 4000.0, receives=False, shown_as="`tool -P 8`"),
+        _entry("kafka", "Kafka", 300.0, 200.0, cpu_over="whole run"),
+    ]
+    text = peers_doc.render(results)
+    assert text.splitlines()[:6] == [
+        "| system | tool | send msgs/s | µs per message sent / received / all client CPU "
+        "| other CPU |",
+        "|---|---|---|---|---|",
+        "| Redis | brokerbench (everything received) | 1,000 | 1.00 / 2.00 / 3.00 | 2 % |",
+        "| | `tool -P 8` | 4,000 | 0.50 / – / 1.50 | 2 % |",
+        "| Kafka | brokerbench (everything received) | 300 | 1.00 / 2.00 / 3.00 | 2 % |",
+        "| | peer-tool | 200 | 0.50 / – / 1.50 (whole run) | 2 % |",
+    ]
+    # The peer only sends: the sending side is compared (1.0 ÷ 0.5); else all client CPU.
+    assert "| Redis | 0.250 | 2.00× (the sending side's: the peer only sends) |" in text
+    assert "| Kafka | 1.500 | 2.00× (all client CPU) |" in text
+    assert "\n\nSaid under the table.\n\n" in text
+    assert (
+        "**Kafka** — run at commit `abc1234` on 2026-12-01 (UTC); its rows measured by this run."
+        in text
+    )
+    assert "- 20 s per tool\n- a note" in text
+
+
+def test_a_system_measured_again_replaces_its_entry_and_the_page_keeps_its_prose() -> None:
+    old = {"format": 1, "notes": ["kept"], "systems": [_entry("kafka", "Kafka", 1.0, 1.0)]}
+    old["systems"].append(_entry("redis", "Redis", 1.0, 1.0))
+    merged = peers_doc.merge(old, [_entry("redis", "Redis", 5.0, 1.0), _entry("nats", "N", 1, 1)])
+    assert [e["system"] for e in merged["systems"]] == ["kafka", "redis", "nats"]
+    assert merged["systems"][1]["rows"][1]["send_msgs_per_s"] == 5.0
+    assert merged["notes"] == ["kept"] and old["systems"][1]["rows"][1]["send_msgs_per_s"] == 1.0
+
+    page = f"# Peers\n\nprose\n\n{peers_doc.BEGIN}\nstale\n{peers_doc.END}\n\nmore prose\n"
+    updated = peers_doc.update_page(page, merged)
+    assert updated.startswith("# Peers\n\nprose\n\n") and updated.endswith("\n\nmore prose\n")
+    assert peers_doc.generated_part(updated) == peers_doc.render(merged)
+    with pytest.raises(ValueError, match="markers"):
+        peers_doc.update_page("# Peers\n", merged)
+
+
+def test_results_file_rows_hold_what_the_table_prints(bench_peers: Any) -> None:
+    usage = CpuUsage(1.0, 2.0, 4.0, sender_seconds=0.25, receiver_seconds=0.75)
+    rows = [
+        ToolRow(table.BROKERBENCH, 1, Measurement(1000.0, 990.0, 0.5, 2.0, ("n1",)), usage),
+        ToolRow("PerfTest", 1, Measurement(4000.0, 3900.0, 1.0, 5.0), CpuUsage(2.0, 2.0, 4.0)),
+        ToolRow("PerfTest", 4, error="PerfTest printed no summary"),
+    ]
+    run = bench_peers.SystemRun("rabbitmq", "RabbitMQ", "title", ["s"], rows, "2026-12-01")
+    entry = bench_peers.system_entry(run, "abc1234", True, "bench_peers.py --systems rabbitmq")
+    assert (entry["commit"], entry["dirty"], entry["date"]) == ("abc1234", True, "2026-12-01")
+    assert entry["notes"] == ["n1", "PerfTest printed no summary"]
+    ours, theirs, failed = entry["rows"]
+    assert ours["send_msgs_per_s"] == 1000.0 and ours["client_cpu_pct"] == 25.0
+    assert (ours["send_us_per_msg"], ours["client_us_per_msg"]) == (62.5, 250.0)
+    assert (ours["send_ratio"], ours["cpu_ratio"]) == ("0.250", "2.000")
+    assert theirs["send_ratio"] is None and theirs["receives"] is True
+    assert failed["send_msgs_per_s"] is None and failed["error"].startswith("PerfTest printed")
+    assert all(row["source"] == bench_peers.MEASURED for row in entry["rows"])
+    json.dumps(entry)  # the file takes it as it is
+
+
+def test_write_results_updates_the_docs_only_when_asked(
+    bench_peers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc_results, page = tmp_path / "peers-results.json", tmp_path / "peers.md"
+    peers_doc.write(
+        {"format": 1, "notes": [], "systems": [_entry("redis", "R", 1, 1)]}, doc_results
+    )
+    page.write_text(f"# P\n\n{peers_doc.BEGIN}\n{peers_doc.END}\n")
+    monkeypatch.setattr(bench_peers.peers_doc, "RESULTS", doc_results)
+    monkeypatch.setattr(bench_peers.peers_doc, "PAGE", page)
+    monkeypatch.setattr(bench_peers, "RESULTS_DIR", tmp_path / "runs")
+    usage = CpuUsage(1.0, 1.0, 1.0)
+    measured = [
+        ToolRow(table.BROKERBENCH, 1, Measurement(100.0, 100.0), usage),
+        ToolRow("redis-benchmark", None, Measurement(400.0), usage),
+    ]
+    runs = [
+        bench_peers.SystemRun("redis", "Redis Streams", "t", [], measured, "2026-12-02"),
+        bench_peers.SystemRun("nats", "NATS", "t", [], [ToolRow("brokerbench", 1, error="x")], "d"),
+    ]
+    args = bench_peers.parse_args(["--systems", "redis,nats"])
+    bench_peers.write_results(runs, args, ["--systems", "redis,nats"])
+    (written,) = (tmp_path / "runs").glob("*.json")
+    run_file = json.loads(written.read_text())
+    assert [e["system"] for e in run_file["systems"]] == ["redis", "nats"]
+    assert (
+        run_file["systems"][0]["command"] == "tests/benchmarks/bench_peers.py --systems redis,nats"
+    )
+    assert peers_doc.load(doc_results)["systems"][0]["label"] == "R"  # not asked: unchanged
+
+    args = bench_peers.parse_args(["--write-results", "--results-file", str(tmp_path / "r.json")])
+    bench_peers.write_results(runs, args, [])
+    docs = peers_doc.load(doc_results)
+    # Redis replaced; NATS, without figures of both tools, not written to the docs.
+    assert [(e["system"], e["label"]) for e in docs["systems"]] == [("redis", "Redis Streams")]
+    assert peers_doc.generated_part(page.read_text()) == peers_doc.render(docs)
+    assert "| Redis Streams | brokerbench | 100 |" in page.read_text()
+
+
+def test_write_results_wants_a_full_run(bench_peers: Any) -> None:
+    with pytest.raises(SystemExit):
+        bench_peers.parse_args(["--quick", "--write-results"])

@@ -7,8 +7,14 @@ on it, back to back at each thread count: brokerbench (a scenario with ``deploym
 p50/p99, CPU of the client processes and of the broker (% of one core over the tool's run)
 and brokerbench's send rate divided by the peer's.
 
+Every system's rows, its settings, the UTC date and the git commit of the run go to a JSON
+results file (``results/bench-peers/<UTC time>.json``, or ``--results-file``); with
+``--write-results`` the systems run are also merged into ``docs/peers-results.json`` and
+``docs/peers.md``'s table is rendered from it (``peers_doc.py``).
+
     .venv/bin/python tests/benchmarks/bench_peers.py --systems kafka,redis --duration 20
     .venv/bin/python tests/benchmarks/bench_peers.py --quick        # a few seconds per tool
+    .venv/bin/python tests/benchmarks/bench_peers.py --write-results  # and update docs/peers.md
 """
 
 from __future__ import annotations
@@ -16,16 +22,20 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import peers_doc
 from peers import PEERS
 from peers.base import LoadSettings, PeerContext, PeerTool, ToolFailed, ToolRow
 from peers.brokerbench_tool import (
@@ -37,13 +47,17 @@ from peers.brokerbench_tool import (
     record,
     warmup_for,
 )
-from peers.table import BROKERBENCH, render
+from peers.table import BROKERBENCH, disturbed, ratios, render
 
 from brokers import registry
 from brokers.base import LocalCluster
 from brokers.errors import BrokerError
 
 QUICK_DURATION = 3.0
+#: Where a run's results file goes unless ``--results-file`` names one.
+RESULTS_DIR = peers_doc.ROOT / "results" / "bench-peers"
+#: Said of every row a run measured (the docs' rows say where theirs came from).
+MEASURED = "measured by this run"
 T = TypeVar("T")
 
 
@@ -108,7 +122,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"smoke run: {QUICK_DURATION:g} s per tool, threads 1 (unless given)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
+    parser.add_argument(
+        "--results-file",
+        type=Path,
+        default=None,
+        help="the JSON results file to write (default: results/bench-peers/<UTC time>.json)",
+    )
+    parser.add_argument(
+        "--write-results",
+        action="store_true",
+        help="also merge the systems run into docs/peers-results.json (replacing their "
+        "entries) and render docs/peers.md's table from it",
+    )
     args = parser.parse_args(argv)
+    if args.write_results and args.quick:
+        parser.error("--write-results takes a full run, not --quick")
     if args.duration is None:
         args.duration = QUICK_DURATION if args.quick else 20.0
     if args.threads is None:
@@ -198,8 +226,27 @@ def _brokerbench_row(
     return ToolRow(BROKERBENCH, threads, outcome, cpu_while_sending(recorded))
 
 
-def bench_system(name: str, args: argparse.Namespace) -> str:
-    """Start the broker, run both tools at every thread count, stop it; the table."""
+@dataclass(frozen=True)
+class SystemRun:
+    """One system's table: what ``bench_system`` measured, and when."""
+
+    system: str
+    #: The system as the docs' table names it (its title and broker parameters).
+    label: str
+    title: str
+    settings: list[str]
+    rows: list[ToolRow]
+    #: The UTC date the system's run began (YYYY-MM-DD).
+    date: str
+
+    def table(self) -> str:
+        return render(self.title, self.settings, self.rows)
+
+
+def bench_system(name: str, args: argparse.Namespace) -> SystemRun | str:
+    """Start the broker, run both tools at every thread count, stop it; the rows (or why
+    the system was skipped)."""
+    date = datetime.now(UTC).date().isoformat()
     system = registry.get(name)
     peer: PeerTool = PEERS[name]
     if system.local is None:
@@ -290,26 +337,117 @@ def bench_system(name: str, args: argparse.Namespace) -> str:
     title = (
         f"{system.title} — single node, broker params: {shown}; {args.duration:g} s per tool run"
     )
-    return render(title, settings, rows)
+    label = f"{system.title}, {shown}" if broker_params else system.title
+    return SystemRun(name, label, title, settings, rows, date)
+
+
+def _figure(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def result_row(row: ToolRow, rows: Sequence[ToolRow]) -> dict[str, Any]:
+    """One row of the results file: what the table prints of ``row``, as numbers."""
+    m, cpu = row.measurement, row.cpu
+    send_ratio, cpu_ratio = ratios(row, rows)
+    return {
+        "tool": row.tool,
+        "threads": row.threads,
+        "reference": row.reference,
+        "send_msgs_per_s": _figure(m.send_per_s) if m else None,
+        "receive_msgs_per_s": _figure(m.receive_per_s) if m else None,
+        "publish_p50_ms": _figure(m.publish_p50_ms) if m else None,
+        "publish_p99_ms": _figure(m.publish_p99_ms) if m else None,
+        "client_cpu_pct": _figure(cpu.client_pct) if cpu else None,
+        "broker_cpu_pct": _figure(cpu.broker_pct) if cpu else None,
+        "other_cpu_pct": _figure(cpu.other_pct) if cpu else None,
+        "cpu_seconds": _figure(cpu.wall_seconds) if cpu else None,
+        "cpu_over": cpu.scope if cpu else None,
+        "send_us_per_msg": _figure(row.send_us),
+        "receive_us_per_msg": _figure(row.receive_us),
+        "client_us_per_msg": _figure(row.client_us),
+        "receives": m is not None and m.receive_per_s is not None,
+        "send_ratio": send_ratio or None,
+        "cpu_ratio": cpu_ratio or None,
+        "peer_disturbed": disturbed(row, rows),
+        "notes": list(m.notes) if m else [],
+        "error": row.error,
+        "source": MEASURED,
+    }
+
+
+def system_entry(
+    run: SystemRun, commit: str | None, dirty: bool | None, command: str
+) -> dict[str, Any]:
+    """One system's entry of the results file."""
+    notes: list[str] = []
+    for row in run.rows:
+        for note in (*(row.measurement.notes if row.measurement else ()), row.error):
+            if note and note not in notes:
+                notes.append(note)
+    return {
+        "system": run.system,
+        "label": run.label,
+        "date": run.date,
+        "commit": commit,
+        "dirty": dirty,
+        "machine": f"a machine of {os.cpu_count()} cores",
+        "title": run.title,
+        "command": command,
+        "settings": run.settings,
+        "rows": [result_row(row, run.rows) for row in run.rows],
+        "notes": notes,
+    }
+
+
+def write_results(runs: Sequence[SystemRun], args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """The run's results file, and with ``--write-results`` the docs' file and page."""
+    commit, dirty = peers_doc.git_state()
+    command = " ".join(["tests/benchmarks/bench_peers.py", *argv])
+    entries = [system_entry(run, commit, dirty, command) for run in runs]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = args.results_file or RESULTS_DIR / f"{stamp}.json"
+    empty = {"format": peers_doc.FORMAT, "notes": [], "systems": []}
+    peers_doc.write(peers_doc.merge(empty, entries), path)
+    _say(f"results: {path}")
+    if not args.write_results:
+        return
+    # A system without figures of both tools keeps the entry the docs have.
+    complete = [e for e in entries if None not in peers_doc.shown_rows(e)]
+    for entry in entries:
+        if entry not in complete:
+            _say(f"{entry['label']}: not written to the docs (no figures of both tools)")
+    if complete:
+        merged = peers_doc.merge(peers_doc.load(peers_doc.RESULTS), complete)
+        peers_doc.write(merged, peers_doc.RESULTS)
+        page = peers_doc.PAGE
+        text = peers_doc.update_page(page.read_text(encoding="utf-8"), merged)
+        page.write_text(text, encoding="utf-8")
+        _say(f"updated {peers_doc.RESULTS} and the table of {page}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     names = selected_systems(args)
     failed = False
+    runs: list[SystemRun] = []
     for name in names:
         try:
-            table = bench_system(name, args)
+            outcome = bench_system(name, args)
         except KeyboardInterrupt:
             _say("interrupted")
             return 130
         except Exception as exc:  # one system's failure must not hide the others' tables
             failed = True
             traceback.print_exc()
-            table = f"{registry.get(name).title}: FAILED — {type(exc).__name__}: {exc}"
+            outcome = f"{registry.get(name).title}: FAILED — {type(exc).__name__}: {exc}"
+        if isinstance(outcome, SystemRun):
+            runs.append(outcome)
         print()
-        print(table, flush=True)
+        print(outcome.table() if isinstance(outcome, SystemRun) else outcome, flush=True)
         print()
+    if runs:
+        write_results(runs, args, argv)
     return 1 if failed else 0
 
 
