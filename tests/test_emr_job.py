@@ -326,5 +326,5 @@ def test_entry_script_names_what_an_image_lacks(job_python: Path, tmp_path: Path
     assert done.stderr.strip() == (
         f"brokerbench analysis: {job_python} (Python {platform.python_version()}) cannot run the job, "
         "which needs Python >= 3.11 with pyarrow, pydantic and boto3; "
-        "missing: pyarrow, pydantic, boto3; see README.md, On AWS"
+        "missing: pyarrow, pydantic, boto3; see docs/aws.md"
     )

@@ -98,7 +98,7 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
     assert float(row["client_cpu_us_per_msg"]) == pytest.approx(client_cpu * 1e6 / rate, rel=1e-3)
     written = next(iter(brokers.values()))["device_write_bytes_s"]  # one machine, one disk
     assert float(row["broker_disk_bytes_per_msg"]) == pytest.approx(written / rate, abs=1e-3)
-    # the verdict, by the rules as the README states them
+    # the verdict, by the rules as docs/verdict.md states them
     if busiest["cpu_pct"] >= 90 * busiest["cores"]:
         expected = "broker CPU"
     elif host["cpu_pct"] >= 90 * host["cores"]:

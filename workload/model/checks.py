@@ -415,5 +415,5 @@ def isolate_unavailable(title: str) -> str:
     return (
         f"isolate is not available for {title} here: its nodes started here all share the "
         "loopback interface, and brokerbench does not run them each in a network namespace "
-        "of its own yet (the README's Faults section names the systems it does)"
+        "of its own yet (docs/faults.md names the systems it does)"
     )

@@ -58,7 +58,7 @@ class FaultSpec(Strict):
             }
         ),
     ] = Field(
-        description='"leader", "follower" (what leads is the system\'s to say, see README) '
+        description='"leader", "follower" (what leads is the system\'s to say, see docs/faults.md) '
         "or a node index from 0."
     )
     until: PositiveDuration | None = Field(

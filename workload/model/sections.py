@@ -141,7 +141,7 @@ class LoadSection(Strict):
         100,
         validate_default=True,
         description="Bytes of every message, or a table: how message sizes are distributed "
-        '(kind = "fixed", "uniform", "weighted" or "lognormal"; see the README).',
+        '(kind = "fixed", "uniform", "weighted" or "lognormal"; see docs/scenarios.md).',
         json_schema_extra=size_schema,
     )
     max_send_batch: BatchSize = Field(
