@@ -101,7 +101,7 @@ class Column:
     """One column of ``summary.csv`` and how every view shows it."""
 
     name: str
-    #: What the column holds (README.md's glossary).
+    #: What the column holds (docs/columns.md).
     doc: str
     scope: Scope
     _: KW_ONLY

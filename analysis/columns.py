@@ -5,7 +5,7 @@ direction is better, and the scope (what the column summarises). The tables
 (:mod:`analysis.report`, :mod:`analysis.overview`), the comparison (:mod:`analysis.compare`)
 and the repeats (:mod:`analysis.repeats`) pick columns by name and take everything else from
 here; :data:`COMPARED` and :data:`REPEATED` say which metrics compare compares and repeats
-summarise. README.md's "Columns of summary.csv" is :func:`glossary` (``python -m
+summarise. The list of docs/columns.md is :func:`glossary` (``python -m
 analysis.columns`` prints it; a test holds the two equal). Adding a column is adding a
 :class:`Column` here, computing it (the analysis job, or the module it delegates to), and
 pasting the glossary.
@@ -205,7 +205,7 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "limited_by",
         "what set the pace: client CPU, broker CPU, broker disk, network, shared host, "
-        "none saturated or unknown (the rules: README, What set the pace)",
+        "none saturated or unknown (the rules: docs/verdict.md)",
         Scope.RUN,
         title="limited by",
         long="what set the pace",
@@ -549,7 +549,7 @@ REPEATED: tuple[str, ...] = (
 
 
 def glossary() -> str:
-    """README.md's "Columns of summary.csv": the scopes, then every column (Markdown)."""
+    """docs/columns.md's list: the scopes, then every column (Markdown)."""
     scopes = [f"- **{s.value}**: {s.meaning}" for s in Scope]
     rows = [f"| `{c.name}` | {c.unit} | {c.scope.value} | {c.doc} |" for c in COLUMNS]
     return "\n".join(

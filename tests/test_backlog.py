@@ -116,8 +116,8 @@ def test_the_json_schema_documents_every_backlog_key() -> None:
     fields = schema["$defs"]["BacklogSection"]["properties"]
     assert set(fields) == set(BacklogSection.model_fields)
     assert all(f.get("description") for f in fields.values())
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert all(f"`{name}`" in readme for name in fields), "README.md documents every key"
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "backlog.md").read_text()
+    assert all(f"`{name}`" in readme for name in fields), "docs/backlog.md documents every key"
 
 
 def test_build_target_takes_the_smaller_of_messages_and_bytes() -> None:

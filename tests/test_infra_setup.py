@@ -1,5 +1,5 @@
 """An AWS-only user's set-up: ``pulumi install`` creates the virtualenv ``Pulumi.yaml``
-names and installs this project into it, and the README says so."""
+names and installs this project into it, and docs/aws.md says so."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def test_pulumis_own_install_step_finds_this_project_with_its_aws_extra() -> Non
 
 
 def test_the_readme_on_aws_starts_from_the_one_set_up_command() -> None:
-    readme = (ROOT / "README.md").read_text()
-    on_aws = readme[readme.index("## On AWS") :]
+    readme = (ROOT / "docs" / "aws.md").read_text()
+    on_aws = readme[readme.index("# On AWS") :]
     on_aws = on_aws[: on_aws.index("\n## ", 1)]
     block = on_aws[on_aws.index("```sh") :]
     commands = [line.split("#")[0].strip() for line in block.splitlines()[1:]]

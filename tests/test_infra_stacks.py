@@ -649,7 +649,7 @@ VCPUS = load_prices().vcpus
 
 
 def quota_rows() -> list[str]:
-    """The README's table of vCPUs per stack, computed from each stack's planned fleet."""
+    """docs/aws.md's table of vCPUs per stack, computed from each stack's planned fleet."""
     groups: dict[tuple[int, str], list[str]] = {}
     for name in STACKS:
         settings = deployable(name)
@@ -670,9 +670,9 @@ def quota_rows() -> list[str]:
 
 
 def test_readme_states_the_vcpu_quota_of_every_stack() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "aws.md").read_text(encoding="utf-8")
     missing = [row for row in quota_rows() if row not in readme]
-    assert missing == [], "README.md's vCPU table is out of date; rows:\n" + "\n".join(quota_rows())
+    assert missing == [], "docs/aws.md's vCPU table is stale; rows:\n" + "\n".join(quota_rows())
 
 
 class DeclaredOnly(CloudRecipe):
