@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers.base import BrokerSystem, Destination, Endpoints, KeyedBatch
+from brokers.base import BrokerSystem, Destination, Endpoints
+from brokers.batches import KeyedBatch
 from tests.support import run_against
 from workload.engine import message
 from workload.engine.keys import KeyScheme

@@ -14,7 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import KeyedBatch, KeySupport, ReceivedBatch, keys_of
+from brokers.base import KeySupport
+from brokers.batches import KeyedBatch, ReceivedBatch, keys_of
 from workload.engine import message
 from workload.engine.keys import KeyScheme, OrderTracker
 from workload.engine.node_records import write_node

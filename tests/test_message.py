@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brokers.base import RowsBatch
+from brokers.batches import RowsBatch
 from workload.engine import message
 from workload.engine.histogram import Histogram
 from workload.engine.recording import WorkerRecorder

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import redis
 
-from brokers.base import RowsBatch
+from brokers.batches import RowsBatch
 from brokers.redis.protocol import (
     FIELD,
     ReplyTally,

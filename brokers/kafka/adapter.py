@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Confirmation, Endpoints, keys_of
+from brokers.base import Confirmation, Endpoints
+from brokers.batches import keys_of
 from brokers.kafka import client
 from brokers.kafka.base import POLL_TIMEOUT, KafkaAdapterBase, Record
 from brokers.kafka.params import KafkaClientParams

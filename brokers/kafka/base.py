@@ -20,15 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from brokers.base import (
-    Adapter,
-    Confirmation,
-    Destination,
-    Endpoints,
-    GroupedReceipts,
-    Received,
-    ReceivedBatch,
-)
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
+from brokers.batches import GroupedReceipts
 from brokers.errors import BrokerConnectionError
 from brokers.kafka import client
 from brokers.kafka.offsets import AckTracker, group_of

@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from brokers import credentials
-from brokers.base import AsyncAdapter, Destination, Endpoints, Received, keys_of
+from brokers.base import AsyncAdapter, Destination, Endpoints, Received
+from brokers.batches import keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 
 if TYPE_CHECKING:

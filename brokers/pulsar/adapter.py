@@ -20,7 +20,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received, keys_of
+from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.batches import keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.pulsar.admin import SUBSCRIPTION, topic_url
 from brokers.pulsar.params import PulsarParams

@@ -31,17 +31,8 @@ import redis
 import redis.cluster
 
 from brokers import credentials
-from brokers.base import (
-    Adapter,
-    Confirmation,
-    Destination,
-    Endpoints,
-    GroupedReceipts,
-    Received,
-    ReceivedBatch,
-    RowsBatch,
-    keys_of,
-)
+from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
+from brokers.batches import GroupedReceipts, RowsBatch, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.redis.protocol import (
     FIELD,

@@ -21,7 +21,8 @@ import numpy as np
 import redis
 from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
 
-from brokers.base import Confirmation, RowsBatch
+from brokers.base import Confirmation
+from brokers.batches import RowsBatch
 from brokers.errors import BrokerConnectionError, BrokerError
 
 #: What redis-py's hiredis reader returns while a reply is not complete yet.

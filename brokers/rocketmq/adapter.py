@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from brokers.base import Adapter, Destination, Endpoints, Received, keys_of
+from brokers.base import Adapter, Destination, Endpoints, Received
+from brokers.batches import keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.rocketmq.admin import group_name, topic_name
 from brokers.rocketmq.params import RocketMQParams

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from brokers.base import RowsBatch
+from brokers.batches import RowsBatch
 from workload.model.bounds import HEADER_MAX
 from workload.model.sections import LoadSection
 

@@ -23,7 +23,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from brokers.base import KeyedBatch, R, ReceivedBatch
+from brokers.batches import KeyedBatch, R, ReceivedBatch
 from workload.engine import message
 from workload.engine.clock import clock_pair, unstepped
 from workload.engine.keys import KeyScheme, OrderTracker
