@@ -60,7 +60,7 @@ POOL_BYTES = 2**30
 SWEEP_POINTS = 10_000
 #: The floors of the durations the code acts on once a second (issue 42).
 TELEMETRY_INTERVAL = (1.0, 60.0)
-DRAIN_LIMIT = (1.0, WEEK)
+DRAIN_LIMIT = (0.1, WEEK)
 #: How deep tables and arrays nest, and how many entries one holds, at most.
 NESTING = 16
 ENTRIES = 10_000

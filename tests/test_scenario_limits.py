@@ -123,15 +123,15 @@ def test_nesting_line_skips_strings_and_comments() -> None:
 # -- nonsense -------------------------------------------------------------------------------
 
 
-def test_a_drain_limit_below_a_second_is_refused(tmp_path: Path) -> None:
+def test_a_drain_limit_below_100_ms_is_refused(tmp_path: Path) -> None:
     text = BASE + '[backlog]\nbuild = "2s"\ndrain_limit = "1ms"\n'
     assert one_line(tmp_path, text) == (
-        "backlog.drain_limit: 0.001 s is below the minimum of 1 s: the coordinator acts on "
-        "the nodes' progress reports, which come once a second (line 9)"
+        "backlog.drain_limit: 0.001 s is below the minimum of 100 ms: the coordinator looks "
+        "at the drain every 0.25 s, and would end it later than it says (line 9)"
     )
-    accepted = text.replace('"1ms"', '"1s"')
+    accepted = text.replace('"1ms"', '"100ms"')
     backlog = load_scenario(write(tmp_path, accepted)).backlog
-    assert backlog is not None and backlog.drain_limit == 1.0
+    assert backlog is not None and backlog.drain_limit == 0.1
 
 
 def test_a_telemetry_interval_below_a_second_is_refused(tmp_path: Path) -> None:

@@ -80,14 +80,14 @@ class BacklogSection(Strict):
         PositiveDuration,
         at_least(
             MIN_DRAIN_LIMIT,
-            "1 s",
-            "the coordinator acts on the nodes' progress reports, which come once a second",
+            "100 ms",
+            "the coordinator looks at the drain every 0.25 s, and would end it later than it says",
         ),
     ] = Field(
         60.0,
         description="The drain ends this long after it started if it has not finished: the "
         "point stops, what is still queued is reported as not drained (never as lost); at "
-        "least 1 s.",
+        "least 100 ms.",
         json_schema_extra={"minimum": MIN_DRAIN_LIMIT},
     )
 

@@ -30,9 +30,9 @@ Limits (``brokerbench schema`` shows the per-key ones too):
   per second), the step ≤ the window; a window given in the file at most
   ``load.duration`` (the default 60 s may exceed a short run, measured as one window);
   ``load.failure_timeout`` at least 1 s; ``search.slo_p99`` at least 1 µs (the
-  histograms' resolution); ``backlog.drain_limit`` and ``measurement.telemetry_interval``
-  at least 1 s (the coordinator's progress reports and the telemetry's rows are per
-  second);
+  histograms' resolution); ``backlog.drain_limit`` at least 100 ms (the coordinator
+  looks at the drain every 0.25 s); ``measurement.telemetry_interval`` at least 1 s (the
+  analysis reads a telemetry row as a second);
 - a swept list without repeated values, and ``[[sweep.points]]`` without the same point
   twice (``repeat`` runs points more than once) (:func:`~workload.model.checks.sweep_problems`);
 - a sweep of at most 10,000 points (the product of the list lengths, computed before
@@ -116,9 +116,9 @@ MAX_FAULTS = 100
 MAX_FAULT_NODE = 1_000
 #: A worker gives up after failing this long at the least (seconds).
 MIN_FAILURE_TIMEOUT = 1.0
-#: The shortest ``[backlog] drain_limit`` (seconds): the coordinator decides on the nodes'
-#: progress reports, which come once a second, and the backlog's figures are per second.
-MIN_DRAIN_LIMIT = 1.0
+#: The shortest ``[backlog] drain_limit`` (seconds): the coordinator looks at the drain four
+#: times a second, so a shorter limit would end it later than it says.
+MIN_DRAIN_LIMIT = 0.1
 #: The shortest ``[measurement] telemetry_interval`` (seconds): the analysis reads one
 #: telemetry row as one second (its mean, its busiest second, its count of seconds).
 MIN_TELEMETRY_INTERVAL = 1.0
