@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload.engine import message
+from workload.engine.caught_up import IdentityReporter
 from workload.engine.client_loops import (
     run_receiver,
     run_receiver_async,
@@ -189,6 +190,7 @@ def run_node(
     ]
     errors: list[str] = []
     interval = Interval(recorders if spec.role == "receiver" else [], current_second())
+    identities = IdentityReporter(spec.role, recorders)
     # Never flush a second the progress reports may still read.
     flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
@@ -196,7 +198,10 @@ def run_node(
         if progress is not None:
             latency = interval.take(current_second()) if latency is None else latency
             counts = (spec.point, spec.role, spec.node, spec.part, *_totals(recorders), done)
-            progress.put(Progress(*counts, interval.redelivered, processing_latency=latency))
+            new = identities.take()
+            progress.put(
+                Progress(*counts, interval.redelivered, processing_latency=latency, identities=new)
+            )
 
     # A sender's client is handed to its loop once the point's receivers are in.
     held = gate if spec.role == "sender" else None
@@ -367,10 +372,8 @@ def _run_threads(
         finally:
             settings[i].joined()  # a receiver that ended is not awaited
             if adapter is not None:
-                try:
+                with contextlib.suppress(Exception):
                     adapter.close()
-                except Exception:
-                    pass
 
     threads = [
         threading.Thread(target=work, args=(i,), name=f"{spec.role}-{i}", daemon=True)
@@ -406,10 +409,8 @@ async def _run_async(
         finally:
             settings[i].joined()  # a receiver that ended is not awaited
             if adapter is not None:
-                try:
+                with contextlib.suppress(Exception):
                     await adapter.close()
-                except Exception:
-                    pass
 
     tasks = [asyncio.create_task(work(i)) for i in range(len(settings))]
     while not all(t.done() for t in tasks):

@@ -34,7 +34,8 @@ from workload.model.sweep import SweepPoint, estimated_seconds
 
 #: With no report from any node for this long, an interval's figures are shown as zero.
 STALE_AFTER = 3.0
-#: How often nodes report (:mod:`workload.engine.node_progress`): a first report covers up to this much.
+#: How often nodes report (:mod:`workload.engine.node_progress`): a first report covers up to
+#: this much.
 REPORT_EVERY = 1.0
 
 

@@ -162,33 +162,22 @@ class WorkerRecorder:
         loop) ``delay_ns`` after it was due; a closed-loop batch (``delay_ns`` None) has no
         send delay to record. Both durations are on the monotonic clock."""
         with self._lock:
-            self._sent(done_ns, latency_ns, delay_ns, seq_lo, seq_hi, nbytes)
-
-    def _sent(
-        self,
-        done_ns: int,
-        latency_ns: int,
-        delay_ns: int | None,
-        seq_lo: int,
-        seq_hi: int,
-        nbytes: int,
-    ) -> None:
-        stats = self._at(done_ns)
-        if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
-            self._mark(stats, done_ns)
-        count = seq_hi - seq_lo + 1
-        stats.sent += count
-        stats.sent_bytes += nbytes
-        stats.send_latency.record(latency_ns / 1000.0)
-        if delay_ns is not None:
-            stats.send_delay.record(delay_ns / 1000.0)
-        self.total_sent += count
-        ranges, second = self.sent_ranges, done_ns // 1_000_000_000
-        if ranges and ranges[-1][1] + 1 == seq_lo and self.range_seconds[-1] == second:
-            ranges[-1][1] = seq_hi
-        else:
-            ranges.append([seq_lo, seq_hi])
-            self.range_seconds.append(second)
+            stats = self._at(done_ns)
+            if not self._tenth[0] <= done_ns < self._tenth[1]:  # a new tenth: mark it active
+                self._mark(stats, done_ns)
+            count = seq_hi - seq_lo + 1
+            stats.sent += count
+            stats.sent_bytes += nbytes
+            stats.send_latency.record(latency_ns / 1000.0)
+            if delay_ns is not None:
+                stats.send_delay.record(delay_ns / 1000.0)
+            self.total_sent += count
+            ranges, second = self.sent_ranges, done_ns // 1_000_000_000
+            if ranges and ranges[-1][1] + 1 == seq_lo and self.range_seconds[-1] == second:
+                ranges[-1][1] = seq_hi
+            else:
+                ranges.append([seq_lo, seq_hi])
+                self.range_seconds.append(second)
 
     def failed(self, now_ns: int, error: BaseException) -> None:
         with self._lock:
@@ -215,44 +204,39 @@ class WorkerRecorder:
         if not len(seqs):
             return
         with self._lock:
-            self._received(now_ns, nodes, workers, seqs, intended, redelivered, sizes, late)
+            n = len(seqs)
+            if late:
+                first = len(self.rx_seq)
+                self.rx_late.extend(first + i for i in late)
+            stats = self._at(now_ns)
+            if not self._tenth[0] <= now_ns < self._tenth[1]:  # a new tenth: mark it active
+                self._mark(stats, now_ns)
+            stats.received += n
+            stats.redelivered += redelivered
+            if isinstance(seqs, np.ndarray):
+                stats.processing_latency.record_array((now_ns - intended) / 1000.0)
+                self.rx_node.frombytes(np.asarray(nodes, dtype=np.int32).tobytes())
+                self.rx_worker.frombytes(np.asarray(workers, dtype=np.int32).tobytes())
+                self.rx_seq.frombytes(np.asarray(seqs, dtype=np.int64).tobytes())
+                self.rx_size.frombytes(np.asarray(sizes, dtype=np.int32).tobytes())
+                stats.received_bytes += int(sizes.sum())
+            else:
+                stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
+                self.rx_node.extend(nodes)
+                self.rx_worker.extend(workers)
+                self.rx_seq.extend(seqs)
+                self.rx_size.extend(sizes)
+                stats.received_bytes += sum(sizes)
+            self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
+            self.total_received += n
 
-    def _received(
-        self,
-        now_ns: int,
-        nodes: Column,
-        workers: Column,
-        seqs: Column,
-        intended: Column,
-        redelivered: int,
-        sizes: Column,
-        late: Sequence[int],
-    ) -> None:
-        n = len(seqs)
-        if late:
-            first = len(self.rx_seq)
-            self.rx_late.extend(first + i for i in late)
-        stats = self._at(now_ns)
-        if not self._tenth[0] <= now_ns < self._tenth[1]:  # a new tenth: mark it active
-            self._mark(stats, now_ns)
-        stats.received += n
-        stats.redelivered += redelivered
-        if isinstance(seqs, np.ndarray):
-            stats.processing_latency.record_array((now_ns - intended) / 1000.0)
-            self.rx_node.frombytes(np.asarray(nodes, dtype=np.int32).tobytes())
-            self.rx_worker.frombytes(np.asarray(workers, dtype=np.int32).tobytes())
-            self.rx_seq.frombytes(np.asarray(seqs, dtype=np.int64).tobytes())
-            self.rx_size.frombytes(np.asarray(sizes, dtype=np.int32).tobytes())
-            stats.received_bytes += int(sizes.sum())
-        else:
-            stats.processing_latency.record_many([(now_ns - t) / 1000.0 for t in intended])
-            self.rx_node.extend(nodes)
-            self.rx_worker.extend(workers)
-            self.rx_seq.extend(seqs)
-            self.rx_size.extend(sizes)
-            stats.received_bytes += sum(sizes)
-        self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
-        self.total_received += n
+    def identity_view(self) -> tuple[array[int], array[int], array[int], list[list[int]]]:
+        """The containers the worker keeps its received identities (sender nodes, workers,
+        sequence numbers) and its confirmed ranges in right now, for the coordinator's early
+        end (:class:`workload.engine.caught_up.IdentityReporter`): the worker appends to them,
+        and :meth:`take` puts new ones in their place, leaving these as they were."""
+        with self._lock:
+            return self.rx_node, self.rx_worker, self.rx_seq, self.sent_ranges
 
     def foreign(self, now_ns: int, count: int = 1) -> None:
         """Messages that are not from this run and sweep point (left over in the broker)."""
