@@ -27,7 +27,6 @@ from typing import Any, Protocol
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload.engine import message
-from workload.engine.caught_up import IdentityReporter
 from workload.engine.client_loops import (
     run_receiver,
     run_receiver_async,
@@ -190,7 +189,6 @@ def run_node(
     ]
     errors: list[str] = []
     interval = Interval(recorders if spec.role == "receiver" else [], current_second())
-    identities = IdentityReporter(spec.role, recorders)
     # Never flush a second the progress reports may still read.
     flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
@@ -198,10 +196,7 @@ def run_node(
         if progress is not None:
             latency = interval.take(current_second()) if latency is None else latency
             counts = (spec.point, spec.role, spec.node, spec.part, *_totals(recorders), done)
-            new = identities.take()
-            progress.put(
-                Progress(*counts, interval.redelivered, processing_latency=latency, identities=new)
-            )
+            progress.put(Progress(*counts, interval.redelivered, processing_latency=latency))
 
     # A sender's client is handed to its loop once the point's receivers are in.
     held = gate if spec.role == "sender" else None
