@@ -260,10 +260,10 @@ class LocalFleet:
         senders = [
             p for p, spec in zip(processes, running.specs, strict=True) if spec.role == "sender"
         ]
-        caught_up = CaughtUp.for_idle_timeout(running.load.idle_timeout)
+        caught_up = CaughtUp.for_point(running.load.idle_timeout, len(senders), faults is None)
         flush_interval = self.scenario.measurement.flush_interval
         while any(p.is_alive() for p in processes):
-            _drain(running.progress, view, timeout=0.25)
+            _drain(running.progress, view, timeout=0.25, caught_up=caught_up)
             gate = running.gate
             view.receivers_joining(None if gate is None or gate.open() else gate.count())
             view.tick()
@@ -283,10 +283,9 @@ class LocalFleet:
                 clean=faults is None and not running.deaths,
                 sent=sent,
                 received=received,
-                redelivered=view.redelivered,
                 errors=errors,
             ):
-                running.stop.set()  # every confirmed message is in: no idle timeout to wait
+                running.stop.set()  # every confirmed identity is in: no idle timeout to wait
             if running.sending_ns is None and view.totals()[0] > 0:
                 running.sending_ns = time.time_ns()
                 if faults is not None:
@@ -477,12 +476,15 @@ def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> st
     return f"{who} {error}"
 
 
-def _drain(progress: Any, view: ProgressView, timeout: float) -> None:
+def _drain(progress: Any, view: ProgressView, timeout: float, caught_up: Any = None) -> None:
+    """Hand the nodes' reports to the view and, with one, to the early end (:class:`CaughtUp`)."""
     try:
         item = progress.get(timeout=timeout) if timeout else progress.get_nowait()
         while True:
             if isinstance(item, Progress):
                 view.update(item)
+                if caught_up is not None:
+                    caught_up.update(item)
             item = progress.get_nowait()
     except (queue.Empty, EOFError, OSError):
         return

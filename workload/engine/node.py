@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from brokers import registry
 from brokers.base import Adapter, AsyncAdapter, BrokerSystem, Destination, Endpoints
 from workload.engine import message
+from workload.engine.caught_up import IdentityReporter
 from workload.engine.client_loops import (
     run_receiver,
     run_receiver_async,
@@ -189,6 +190,8 @@ def run_node(
     ]
     errors: list[str] = []
     interval = Interval(recorders if spec.role == "receiver" else [], current_second())
+    # Only where its reports go: once it looked, the recorders keep what they replace for it.
+    identities = IdentityReporter(spec.role, recorders) if progress is not None else None
     # Never flush a second the progress reports may still read.
     flusher = Flusher(spec, recorders, lambda: interval.last - Interval.SETTLE).start()
 
@@ -196,7 +199,10 @@ def run_node(
         if progress is not None:
             latency = interval.take(current_second()) if latency is None else latency
             counts = (spec.point, spec.role, spec.node, spec.part, *_totals(recorders), done)
-            progress.put(Progress(*counts, interval.redelivered, processing_latency=latency))
+            new = identities.take() if identities is not None else None
+            progress.put(
+                Progress(*counts, interval.redelivered, processing_latency=latency, identities=new)
+            )
 
     # A sender's client is handed to its loop once the point's receivers are in.
     held = gate if spec.role == "sender" else None

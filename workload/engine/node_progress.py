@@ -1,12 +1,16 @@
 """What a node part reports to the coordinator about once a second (:class:`Progress`): its
-totals, and the processing latencies its receivers recorded since its previous report
-(:class:`Interval`), every node at about the same moment (:func:`until_next_report`).
+totals, the processing latencies its receivers recorded since its previous report
+(:class:`Interval`) and the identities its workers confirmed or received since then
+(:class:`workload.engine.caught_up.IdentityReporter`), every node at about the same moment
+(:func:`until_next_report`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from workload.engine.recording import WorkerRecorder
 
@@ -32,6 +36,10 @@ class Progress:
     #: Of ``received``: messages the broker delivered again (flagged as redeliveries).
     redelivered: int = 0
     processing_latency: dict[int, int] = field(default_factory=dict)
+    #: The identities confirmed (a sender part) or received (a receiver part) since the
+    #: previous report, as ranges ``[lo, hi]`` of :func:`workload.engine.caught_up.keys`;
+    #: None once they cannot be followed (the coordinator then does not end the point early).
+    identities: np.ndarray | None = None
 
 
 class Interval:

@@ -15,6 +15,7 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
 
@@ -41,6 +42,11 @@ class SecondStats:
     send_latency: Histogram = field(default_factory=Histogram)
     processing_latency: Histogram = field(default_factory=Histogram)
     send_delay: Histogram = field(default_factory=Histogram)
+
+
+#: Where a recorder keeps identities: received sender nodes, workers and sequence numbers,
+#: and confirmed ranges.
+IdentityContainers: TypeAlias = "tuple[array[int], array[int], array[int], list[list[int]]]"
 
 
 @dataclass
@@ -90,6 +96,9 @@ class WorkerRecorder:
         #: The tenth of a second last marked active: [start, end) in wall-clock ns.
         self._tenth = (0, 0)
         self._lock = threading.Lock()
+        #: While an identity reporter follows this recorder (:meth:`identity_view`): the
+        #: containers of identities that :meth:`take` replaced since it last looked.
+        self._replaced: list[IdentityContainers] | None = None
 
     def take(self, before_second: int | None = None) -> Records:
         """Take what was recorded out of the recorder: the statistics of the seconds before
@@ -98,6 +107,8 @@ class WorkerRecorder:
         stamp a flush interval old) comes out again in a later take: the analysis adds the
         rows of a second."""
         with self._lock:
+            if self._replaced is not None:  # left as they are, for the identity reporter
+                self._replaced.append((self.rx_node, self.rx_worker, self.rx_seq, self.sent_ranges))
             if before_second is None:
                 seconds, self.seconds = self.seconds, {}
                 ranges, self.sent_ranges = self.sent_ranges, []
@@ -230,13 +241,15 @@ class WorkerRecorder:
             self.rx_second.extend(array("q", (now_ns // 1_000_000_000,)) * n)
             self.total_received += n
 
-    def identity_view(self) -> tuple[array[int], array[int], array[int], list[list[int]]]:
+    def identity_view(self) -> tuple[IdentityContainers, list[IdentityContainers]]:
         """The containers the worker keeps its received identities (sender nodes, workers,
-        sequence numbers) and its confirmed ranges in right now, for the coordinator's early
-        end (:class:`workload.engine.caught_up.IdentityReporter`): the worker appends to them,
-        and :meth:`take` puts new ones in their place, leaving these as they were."""
+        sequence numbers) and its confirmed ranges in right now, and those :meth:`take` put
+        new ones in place of since the previous call, oldest first, left as they were: for
+        the coordinator's early end (:class:`workload.engine.caught_up.IdentityReporter`).
+        The first call starts keeping them (call it once a second or so from then on)."""
         with self._lock:
-            return self.rx_node, self.rx_worker, self.rx_seq, self.sent_ranges
+            replaced, self._replaced = self._replaced or [], []
+            return (self.rx_node, self.rx_worker, self.rx_seq, self.sent_ranges), replaced
 
     def foreign(self, now_ns: int, count: int = 1) -> None:
         """Messages that are not from this run and sweep point (left over in the broker)."""

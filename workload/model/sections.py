@@ -196,7 +196,7 @@ class LoadSection(Strict):
         60.0,
         description="A receiver stops when nothing arrived for this long since the later of its "
         "last message and the senders' end (where it is told of it: locally); at a point without "
-        "faults or errors, 2 s after every confirmed message is counted received.",
+        "faults or errors, 2 s after every confirmed message was received (by identity).",
     )
     failure_timeout: Annotated[
         PositiveDuration,
