@@ -6,10 +6,9 @@ bundles everything the rest of brokerbench may know about that system:
 * a typed parameter model (``[broker.params]`` of a scenario, unknown keys rejected),
 * a client adapter per worker, used in one of two roles: a :class:`Sender` (``send``,
   and ``submit`` where batches may be in flight) or a :class:`Receiver` (``receive`` /
-  ``ack``, with receipts of the adapter's own type; the batches both take and hand out are
-  :mod:`brokers.batches`); blocking (:class:`Adapter`, workers
-  run in threads) or asyncio (:class:`AsyncAdapter`, workers run as tasks), as the
-  adapter classes the system declares are,
+  ``ack``, with receipts of the adapter's own type), on the batches of :mod:`brokers.batches`;
+  blocking (:class:`Adapter`, workers run in threads) or asyncio (:class:`AsyncAdapter`,
+  workers run as tasks), as the adapter classes the system declares are,
 * ``prepare`` (create the queue/topic/table a sweep point uses) and ``describe`` (version
   and replication settings read back from the servers, for the run context), and
   ``durability``, what those settings mean for a confirmed message,

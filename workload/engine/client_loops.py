@@ -3,10 +3,9 @@ role (a :class:`~brokers.base.Sender` or :class:`~brokers.base.Receiver`), block
 thread or awaited in an asyncio task, called between the bookkeeping of its
 :class:`~workload.engine.worker.SenderLoop` or :class:`~workload.engine.worker.ReceiverLoop`.
 
-Every loop but a pipelined sender's is one skeleton (:func:`_work`): pause, take a turn,
-sleep off a failure. With ``max_in_flight`` > 1 a sender keeps that many batches awaiting
-confirmation (``Sender.submit`` for blocking clients, concurrent ``send`` calls for asyncio
-ones); a batch counts only once confirmed.
+With ``max_in_flight`` > 1 a sender keeps that many batches awaiting confirmation
+(``Sender.submit`` for blocking clients, concurrent ``send`` calls for asyncio ones); a
+batch counts only once confirmed.
 """
 
 from __future__ import annotations
@@ -60,14 +59,13 @@ def _blocking(work: Coroutine[Any, Any, None]) -> None:
 
 
 def run_sender(sender: Sender, loop: SenderLoop) -> None:
-    if loop.settings.load.max_in_flight > 1:
+    if (limit := loop.settings.load.max_in_flight) > 1:
         if not sender.pipelined:
             # The system can keep batches in flight, but not with this topology's client:
             # running one batch at a time would report a different load than asked for.
             raise CannotPipeline(
-                f"max_in_flight = {loop.settings.load.max_in_flight}: the "
-                f"{type(sender).__name__} client confirms each batch before the next; "
-                "use max_in_flight = 1"
+                f"max_in_flight = {limit}: the {type(sender).__name__} client confirms each "
+                "batch before the next; use max_in_flight = 1"
             )
         _run_sender_pipelined(sender, loop)
         return

@@ -1,15 +1,12 @@
 """A node's clocks: how far its wall clock is from the reference time (docs/measurement.md §3's
-clock-sync offset), and reading the wall and the monotonic clock together.
+clock-sync offset), and its wall and monotonic clocks read together (:func:`clock_pair`) or
+set against each other (:func:`unstepped`).
 
 Processing latency is the receiver's wall-clock time minus the send time the sender's wall
 clock stamped into the message, so the two clocks' offset from each other is part of it.
 Before each sweep point a client node on a machine of its own reads its clock state from
 chrony (``chronyc -c tracking``) into its status; the nodes of a local run share one host
 and one clock, so their offset from each other is 0 (:data:`SINGLE_HOST`).
-
-Within a worker durations are taken from the monotonic clock, which a step of the wall clock
-does not move; :func:`clock_pair` ties the two clocks at one moment, and :func:`unstepped`
-takes a step off a duration an adapter timed on the wall clock.
 """
 
 from __future__ import annotations

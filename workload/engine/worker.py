@@ -290,8 +290,7 @@ class ReceiverLoop(_Worker):
         self.handed_bytes = 0
 
     def pause(self) -> float:
-        """Seconds to wait before the next receive call: :data:`HOLD_POLL` while a backlog
-        builds (:meth:`holding`), else none."""
+        """Seconds to wait before the next receive call: :data:`HOLD_POLL` while holding."""
         return HOLD_POLL if self.holding() else 0.0
 
     def join(self, joined: Callable[[], bool]) -> None:
