@@ -59,8 +59,9 @@ def keys(nodes: Any, workers: Any, seqs: Any) -> np.ndarray | None:
     for values, bits in ((nodes, NODE_BITS), (workers, WORKER_BITS), (seqs, SEQ_BITS)):
         if values.min() < 0 or values.max() >= 1 << bits:
             return None
-    stream = (nodes << WORKER_BITS) | workers
-    return ((stream << SEQ_BITS) | seqs).astype(np.uint64)
+    nodes, workers, seqs = (v.astype(np.uint64) for v in (nodes, workers, seqs))
+    stream = (nodes << np.uint64(WORKER_BITS)) | workers
+    return (stream << np.uint64(SEQ_BITS)) | seqs
 
 
 def runs(sorted_keys: np.ndarray) -> np.ndarray:
