@@ -8,11 +8,14 @@
 * Broker machines (instance profile): read the stack's secrets and the wheel (their agents
   run from it), write telemetry batches (``runs/<run-id>/raw/telemetry-stream/**.jsonl``,
   :mod:`workload.engine.aws.telemetry_agent`; the role is every broker machine's, so it cannot
-  tell one machine's keys from another's); with faults, also list
-  ``runs/<run-id>/control/faults/``, read the fault markers there (``*.begin``, ``*.end``)
-  and write only acknowledgements (``*.ack``), see :mod:`workload.engine.aws.fault_agent`.
-* The analysis job (EMR Serverless execution role): read the run's results and artifacts,
-  write only ``runs/<run-id>/analysis/*``.
+  tell one machine's keys from another's) and their logs (``runs/<run-id>/logs/boot/*``),
+  see whether the run's end marker is there (a listing of exactly its key); with faults,
+  also list ``runs/<run-id>/control/faults/``, read the fault markers there (``*.begin``,
+  ``*.end``) and write only acknowledgements (``*.ack``), see
+  :mod:`workload.engine.aws.fault_agent`.
+* The analysis job (EMR Serverless execution role): read the results and artifacts of every
+  run in the stack's bucket — an earlier run stays analysable (``cloud analyze --run-id``) —
+  and write only their analyses (``runs/*/analysis/*``).
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ class RunAccess(pulumi.ComponentResource):
             "analysis",
             "emr-serverless.amazonaws.com",
             "analysis job",
-            {"s3": bucket.apply(lambda b: analysis_s3_policy(b, layout))},
+            {"s3": bucket.apply(analysis_s3_policy)},
         )
 
         self.client_profile = profile.name
@@ -214,10 +217,20 @@ def broker_s3_policy(bucket: str, layout: BucketLayout, faults: bool = True) -> 
             "Resource": f"{objects}{layout.wheel_key}",
         },
         {
-            "Sid": "WriteTelemetry",
+            "Sid": "WriteTelemetryAndLogs",
             "Effect": "Allow",
             "Action": "s3:PutObject",
-            "Resource": f"{objects}{layout.run_prefix}{LAYOUT.telemetry_stream}/*.jsonl",
+            "Resource": [
+                f"{objects}{layout.run_prefix}{LAYOUT.telemetry_stream}/*.jsonl",
+                f"{objects}{layout.run_prefix}{LAYOUT.boot_logs}*",
+            ],
+        },
+        {
+            "Sid": "SeeTheRunsEnd",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": f"arn:aws:s3:::{bucket}",
+            "Condition": {"StringLike": {"s3:prefix": [f"{layout.run_prefix}{LAYOUT.ended}"]}},
         },
     ]
     if faults:
@@ -256,28 +269,34 @@ def fault_statements(bucket: str, layout: BucketLayout) -> list[dict[str, object
     ]
 
 
-def analysis_s3_policy(bucket: str, layout: BucketLayout) -> str:
+def analysis_s3_policy(bucket: str) -> str:
+    """The analysis job: read every run's results and artifacts in the stack's bucket,
+    write only their analyses."""
     objects = f"arn:aws:s3:::{bucket}/"
+    runs, artifacts = f"{LAYOUT.runs}/", "artifacts/"
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
                 {
-                    "Sid": "ReadRun",
+                    "Sid": "ReadRuns",
                     "Effect": "Allow",
                     "Action": "s3:GetObject",
-                    "Resource": [
-                        f"{objects}{layout.run_prefix}*",
-                        f"{objects}{layout.artifacts_prefix}*",
-                    ],
+                    "Resource": [f"{objects}{runs}*", f"{objects}{artifacts}*"],
                 },
                 {
-                    "Sid": "WriteAnalysis",
+                    "Sid": "WriteAnalyses",
                     "Effect": "Allow",
                     "Action": ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                    "Resource": f"{objects}{layout.analysis_prefix}*",
+                    "Resource": f"{objects}{runs}*/{LAYOUT.analysis}/*",
                 },
-                _list_statement(bucket, layout),
+                {
+                    "Sid": "ListRuns",
+                    "Effect": "Allow",
+                    "Action": "s3:ListBucket",
+                    "Resource": f"arn:aws:s3:::{bucket}",
+                    "Condition": {"StringLike": {"s3:prefix": [f"{runs}*", f"{artifacts}*"]}},
+                },
             ],
         }
     )

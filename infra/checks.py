@@ -4,7 +4,8 @@ Each validator takes the resources a Pulumi program declared — their type toke
 inputs in the engine's (camelCase) form, as Pulumi's test mocks or ``pulumi preview --json``
 show them — and returns one line per problem (empty when the stack is fine). They know
 AWS semantics, not this project's components, so they also judge hand-made bad examples.
-The user-data a machine boots with is checked as text in :mod:`infra.userdata_checks`.
+The user-data a machine boots with is checked as text in :mod:`infra.userdata_checks`, the
+identities and the generated secrets in :mod:`infra.access_checks`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.instances import bandwidth_problems as type_bandwidth_problems
-from infra.plan import BucketLayout
 
 WORLD = {"0.0.0.0/0", "::/0"}
-S3_WRITE = {
-    "s3:PutObject",
-    "s3:DeleteObject",
-    "s3:PutObjectAcl",
-    "s3:PutObjectTagging",
-    "s3:AbortMultipartUpload",
-    "s3:DeleteObjectVersion",
-}
-S3_READ = {"s3:GetObject", "s3:GetObjectVersion"}
 #: gp3: IOPS included when none are given, and the most throughput (MiB/s) per IOPS.
 GP3_BASELINE_IOPS = 3000
 GP3_MIBPS_PER_IOPS = 0.25
@@ -358,7 +349,7 @@ def bucket_problems(resources: Iterable[Declared]) -> list[str]:
         if str(bucket.inputs.get("acl") or "private").startswith("public"):
             problems.append(f"{bucket.name}: public ACL {bucket.inputs['acl']}")
         for policy in related("s3/bucketPolicy:BucketPolicy"):
-            for statement in _statements(policy.inputs.get("policy")):
+            for statement in statements(policy.inputs.get("policy")):
                 if statement.get("Effect") == "Allow" and statement.get("Principal") in (
                     "*",
                     {"AWS": "*"},
@@ -396,106 +387,10 @@ def kept_bucket_problems(resources: Iterable[Declared]) -> list[str]:
     return problems
 
 
-# -- IAM ---------------------------------------------------------------------------------
-
-
-def iam_problems(resources: Iterable[Declared], bucket: str, run_id: str) -> list[str]:
-    """Least privilege: no wildcards, S3 writes only under ``runs/<run-id>/``, reads only of
-    this run's results and artifacts, listing only with a prefix condition, roles assumable
-    only by AWS services."""
-    resources = list(resources)
-    layout = BucketLayout(run_id, wheel_name="")
-    writable = f"arn:aws:s3:::{bucket}/{layout.run_prefix}"
-    readable = (writable, f"arn:aws:s3:::{bucket}/{layout.artifacts_prefix}")
-    prefixes = (layout.run_prefix, layout.artifacts_prefix)
-    problems = []
-    for r in of_type(resources, "iam/rolePolicyAttachment:RolePolicyAttachment"):
-        problems.append(f"{r.name}: managed policy {r.inputs.get('policyArn')} attached")
-    for r in of_type(resources, "iam/role:Role"):
-        for statement in _statements(r.inputs.get("assumeRolePolicy")):
-            principal = statement.get("Principal")
-            services = principal.get("Service") if isinstance(principal, dict) else None
-            if not services or (isinstance(principal, dict) and set(principal) != {"Service"}):
-                problems.append(f"{r.name}: assumable by {principal!r}, not only by an AWS service")
-        for inline in r.inputs.get("inlinePolicies") or []:
-            problems += _policy_problems(
-                f"{r.name}.inline", inline.get("policy"), writable, readable, prefixes
-            )
-    for r in of_type(resources, "iam/rolePolicy:RolePolicy", "iam/policy:Policy"):
-        problems += _policy_problems(r.name, r.inputs.get("policy"), writable, readable, prefixes)
-    return problems
-
-
-def _policy_problems(
-    name: str, document: Any, writable: str, readable: tuple[str, ...], prefixes: tuple[str, ...]
-) -> list[str]:
-    problems = []
-    for statement in _statements(document):
-        if statement.get("Effect") != "Allow":
-            continue
-        actions = _as_list(statement.get("Action"))
-        resources = _as_list(statement.get("Resource"))
-        if statement.get("NotAction") or statement.get("NotResource"):
-            problems.append(f"{name}: NotAction/NotResource grants more than it names")
-        for action in actions:
-            if action == "*" or action.endswith(":*"):
-                problems.append(f"{name}: wildcard action {action}")
-        if "*" in resources:
-            problems.append(f"{name}: Resource '*' for {', '.join(actions)}")
-        if set(actions) & S3_WRITE:
-            for resource in resources:
-                if not resource.startswith(writable):
-                    problems.append(f"{name}: may write {resource}, outside {writable}*")
-        if set(actions) & S3_READ:
-            for resource in resources:
-                if not resource.startswith(readable):
-                    problems.append(f"{name}: may read {resource}, outside this run")
-        if "s3:ListBucket" in actions:
-            condition = (statement.get("Condition") or {}).get("StringLike") or {}
-            listed = _as_list(condition.get("s3:prefix"))
-            if not listed or not all(p.startswith(prefixes) for p in listed):
-                problems.append(f"{name}: s3:ListBucket not limited to this run's prefixes")
-    return problems
-
-
-def _statements(document: Any) -> list[dict[str, Any]]:
+def statements(document: Any) -> list[dict[str, Any]]:
     if not document:
         return []
     if isinstance(document, str):
         document = json.loads(document)
     statements = document.get("Statement", [])
     return [statements] if isinstance(statements, dict) else list(statements)
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
-# -- secrets -----------------------------------------------------------------------------
-
-
-def secret_problems(resources: Iterable[Declared]) -> list[str]:
-    """Generated secrets are stored only as SecureString parameters: no other resource (no
-    user-data, no uploaded object, no policy, no tag) carries a generated value."""
-    resources = list(resources)
-    secrets = {
-        str(r.outputs.get("result"))
-        for r in of_type(resources, "randomPassword:RandomPassword")
-        if r.outputs.get("result")
-    }
-    problems = []
-    for r in resources:
-        if r.type.endswith("randomPassword:RandomPassword"):
-            continue
-        for key, value in r.inputs.items():
-            text = value if isinstance(value, str) else json.dumps(value, default=str)
-            if not any(secret in text for secret in secrets):
-                continue
-            stored = r.type.endswith("ssm/parameter:Parameter") and key == "value"
-            if not stored:
-                problems.append(f"{r.name}: a generated secret in {key}")
-            elif r.inputs.get("type") != "SecureString":
-                problems.append(f"{r.name}: holds a generated secret as {r.inputs.get('type')}")
-    return problems

@@ -2,8 +2,10 @@
 
 :func:`deploy` runs :func:`infra.program.build` (or any program function) with mocks that
 answer like AWS would in the ways the program relies on (bucket names, ARNs, the names and
-URLs of managed services, Elastic IP allocation ids, the availability zones) and returns the :class:`~infra.checks.Declared` resources with their resolved
-inputs, ready for the validators in :mod:`infra.checks`.
+URLs of managed services, Elastic IP allocation ids, the availability zones, the instance
+types each zone offers, what the results bucket holds) and returns the
+:class:`~infra.checks.Declared` resources with their resolved inputs, ready for the
+validators in :mod:`infra.checks`.
 """
 
 from __future__ import annotations
@@ -27,8 +29,17 @@ ACCOUNT = "123456789012"
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self, region: str = "eu-west-1") -> None:
+    def __init__(
+        self,
+        region: str = "eu-west-1",
+        objects: dict[str, str] | None = None,
+        offerings: dict[str, set[str]] | None = None,
+    ) -> None:
         self.region = region
+        #: What the results bucket holds (key → text), for the program's look-ups in it.
+        self.objects = dict(objects or {})
+        #: Zone → the instance types it offers (None: every type in every zone).
+        self.offerings = offerings
         self.declared: list[Declared] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         #: The options of the resource being registered on this thread (:class:`OptionsMonitor`).
@@ -86,7 +97,27 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             zone_ids = [f"euw1-az{i}" for i in range(1, 4)]
             return {"names": ZONES, "zoneIds": zone_ids, "id": "zones"}, []
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            return self._offered(args.args), []
+        if args.token == "aws:s3/getObjects:getObjects":
+            prefix = str(args.args.get("prefix") or "")
+            keys = sorted(k for k in self.objects if k.startswith(prefix))
+            return {"keys": keys[: int(args.args.get("maxKeys") or 1000)], "id": "o"}, []
+        if args.token == "aws:s3/getObject:getObject":
+            key = str(args.args["key"])
+            return {"body": self.objects[key], "key": key, "id": key}, []
         raise NotImplementedError(f"no mock for {args.token}")
+
+    def _offered(self, args: dict[str, Any]) -> dict[str, Any]:
+        wanted = [v for f in args.get("filters") or [] for v in f["values"]]
+        types, zones = [], []
+        for zone in ZONES:
+            for kind in wanted:
+                if self.offerings is None or kind in self.offerings.get(zone, set()):
+                    types.append(kind)
+                    zones.append(zone)
+        locations = ["availability-zone"] * len(zones)
+        return {"instanceTypes": types, "locations": zones, "locationTypes": locations, "id": "x"}
 
 
 class OptionsMonitor(MockMonitor):
@@ -111,14 +142,17 @@ def deploy(
     stack: str = "test",
     config: dict[str, str] | None = None,
     region: str = "eu-west-1",
+    objects: dict[str, str] | None = None,
+    offerings: dict[str, set[str]] | None = None,
 ) -> tuple[Any, list[Declared]]:
     """Run ``program`` under mocks; its return value and every declared custom resource.
 
     ``program`` may return Outputs (or a structure of them): they are awaited, so an
-    exception raised inside an ``apply`` fails the deployment.
+    exception raised inside an ``apply`` fails the deployment. ``objects``: what the results
+    bucket holds; ``offerings``: the instance types each zone offers (default: all).
     """
     _ensure_event_loop()
-    mocks = RecordingMocks(region)
+    mocks = RecordingMocks(region, objects, offerings)
     pulumi.runtime.set_mocks(
         mocks, project="brokerbench", stack=stack, preview=False, monitor=OptionsMonitor(mocks)
     )

@@ -103,6 +103,12 @@ class BucketLayout:
 
     @property
     def manifest_key(self) -> str:
+        """The run's manifest, kept with its results (the next run's ``up`` leaves it)."""
+        return f"{self.run_prefix}manifest.json"
+
+    @property
+    def legacy_manifest_key(self) -> str:
+        """Where a run deployed before the manifest moved to its results keeps it."""
         return f"{self.artifacts_prefix}manifest.json"
 
     @property

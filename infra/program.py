@@ -3,47 +3,36 @@
 ``stacks/__main__.py`` calls :func:`main`. :func:`build` is the same program as a
 function of typed settings, so tests run it under Pulumi's mocks. Nothing here knows a
 broker by name: the system's topology and cloud recipe decide the broker machines, the
-scenario decides the client fleet. A system AWS runs for it (a managed queue) has no
-broker machines; its recipe's :class:`~brokers.base.ManagedService` becomes the resource
-the clients use (:mod:`infra.queue`).
+scenario decides the client fleet (:mod:`infra.stack_plan`, :mod:`infra.machines`). A
+system AWS runs for it (a managed queue) has no broker machines; its recipe's
+:class:`~brokers.base.ManagedService` becomes the resource the clients use
+(:mod:`infra.queue`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 
-from brokers.base import BrokerSystem, Endpoints
-from brokers.cloud import CloudRecipe, ManagedService
+from brokers.base import Endpoints
 from infra.access import RunAccess, RunAccessArgs
 from infra.analysis import AnalysisApp, AnalysisAppArgs
-from infra.constraints import client_constraints
+from infra.budget import ttl_problems
 from infra.instances import bandwidth_problems
+from infra.machines import (
+    RunMachines,
+    broker_endpoints,
+    deploy_machines,
+    machine_zone,
+    run_context,
+)
 from infra.network import Network, NetworkArgs
-from infra.nodes import (
-    BrokerCluster,
-    BrokerClusterArgs,
-    ClientFleet,
-    ClientFleetArgs,
-    DataVolume,
-    MachineDefaults,
-    cluster_placement_group,
-)
-from infra.plan import (
-    BrokerNode,
-    BucketLayout,
-    ClientNode,
-    FleetPlan,
-    client_scenario,
-    default_endpoints,
-    fleet_composition,
-    stack_fleet,
-)
+from infra.nodes import MachineDefaults, cluster_placement_group
+from infra.plan import BucketLayout, FleetPlan, fleet_composition
 from infra.pyenv import (
     PackError,
     analysis_constraints,
@@ -52,37 +41,27 @@ from infra.pyenv import (
     find_python_home,
 )
 from infra.queue import ManagedQueue, ManagedQueueArgs
+from infra.run_id import refuse_reuse, run_id_for
 from infra.secrets import StackSecrets, StackSecretsArgs
 from infra.settings import (
     NAMESPACE,
     ROOT,
+    STACKS_DIR,
     StackConfigError,
     StackSettings,
-    deprecations,
     settings_from_config,
     unpinned_ami,
 )
-from infra.source import SourceError, SourceState, source_state
-from infra.source import build_wheel as _build
-from infra.storage import ResultsBucket, ResultsBucketArgs, RunArtifacts, RunArtifactsArgs
-from infra.userdata import (
-    RunContext,
-    analysis_entry,
-    broker_user_data,
-    client_user_data,
-    missing_recipe_message,
-)
-from workload.model.manifest import (
-    ManifestEndpoints,
-    ManifestNode,
-    ManifestSource,
-    ManifestVolume,
-    RunManifest,
-)
-from workload.model.scenario import Scenario
+from infra.source import SourceState, source_state
+from infra.stack_plan import StackPlan, build_wheel, plan_stack
+from infra.storage import ResultsBucket, ResultsBucketArgs
+from workload.model.scenario_file import load_scenario
 
-#: Without a cloud recipe nothing listens on the brokers; clients are placeholders too.
-PLACEHOLDER_PORT = 1
+__all__ = ["Deployment", "build", "build_wheel", "fleet_composition", "main"]
+
+#: What the shell checks before anything is declared (the cost cap needs the price table,
+#: which infra does not read): one line per problem, the deployment refused if any.
+Guard = Callable[[StackSettings, str, str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -116,10 +95,12 @@ class Deployment:
         }
 
 
-def main() -> None:
-    """Entry point of ``pulumi up``: read config, build, export."""
+def main(guard: Guard | None = None) -> None:
+    """Entry point of ``pulumi up``: read config, check it, build, export."""
     config = {**pulumi.runtime.config.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
-    settings = settings_from_config(config, source=f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
+    stack = pulumi.get_stack()
+    stack_file = STACKS_DIR / f"Pulumi.{stack}.yaml"
+    settings = settings_from_config(config, source=f"stacks/{stack_file.name}")
     region = pulumi.Config("aws").get("region")
     if not region:
         raise StackConfigError(["aws:region is not set: pulumi config set aws:region us-east-1"])
@@ -129,75 +110,29 @@ def main() -> None:
         raise StackConfigError([refusal])
     if refusal:
         pulumi.log.warn(f"deploying as {NAMESPACE}:allowDirty allows: {refusal.split(':')[0]}")
-    deployment = build(settings, pulumi.get_stack(), region, source=source)
+    scenario = load_scenario(settings.scenario_path())
+    problems = ttl_problems(settings, scenario) + (guard(settings, stack, region) if guard else [])
+    if problems:
+        raise StackConfigError(problems)
+    run_id = run_id_for(settings, scenario.name, stack_file)
+    settings = settings.model_copy(update={"run_id": run_id})
+    deployment = build(settings, stack, region, source=source)
     for key, value in deployment.exports().items():
         pulumi.export(key, value)
 
 
 @dataclass(frozen=True)
-class StackPlan:
-    """What one stack deploys, decided before any resource is declared: the system, the
-    scenario as its client machines get it, the fleet, the run's id and bucket layout."""
+class Shared:
+    """The resources of a stack the machines use: network, bucket, access, analysis."""
 
-    system: BrokerSystem[Any]
-    scenario: Scenario
-    plan: FleetPlan
-    run_id: str
-    layout: BucketLayout
-    wheel: Path
-    tags: dict[str, str]
-    #: The system has no cloud recipe: the broker machines are placeholders.
-    placeholder: bool
-    #: The checkout the wheel and this program come from.
-    source: SourceState
-
-    @property
-    def recipe(self) -> CloudRecipe | None:
-        return self.system.cloud
-
-    @property
-    def managed(self) -> ManagedService | None:
-        return self.recipe.managed if self.recipe is not None else None
-
-
-def plan_stack(
-    settings: StackSettings,
-    stack: str,
-    wheel: Path | None = None,
-    source: SourceState | None = None,
-) -> StackPlan:
-    """The stack's plan (warnings logged); a :class:`StackConfigError` for a scenario of
-    another system or a topology without broker nodes and no managed service."""
-    fleet = stack_fleet(settings)
-    system, scenario, plan = fleet.system, fleet.scenario, fleet.plan
-    if scenario.broker.system != system.name:
-        raise StackConfigError(
-            [f"{settings.scenario}: is a {scenario.broker.system} scenario, not {system.name}"]
-        )
-    run_id = settings.resolved_run_id(stack, scenario.name)
-    source = source or source_state(ROOT)
-    wheel = wheel or settings.wheel or build_wheel(source=source)
-    tags = {
-        "brokerbench:run": run_id,
-        "brokerbench:system": system.name,
-        "brokerbench:stack": stack,
-    }
-    recipe = system.cloud
-    managed = recipe.managed if recipe is not None else None
-    for line in deprecations(settings):
-        pulumi.log.warn(line)
-    placeholder = recipe is None and bool(plan.brokers)
-    if placeholder:
-        pulumi.log.warn(missing_recipe_message(system.name))
-    if not plan.brokers and managed is None:
-        raise StackConfigError(
-            [
-                f"{system.name}: the topology has no broker nodes and the system's cloud "
-                "recipe declares no managed service"
-            ]
-        )
-    layout = BucketLayout(run_id, wheel.name)
-    return StackPlan(system, scenario, plan, run_id, layout, wheel, tags, placeholder, source)
+    network: Network
+    bucket: ResultsBucket
+    #: The bucket's name once the run's guard let it through (:func:`refuse_reuse`).
+    guarded: pulumi.Output[str]
+    access: RunAccess
+    analysis: AnalysisApp
+    endpoints: pulumi.Output[Endpoints]
+    secret_names: dict[str, str]
 
 
 def build(
@@ -211,9 +146,55 @@ def build(
     if not settings.ami:  # a looked-up image would change under a running fleet
         raise StackConfigError([unpinned_ami(region)])
     target = plan_stack(settings, stack, wheel, source)
-    scenario, plan, layout, tags = target.scenario, target.plan, target.layout, target.tags
-    managed = target.managed
-    zone = settings.availability_zone or aws.get_availability_zones(state="available").names[0]
+    shared = _shared(settings, target, region)
+    for instance_type in sorted({settings.broker_instance_type, settings.client_instance_type}):
+        for line in bandwidth_problems(instance_type):
+            pulumi.log.warn(line)
+    placement = (
+        cluster_placement_group("machines", target.tags) if settings.placement_group else None
+    )
+    defaults = MachineDefaults(
+        ami=settings.ami,
+        subnet_id=shared.network.subnet_id,
+        security_group_id=shared.network.security_group_id,
+        root_volume_gib=settings.root_volume_gib,
+        tags=target.tags,
+        key_name=settings.key_name,
+        public_ip=shared.network.public_nodes,
+        placement_group=placement.name if placement is not None else None,
+    )
+    context = run_context(settings, target, region, shared.secret_names)
+    environment = analysis_environment(settings, target)
+    machines = RunMachines(
+        context, defaults, shared.access, shared.guarded, shared.endpoints, stack, region,
+        environment,
+    )  # fmt: skip
+    deploy_machines(settings, target, machines)
+    plan = target.plan
+    return Deployment(
+        run_id=target.run_id,
+        bucket=shared.bucket.name,
+        region=region,
+        broker_endpoints=shared.endpoints.apply(lambda e: list(e.hosts)),
+        broker_nodes={n.name: n.address for n in plan.brokers},
+        client_nodes={n.name: n.address for n in plan.clients},
+        emr_application_id=shared.analysis.application_id,
+        emr_execution_role_arn=shared.access.analysis_role_arn,
+        layout=target.layout,
+        plan=plan,
+        placeholder=target.placeholder,
+    )
+
+
+def _shared(settings: StackSettings, target: StackPlan, region: str) -> Shared:
+    """The network (in a zone that offers the stack's instance types), the results bucket
+    and the run's guard on it, the managed queue, the secrets, IAM and the EMR application."""
+    plan, tags, managed = target.plan, target.tags, target.managed
+    types = sorted(
+        {settings.client_instance_type}
+        | ({settings.broker_instance_type} if plan.brokers else set())
+    )
+    zone = machine_zone(settings, types)
     network = Network(
         "net",
         NetworkArgs(
@@ -233,12 +214,12 @@ def build(
         "access",
         RunAccessArgs(
             bucket.name,
-            layout,
+            target.layout,
             tags,
             managed_arn=queue.arn if queue is not None else None,
             managed_actions=managed.client_actions if managed is not None else (),
             secret_arns=secrets.arns if secrets is not None else {},
-            faults=bool(scenario.faults) and bool(plan.brokers),
+            faults=bool(target.scenario.faults) and bool(plan.brokers),
         ),
     )
     analysis = AnalysisApp(
@@ -250,210 +231,11 @@ def build(
     endpoints: pulumi.Output[Endpoints] = (
         queue.endpoints
         if queue is not None
-        else pulumi.Output.from_input(_broker_endpoints(target.recipe, plan))
+        else pulumi.Output.from_input(broker_endpoints(target.recipe, plan))
     )
-    context = _run_context(settings, target, region, secrets)
-    for instance_type in sorted({settings.broker_instance_type, settings.client_instance_type}):
-        for line in bandwidth_problems(instance_type):
-            pulumi.log.warn(line)
-    placement = cluster_placement_group("machines", tags) if settings.placement_group else None
-    machines = MachineDefaults(
-        ami=settings.ami,
-        subnet_id=network.subnet_id,
-        security_group_id=network.security_group_id,
-        root_volume_gib=settings.root_volume_gib,
-        tags=tags,
-        key_name=settings.key_name,
-        public_ip=network.public_nodes,
-        placement_group=placement.name if placement is not None else None,
-    )
-    environment = analysis_environment(settings, target)
-    _machines(
-        settings, target, context, machines, access, bucket, endpoints, stack, region, environment
-    )
-    return Deployment(
-        run_id=target.run_id,
-        bucket=bucket.name,
-        region=region,
-        broker_endpoints=endpoints.apply(lambda e: list(e.hosts)),
-        broker_nodes={n.name: n.address for n in plan.brokers},
-        client_nodes={n.name: n.address for n in plan.clients},
-        emr_application_id=analysis.application_id,
-        emr_execution_role_arn=access.analysis_role_arn,
-        layout=layout,
-        plan=plan,
-        placeholder=target.placeholder,
-    )
-
-
-def _run_context(
-    settings: StackSettings, target: StackPlan, region: str, secrets: StackSecrets | None
-) -> RunContext:
-    """What every machine's user-data is rendered from (the bucket and scenario added per
-    machine)."""
-    system = target.system
-    return RunContext(
-        system=system.name,
-        title=system.title,
-        run_id=target.run_id,
-        scenario_name=target.scenario.name,
-        region=region,
-        wheel_key=target.layout.wheel_key,
-        broker_wait_minutes=settings.broker_wait_minutes,
-        client_instance_type=settings.client_instance_type,
-        broker_instance_type=settings.broker_instance_type,
-        placeholder=missing_recipe_message(system.name) if target.placeholder else "",
-        fleet=fleet_composition(
-            target.plan, settings.broker_instance_type, settings.client_instance_type
-        ),
-        secret_parameters=secrets.names if secrets is not None else {},
-        faults=bool(target.scenario.faults),
-        ttl_hours=settings.ttl_hours,
-    )
-
-
-def _machines(
-    settings: StackSettings,
-    target: StackPlan,
-    context: RunContext,
-    defaults: MachineDefaults,
-    access: RunAccess,
-    bucket: ResultsBucket,
-    endpoints: pulumi.Output[Endpoints],
-    stack: str,
-    region: str,
-    environment: Path | None = None,
-) -> None:
-    """The broker cluster, the run's artifacts (wheel, client scenario, manifest …) and the
-    client fleet, which starts once both are there."""
-    system, plan, layout = target.system, target.plan, target.layout
-    brokers = BrokerCluster(
-        "brokers",
-        BrokerClusterArgs(
-            nodes=plan.brokers,
-            user_data=_broker_user_data(
-                context, system, target.recipe, plan, target.scenario, bucket.name
-            ),
-            instance_type=settings.broker_instance_type,
-            data_volume=DataVolume(
-                settings.data_volume_gib,
-                settings.data_volume_type,
-                settings.data_volume_iops,
-                settings.data_volume_throughput,
-            ),
-            defaults=defaults,
-            profile=access.broker_profile,
-        ),
-    )
-    scenario_toml = endpoints.apply(
-        lambda e: client_scenario(settings.scenario_path(), e, plan.roles)
-    )
-    manifest = pulumi.Output.all(bucket.name, endpoints).apply(
-        lambda v: _manifest(v[0], v[1], settings, target, stack, region, environment is not None)
-    )
-    artifacts = RunArtifacts(
-        "artifacts",
-        RunArtifactsArgs(
-            bucket.name,
-            layout,
-            target.wheel,
-            scenario_toml,
-            manifest,
-            analysis_entry(target.run_id, settings.analysis_module),
-            client_constraints(),
-            environment,
-        ),
-    )
-    ClientFleet(
-        "clients",
-        ClientFleetArgs(
-            nodes=plan.clients,
-            user_data={
-                node.name: _client_user_data(context, node, bucket.name, scenario_toml)
-                for node in plan.clients
-            },
-            instance_type=settings.client_instance_type,
-            profile=access.client_profile,
-            defaults=defaults,
-            after=(artifacts, brokers),
-        ),
-    )
-
-
-def _broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:
-    """Where clients connect: the recipe's ``endpoints`` (a placeholder without a recipe)."""
-    if recipe is None:
-        return default_endpoints(plan.cluster, [PLACEHOLDER_PORT])
-    return recipe.endpoints(plan.cluster)
-
-
-def _broker_user_data(
-    context: RunContext,
-    system: BrokerSystem[Any],
-    recipe: CloudRecipe | None,
-    plan: FleetPlan,
-    scenario: Scenario,
-    bucket: pulumi.Output[str],
-) -> dict[str, pulumi.Input[str]]:
-    """Each broker node's user-data (with the bucket, where its fault agent reads markers)."""
-    params = scenario.broker_params()
-
-    def renderer(node: BrokerNode) -> Callable[[str], str]:
-        return lambda name: broker_user_data(
-            replace(context, bucket=name), node, recipe, plan.cluster, params
-        )
-
-    return {node.name: bucket.apply(renderer(node)) for node in plan.brokers}
-
-
-def _client_user_data(
-    context: RunContext,
-    node: ClientNode,
-    bucket: pulumi.Output[str],
-    scenario_toml: pulumi.Output[str],
-) -> pulumi.Output[str]:
-    def render(values: list[Any]) -> str:
-        return client_user_data(replace(context, bucket=values[0], scenario_toml=values[1]), node)
-
-    return pulumi.Output.all(bucket, scenario_toml).apply(render)
-
-
-def _manifest(
-    bucket: str,
-    endpoints: Endpoints,
-    settings: StackSettings,
-    target: StackPlan,
-    stack: str,
-    region: str,
-    environment: bool = False,
-) -> str:
-    """What the cloud commands (and the run context) need to know about this deployment."""
-    system, scenario, plan, layout = target.system, target.scenario, target.plan, target.layout
-    return RunManifest(
-        run_id=layout.run_id,
-        stack=stack,
-        system=system.name,
-        title=system.title,
-        scenario=scenario.name,
-        scenario_file=str(settings.scenario),
-        region=region,
-        bucket=bucket,
-        run_prefix=layout.run_prefix,
-        topology=plan.roles,
-        replication=system.reference_topology.replication,
-        caveats=list(system.caveats),
-        broker_instance_type=settings.broker_instance_type,
-        client_instance_type=settings.client_instance_type,
-        data_volume=ManifestVolume(gib=settings.data_volume_gib, type=settings.data_volume_type),
-        brokers=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.brokers],
-        clients=[ManifestNode(role=n.role, index=n.index, address=n.address) for n in plan.clients],
-        points=list(plan.points),
-        endpoints=ManifestEndpoints(hosts=list(endpoints.hosts), extra=dict(endpoints.extra)),
-        emr_python=settings.emr_python,
-        emr_environment=layout.environment_key if environment else "",
-        ttl_hours=settings.ttl_hours,
-        source=ManifestSource(commit=target.source.commit, dirty=target.source.dirty),
-    ).to_json()
+    guarded = refuse_reuse(bucket.name, target.run_id, target.fingerprint)
+    names = secrets.names if secrets is not None else {}
+    return Shared(network, bucket, guarded, access, analysis, endpoints, names)
 
 
 def analysis_environment(settings: StackSettings, target: StackPlan) -> Path | None:
@@ -476,13 +258,3 @@ def analysis_environment(settings: StackSettings, target: StackPlan) -> Path | N
         )
     except PackError as exc:
         raise StackConfigError([f"{NAMESPACE}:emrPythonHome: {exc}"]) from None
-
-
-def build_wheel(out_dir: Path | None = None, source: SourceState | None = None) -> Path:
-    """This checkout's wheel (into ``.cache/wheel/`` by default), the same bytes for the
-    same commit (:mod:`infra.source`)."""
-    source = source or source_state(ROOT)
-    try:
-        return _build(ROOT, out_dir or ROOT / ".cache" / "wheel", source.commit_time)
-    except SourceError as exc:
-        raise StackConfigError([str(exc)]) from None

@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 NAMESPACE = "brokerbench"
+#: The tags every resource of a run carries: its stack and its run (``cloud down`` and the
+#: other ``cloud`` commands find a run's machines, application and bucket by both).
+STACK_TAG = f"{NAMESPACE}:stack"
+RUN_TAG = f"{NAMESPACE}:run"
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 MIN_IOPS = 3000
@@ -63,7 +67,9 @@ class StackSettings(BaseModel):
     system: str = Field(description="Broker system name from the registry.")
     scenario: Path = Field(description="Scenario TOML, relative to the repository root.")
     run_id: str | None = Field(
-        None, description="Run id (lower-case letters, digits, '-'); default: the scenario's name."
+        None,
+        description="Run id (lower-case letters, digits, '-'), one per run; default: made by "
+        "pulumi up (scenario, UTC time, 4 random hex digits) and kept in the stack's file.",
     )
     roles: dict[str, int] | None = Field(
         None, description="Broker nodes by role, replacing the system's reference topology."
@@ -151,7 +157,13 @@ class StackSettings(BaseModel):
         ge=0,
         le=7 * 24,
         description="Hours after boot when every machine stops itself (instance stopped, "
-        "not terminated); 0: never.",
+        "not terminated), if the run's end has not stopped it; 0: never.",
+    )
+    max_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Cost cap: pulumi up and cloud plan refuse a stack whose machines may "
+        "cost more (their price per hour × ttlHours) before they stop themselves.",
     )
 
     @field_validator("run_id")
@@ -187,16 +199,6 @@ class StackSettings(BaseModel):
 
     def scenario_path(self) -> Path:
         return self.scenario if self.scenario.is_absolute() else ROOT / self.scenario
-
-    def resolved_run_id(self, stack: str, scenario_name: str) -> str:
-        """The run id: configured, or derived from the stack and scenario names."""
-        if self.run_id:
-            return self.run_id
-        name = (
-            scenario_name if scenario_name.lower().startswith(stack) else f"{stack}-{scenario_name}"
-        )
-        derived = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-        return derived[:48].rstrip("-") or "run"
 
 
 def settings_from_config(values: Mapping[str, Any], source: str = "stack config") -> StackSettings:

@@ -7,6 +7,10 @@ untracked-but-not-ignored; never ``build/`` leftovers or ignored files), with
 build isolation, so no newer setuptools fetched on the day), and then written again with
 its entries in a fixed order, every timestamp at the commit's time and fixed permissions.
 So two builds of one commit upload the same object, and a run names the commit it ran.
+
+A stack's own settings are not code: ``pulumi config set`` writes them into the tracked
+``stacks/Pulumi.<stack>.yaml`` (:data:`STACK_SETTINGS`), and a change there leaves the tree
+clean (the manifest records the settings themselves).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 #: Zip timestamps start in 1980; an older epoch (a tree without git) is clamped to it.
 ZIP_EPOCH = 315532800
+#: The stacks' settings files (``pulumi config set`` writes them): not code, never dirty.
+STACK_SETTINGS = ("stacks/Pulumi.*.yaml",)
 
 
 class SourceError(ValueError):
@@ -65,13 +72,15 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def source_state(root: Path) -> SourceState:
-    """The commit of ``root`` and whether its tree differs from it."""
+def source_state(root: Path, settings: tuple[str, ...] = STACK_SETTINGS) -> SourceState:
+    """The commit of ``root`` and whether its code differs from it (files matching
+    ``settings``, the stacks' own settings, do not count)."""
     commit = (_git(root, "rev-parse", "HEAD") or "").strip()
     status = _git(root, "status", "--porcelain", "--untracked-files=normal")
     if not commit or status is None:
         return SourceState(commit="", dirty=True)
-    changed = tuple(line[3:] for line in status.splitlines() if line.strip())
+    paths = (line[3:].split(" -> ")[-1].strip('"') for line in status.splitlines() if line.strip())
+    changed = tuple(p for p in paths if not any(fnmatchcase(p, glob) for glob in settings))
     when = (_git(root, "log", "-1", "--format=%ct", "HEAD") or "0").strip()
     return SourceState(commit, bool(changed), int(when or 0), changed)
 

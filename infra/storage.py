@@ -5,8 +5,10 @@ The bucket is private (ACLs disabled, every public-access block on), encrypted b
 destroyed so that results outlive the fleet — with every one of those protections, each a
 resource of its own that is kept with it. The artifacts are what client machines and the
 analysis job read: the brokerbench wheel, the pip constraints that pin what client machines
-install with it, the scenario, the run manifest and the EMR entry script, all under
-``artifacts/<run-id>/``.
+install with it, the scenario and the EMR entry script, all under ``artifacts/<run-id>/``,
+and the run's manifest beside its results (``runs/<run-id>/manifest.json``). Every one is
+kept when the next run's ``up`` (another run id: other keys) or ``pulumi destroy`` drops it,
+so an earlier run stays analysable with the code it ran (``cloud analyze --run-id``).
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ class RunArtifacts(pulumi.ComponentResource):
         self, name: str, args: RunArtifactsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("brokerbench:infra:RunArtifacts", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        # A run's files outlive its deployment: the next run's replace the declarations.
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         layout = args.layout
         wheel = pulumi.FileAsset(str(args.wheel))
         objects: dict[str, dict[str, Any]] = {

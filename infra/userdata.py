@@ -8,12 +8,18 @@ uploaded wheel. Client nodes install brokerbench
 from the wheel the stack uploaded, with the versions of the constraints file uploaded next
 to it, write the scenario TOML and start the client agent (``brokerbench cloud client``),
 which waits for the brokers, runs the node's role for every sweep point and uploads the
-results. Every node keeps its clock in sync with chrony and, with a time to live, powers
-itself off that many hours after boot (a systemd timer).
+results. Every node keeps its clock in sync with chrony, powers itself off when the run is
+over (a client when its agent exits, a broker when its telemetry agent sees the run's end)
+and, with a time to live, that many hours after boot at the latest (a systemd timer). Each
+uploads its boot and node logs to the run's prefix when it stops or its set-up fails
+(:func:`boot_logs`). Written files larger than :data:`PACK_OVER` bytes are gzipped
+(cloud-init's ``gz+b64``), so that a node's user-data stays well within EC2's 16 KiB.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shlex
@@ -26,6 +32,7 @@ import jinja2
 
 from brokers.cloud import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
 from infra.plan import BrokerNode, BucketLayout, ClientNode
+from workload.model.layout import LAYOUT
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Amazon Time Sync Service, reachable from every instance.
@@ -43,6 +50,8 @@ _UNSAFE_FOR_BLOCK = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]"
 )
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"}
+#: Written files above this many bytes go gzipped and base64-encoded (``gz+b64``).
+PACK_OVER = 1024
 
 
 def yaml_scalar(value: object, indent: int) -> str:
@@ -77,6 +86,17 @@ def _double_quoted(text: str) -> str:
     return '"' + "".join(escape(c) for c in text) + '"'
 
 
+def file_body(value: object, indent: int) -> str:
+    """A written file's ``content`` (after ``content: ``): as text, or — above
+    :data:`PACK_OVER` bytes — gzipped (the same bytes every time) and base64-encoded, with
+    the ``encoding`` key that tells cloud-init so on the line after it."""
+    data = str(value).encode()
+    if len(data) <= PACK_OVER:
+        return yaml_scalar(value, indent)
+    packed = base64.b64encode(gzip.compress(data, compresslevel=9, mtime=0)).decode()
+    return f"{packed}\n{' ' * (indent - 2)}encoding: gz+b64"
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -86,6 +106,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["yaml_scalar"] = yaml_scalar
+    env.filters["body"] = file_body
     env.filters["sh"] = lambda value: shlex.quote(str(value))
     return env
 
@@ -141,6 +162,23 @@ def ttl_units(context: RunContext) -> dict[str, str]:
     return {
         "ttl_timer": render("brokerbench-ttl.timer.j2", **values),
         "ttl_service": render("brokerbench-ttl.service.j2", **values),
+    }
+
+
+def boot_logs(context: RunContext, machine: str) -> dict[str, str]:
+    """The script that uploads a machine's boot and node logs to the run's prefix and the
+    unit that runs it when the machine stops (none without a bucket)."""
+    if not context.bucket:
+        return {"upload_logs": "", "logs_unit": ""}
+    return {
+        "upload_logs": render(
+            "upload-logs.sh.j2",
+            bucket=context.bucket,
+            prefix=LAYOUT.prefix(context.run_id) + LAYOUT.boot_logs,
+            machine=machine,
+            region=context.region,
+        ),
+        "logs_unit": render("brokerbench-logs.service.j2", run_id=context.run_id),
     }
 
 
@@ -213,6 +251,7 @@ def broker_user_data(
         if not placeholder
         else "",
         "telemetry_agent_name": TELEMETRY_AGENT_UNIT,
+        **boot_logs(context, node.name),
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -259,6 +298,7 @@ def telemetry_agent_unit(
         "workload.engine.aws.telemetry_agent",
         "--data-dir",
         data_dir(recipe),
+        "--stop-at-end",
         *(["--unit", faults.unit] if faults is not None else []),
     )
     return render(
@@ -379,6 +419,7 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
         "placeholder": context.placeholder,
         "time_server": TIME_SERVER,
         "agent_command": agent_command(context, node),
+        **boot_logs(context, node.name),
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,

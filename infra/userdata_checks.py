@@ -2,11 +2,15 @@
 cloud-config shape (:func:`cloud_config_problems`), cloud-init's own schema
 (:func:`cloud_init_schema`), and no literal credential in it
 (:func:`user_data_credential_problems`: user-data is readable through the instance
-metadata service). :func:`written_files` gives the files it writes.
+metadata service), and its size within EC2's limit with room to spare
+(:func:`size_problems`). :func:`written_files` gives the files it writes, gzipped ones
+(``encoding: gz+b64``) unpacked.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shutil
@@ -16,6 +20,10 @@ from pathlib import Path
 
 import yaml
 
+#: EC2 takes at most 16 KiB of user-data (before its base64 encoding) …
+USER_DATA_LIMIT = 16 * 1024
+#: … and a node's must leave this much of it free, for a recipe or a template that grows.
+USER_DATA_MARGIN = 4 * 1024
 #: Top-level cloud-config keys the templates use (others are suspicious typos).
 CLOUD_CONFIG_KEYS = {"package_update", "packages", "ntp", "write_files", "runcmd", "bootcmd"}
 
@@ -37,7 +45,7 @@ def user_data_credential_problems(text: str) -> list[str]:
     ``DescribeInstanceAttribute``): every one must be a placeholder or a shell variable."""
     document = yaml.safe_load(text) or {}
     files = document.pop("write_files", None) or []
-    places = [(f["path"], str(f.get("content", ""))) for f in files]
+    places = [(f["path"], _content(f)) for f in files]
     places.append(("user-data", yaml.safe_dump(document)))  # runcmd and the rest
     return [
         f"{path}: a literal credential: {match.group(0)[:60]!r}"
@@ -74,9 +82,36 @@ def cloud_config_problems(text: str) -> list[str]:
 
 
 def written_files(text: str) -> dict[str, str]:
-    """``write_files`` of a user-data document: path → content."""
+    """``write_files`` of a user-data document: path → content (unpacked)."""
     document = yaml.safe_load(text)
-    return {f["path"]: f.get("content", "") for f in document.get("write_files") or []}
+    return {f["path"]: _content(f) for f in document.get("write_files") or []}
+
+
+def readable(text: str) -> str:
+    """A user-data document with every packed file's content after it, as text: what a
+    search for a value in it must read."""
+    if "encoding: gz+b64" not in text:
+        return text
+    return "\n".join([text, *written_files(text).values()])
+
+
+def _content(entry: dict[str, object]) -> str:
+    content = entry.get("content", "")
+    if entry.get("encoding") in ("gz+b64", "gzip+base64", "gz+base64"):
+        return gzip.decompress(base64.b64decode(str(content))).decode()
+    return str(content)
+
+
+def size_problems(machines: dict[str, str]) -> list[str]:
+    """Each machine's user-data (name → text) within EC2's 16 KiB, with
+    :data:`USER_DATA_MARGIN` to spare."""
+    most = USER_DATA_LIMIT - USER_DATA_MARGIN
+    return [
+        f"{name}: user-data of {size:,} bytes, more than {most:,} ({USER_DATA_LIMIT:,}, EC2's "
+        f"limit, less {USER_DATA_MARGIN:,} to spare): pack or shorten what it writes"
+        for name, text in sorted(machines.items())
+        if (size := len(text.encode())) > most
+    ]
 
 
 #: Runs ``cloud-init schema --config-file``'s own handler once per file, in one process.

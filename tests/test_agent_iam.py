@@ -347,12 +347,17 @@ def test_the_server_enforces_the_stack_policies(account: Account) -> None:
     assert answers(client, list(expected)) == list(expected.values())
     assert answer(client.list_buckets) == "AccessDenied 403"
 
-    analysis_role = account.role("analysis", analysis_s3_policy(BUCKET, BUCKET_LAYOUT))
+    analysis_role = account.role("analysis", analysis_s3_policy(BUCKET))
     analysis = account.client("s3", account.assume(analysis_role, "job"))
+    admin.put_object(Bucket=BUCKET, Key="runs/earlier-run/context.json", Body=b"{}")
     expected = {
         ("put", f"{BUCKET_LAYOUT.analysis_prefix}summary.csv"): "ok",
         ("get", marker): "ok",
         ("put", f"runs/{RUN}/raw/seconds/p0-sender-0.0.parquet"): "AccessDenied 403",
+        # an earlier run of the stack stays analysable: read, its analysis written
+        ("get", "runs/earlier-run/context.json"): "ok",
+        ("put", "runs/earlier-run/analysis/summary.csv"): "ok",
+        ("put", "runs/earlier-run/context.json"): "AccessDenied 403",
     }
     assert answers(analysis, list(expected)) == list(expected.values())
 

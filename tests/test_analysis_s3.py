@@ -110,7 +110,7 @@ def test_job_reads_and_writes_a_run_under_the_stacks_analysis_policy(
     for path in run_dir.rglob("*"):
         if path.is_file():
             admin.upload_file(str(path), bucket, f"{layout.run_prefix}{path.relative_to(run_dir)}")
-    role = account.role("analysis", analysis_s3_policy(bucket, layout))
+    role = account.role("analysis", analysis_s3_policy(bucket))
     session = account.assume(role, "emr-job")
     job = account.client("s3", session)
     with pytest.raises(ClientError, match="AccessDenied"):  # the server enforces the policy

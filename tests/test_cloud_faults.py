@@ -24,7 +24,7 @@ from moto import mock_aws
 
 from brokers import registry
 from brokers.cloud import CloudFaults
-from infra import checks, userdata_checks
+from infra import access_checks, checks, userdata_checks
 from infra.access import RunAccess, RunAccessArgs, broker_s3_policy, client_s3_policy
 from infra.mocking import deploy
 from infra.plan import BrokerNode, BucketLayout
@@ -484,7 +484,7 @@ def test_the_broker_role_gets_the_fault_statements_only_with_faults() -> None:
 
     for faults in (False, True):
         _, resources = deploy(lambda faults=faults: program(faults))  # type: ignore[misc]
-        assert checks.iam_problems(resources, "results-bucket", RUN) == []
+        assert access_checks.iam_problems(resources, "results-bucket", RUN) == []
         policies = {
             r.name: r.inputs["policy"]
             for r in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
@@ -493,7 +493,8 @@ def test_the_broker_role_gets_the_fault_statements_only_with_faults() -> None:
         assert policies.get("access-broker-s3") == expected
         sids = [s["Sid"] for s in json.loads(expected)["Statement"]]
         assert ("ListFaultMarkers" in sids) is faults
-        assert sids[:2] == ["ReadWheel", "WriteTelemetry"]  # the telemetry agent's, always
+        # the telemetry agent's, always: the wheel, its batches and the logs, the run's end
+        assert sids[:3] == ["ReadWheel", "WriteTelemetryAndLogs", "SeeTheRunsEnd"]
 
 
 # -- the scenario ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from tests.test_agent_iam import Account, answers
 from tests.test_cloud_commands import BUCKET, RUN
 from tests.test_cloud_faults import BUCKET_LAYOUT, CLUSTER, CONTEXT
 from workload.engine.aws import telemetry_agent
-from workload.engine.aws.store import RunStore
+from workload.engine.aws.store import RunStore, StoreDenied
 from workload.engine.aws.telemetry_agent import TelemetryAgent, unit_processes
 from workload.model.layout import LAYOUT
 
@@ -159,6 +159,29 @@ def test_the_agent_runs_from_the_wheel_with_python_and_psutil_only(tmp_path: Pat
     assert done.stdout.strip() == "[]"
 
 
+def test_the_runs_end_uploads_what_is_left_and_stops_the_machine(s3: Any) -> None:
+    """The broker machine stops itself when the run ends: its agent sees the end marker,
+    uploads the rows it still holds and powers the machine off."""
+    store = RunStore(s3, BUCKET, RUN)
+    stopped: list[float] = []
+    found = agent(store, lambda _: (os.getpid(),), end_poll=0.3, at_end=lambda: stopped.append(1))
+    thread = threading.Thread(target=found.run)
+    thread.start()
+    time.sleep(1.2)
+    assert thread.is_alive() and not stopped  # the run goes on
+    store.put_json(LAYOUT.ended, {"ok": True, "at": "now"})
+    thread.join(timeout=10)
+    assert not thread.is_alive() and stopped == [1]
+    assert store.keys(LAYOUT.telemetry_stream)
+    # the unit asks for it
+    context = RunContext(**{**vars(CONTEXT), "system": "kafka", "title": "Kafka"})
+    cluster = {"broker": ["10.42.1.10", "10.42.1.11", "10.42.1.12"]}
+    node = BrokerNode("broker", 1, "10.42.1.11")
+    text = broker_user_data(context, node, registry.get("kafka").cloud, cluster, None)
+    unit = userdata_checks.written_files(text)[f"/etc/systemd/system/{TELEMETRY_AGENT_UNIT}"]
+    assert " --stop-at-end" in unit
+
+
 def test_a_broker_machine_writes_only_telemetry_batches(account: Account) -> None:
     admin = account.client("s3", account.admin)
     admin.put_object(Bucket=BUCKET, Key=BUCKET_LAYOUT.wheel_key, Body=b"wheel")
@@ -175,10 +198,16 @@ def test_a_broker_machine_writes_only_telemetry_batches(account: Account) -> Non
         ("put", run + LAYOUT.summary): "AccessDenied 403",
         ("put", run + LAYOUT.fault_marker("broker-1", 0, 0, "begin") + ".ack"): "AccessDenied 403",
         ("put", f"runs/other-run/{LAYOUT.telemetry_batch('broker-1', 1)}"): "AccessDenied 403",
+        ("put", run + LAYOUT.boot_failure("broker-1")): "ok",  # its logs, when set-up fails
+        ("put", run + LAYOUT.ended): "AccessDenied 403",  # it sees the run's end, never posts it
     }
     assert answers(machine, list(expected)) == list(expected.values())
-    # the agent itself, on that session
+    # the agent itself, on that session: it may look for the run's end (a listing of
+    # exactly its key), nothing else of the run's control markers
     store = RunStore(machine, BUCKET, RUN)
+    assert store.exists(LAYOUT.ended) is False
+    with pytest.raises(StoreDenied):
+        store.exists(LAYOUT.done(0, "sender", 0))
     found = agent(store, lambda _: (os.getpid(),))
     run_for(found, 1.2)
     listed = admin.list_objects_v2(Bucket=BUCKET, Prefix=run + LAYOUT.telemetry_stream)
@@ -203,6 +232,7 @@ def test_every_broker_node_runs_the_telemetry_agent(faults: bool) -> None:
     assert vars(args) == {
         "bucket": BUCKET, "run_id": RUN, "region": CONTEXT.region, "node": "standby-1",
         "unit": "postgresql@15-main.service", "data_dir": "/var/lib/postgresql", "interval": 1.0,
+        "stop_at_end": True,
     }  # fmt: skip
     assert f"[systemctl, enable, --now, {TELEMETRY_AGENT_UNIT}]" in text
     assert "python3-psutil" in text and "python3-boto3" in text

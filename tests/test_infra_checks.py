@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from brokers.sqs.cloud import CLIENT_ACTIONS
-from infra import checks, userdata_checks
+from infra import access_checks, checks, userdata_checks
 from infra.access import analysis_s3_policy, client_managed_policy, client_s3_policy
 from infra.checks import Declared
 from infra.plan import BucketLayout
@@ -164,14 +164,29 @@ def role_policy(name: str, document: str) -> Declared:
 
 
 def test_the_stacks_own_policies_are_least_privilege() -> None:
+    emr = r("aws:iam/role:Role", "emr", assumeRolePolicy=policy(
+        {"Effect": "Allow", "Principal": {"Service": "emr-serverless.amazonaws.com"},
+         "Action": "sts:AssumeRole"}))  # fmt: skip
+    analysis = r("aws:iam/rolePolicy:RolePolicy", "analysis", role="emr-id",
+                 policy=analysis_s3_policy("bkt"))  # fmt: skip
     resources = [
         role_policy("client", client_s3_policy("bkt", LAYOUT)),
-        role_policy("analysis", analysis_s3_policy("bkt", LAYOUT)),
+        analysis,
+        emr,
         role_policy("managed", client_managed_policy("arn:aws:sqs:eu-west-1:1:q-abc", CLIENT_ACTIONS)),
         r("aws:iam/role:Role", "role", assumeRolePolicy=policy(
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"})),
     ]  # fmt: skip
-    assert checks.iam_problems(resources, "bkt", "run-1") == []
+    assert access_checks.iam_problems(resources, "bkt", "run-1") == []
+    # Only the analysis job's role reaches past its run: on a machine's role it is too wide.
+    assert access_checks.iam_problems(
+        [role_policy("client", analysis_s3_policy("bkt")), *resources[2:]], "bkt", "run-1"
+    ) == [
+        "client: may read arn:aws:s3:::bkt/runs/*, outside this run",
+        "client: may read arn:aws:s3:::bkt/artifacts/*, outside this run",
+        "client: may write arn:aws:s3:::bkt/runs/*/analysis/*, outside what it may write",
+        "client: s3:ListBucket not limited to this run's prefixes",
+    ]
 
 
 def test_the_client_policy_allows_writing_only_its_run() -> None:
@@ -179,7 +194,7 @@ def test_the_client_policy_allows_writing_only_its_run() -> None:
     writes = [s for s in document["Statement"] if "s3:PutObject" in s["Action"]]
     assert [s["Resource"] for s in writes] == ["arn:aws:s3:::bkt/runs/run-1/*"]
     # the same policy judged for another run is too wide
-    assert checks.iam_problems([role_policy("client", json.dumps(document))], "bkt", "run-2")
+    assert access_checks.iam_problems([role_policy("client", json.dumps(document))], "bkt", "run-2")
 
 
 def test_wide_grants_are_found() -> None:
@@ -213,9 +228,11 @@ def test_wide_grants_are_found() -> None:
         },
     }
     for label, statement in cases.items():
-        assert checks.iam_problems([role_policy(label, policy(statement))], "bkt", "run-1"), label
+        assert access_checks.iam_problems(
+            [role_policy(label, policy(statement))], "bkt", "run-1"
+        ), label
     deny = {"Effect": "Deny", "Action": "*", "Resource": "*"}
-    assert checks.iam_problems([role_policy("deny", policy(deny))], "bkt", "run-1") == []
+    assert access_checks.iam_problems([role_policy("deny", policy(deny))], "bkt", "run-1") == []
 
 
 def test_roles_must_be_assumable_only_by_services_and_carry_no_managed_policies() -> None:
@@ -223,7 +240,7 @@ def test_roles_must_be_assumable_only_by_services_and_carry_no_managed_policies(
         {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}))  # fmt: skip
     attached = r("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "admin",
                  policyArn="arn:aws:iam::aws:policy/AdministratorAccess")  # fmt: skip
-    problems = checks.iam_problems([anyone, attached], "bkt", "run-1")
+    problems = access_checks.iam_problems([anyone, attached], "bkt", "run-1")
     assert len(problems) == 2
 
 
@@ -251,13 +268,13 @@ def test_a_generated_secret_outside_its_secure_parameter_is_found() -> None:
         "random:index/randomPassword:RandomPassword", "pw", {}, "pw", {"result": secret}
     )
     stored = Declared("aws:ssm/parameter:Parameter", "p", {"type": "SecureString", "value": secret})
-    assert checks.secret_problems([generated, stored]) == []
+    assert access_checks.secret_problems([generated, stored]) == []
     plain = Declared("aws:ssm/parameter:Parameter", "plain", {"type": "String", "value": secret})
     machine = Declared(
         "aws:ec2/instance:Instance", "m", {"userData": f"#cloud-config\nruncmd: [echo {secret}]"}
     )
     tagged = Declared("aws:s3/bucket:Bucket", "b", {"tags": {"note": secret}})
-    assert checks.secret_problems([generated, plain, machine, tagged]) == [
+    assert access_checks.secret_problems([generated, plain, machine, tagged]) == [
         "plain: holds a generated secret as String",
         "m: a generated secret in userData",
         "b: a generated secret in tags",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import runpy
+import shutil
 import subprocess
 import time
 import zipfile
@@ -83,17 +84,32 @@ def test_a_tree_is_dirty_when_it_differs_from_its_commit(tmp_path: Path) -> None
 
 
 def entry_point(
-    monkeypatch: pytest.MonkeyPatch, wheel: Path, state: SourceState, **extra: str
+    monkeypatch: pytest.MonkeyPatch,
+    wheel: Path,
+    state: SourceState,
+    *,
+    stacks: Path | str | None = None,
+    **extra: str,
 ) -> list[checks.Declared]:
-    """``pulumi up`` of the postgresql stack (its entry point) on a checkout in ``state``."""
+    """``pulumi up`` of the postgresql stack (its entry point) on a checkout in ``state``;
+    its stack files in ``stacks`` (a copy of the repository's beside the wheel by default:
+    the program writes a run id it makes into the stack's file)."""
     with_recipes(monkeypatch)
     deployable("postgresql")
+    if stacks is None:
+        stacks = wheel.parent / "stacks"
+        stacks.mkdir(exist_ok=True)
+        shutil.copy(STACKS["postgresql"], stacks)
+    stacks = Path(stacks)
     config = {
         key: json.dumps(value) if isinstance(value, dict | list | bool) else str(value)
-        for key, value in yaml.safe_load(STACKS["postgresql"].read_text())["config"].items()
+        for key, value in yaml.safe_load((stacks / "Pulumi.postgresql.yaml").read_text())[
+            "config"
+        ].items()
     }
     config.update({"brokerbench:wheel": str(wheel), "brokerbench:ami": AMI, **extra})
     monkeypatch.setattr(program, "source_state", lambda root: state)
+    monkeypatch.setattr(program, "STACKS_DIR", stacks)
     monkeypatch.setattr(pulumi, "export", lambda key, value: None)
     _, resources = deploy(
         lambda: runpy.run_path(str(ROOT / "stacks" / "__main__.py")), "postgresql", config
@@ -126,3 +142,37 @@ def test_up_refuses_a_dirty_tree_unless_the_stack_allows_it(
     assert manifest_of(allowed)["source"] == {"commit": COMMIT, "dirty": True}
     clean = entry_point(monkeypatch, wheel, SourceState(COMMIT, False, 1_700_000_000))
     assert manifest_of(clean)["source"] == {"commit": COMMIT, "dirty": False}
+
+
+def pulumi_config_set(stack_file: Path, key: str, value: str) -> None:
+    """What ``pulumi config set KEY VALUE`` does to the stack's file (``stackConfigDir``)."""
+    document = yaml.safe_load(stack_file.read_text()) or {}
+    document.setdefault("config", {})[key] = value
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_the_readme_config_steps_leave_a_clean_clone_deployable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack's own settings are not code: docs/aws.md's pulumi config set steps write the
+    tracked stacks/Pulumi.<stack>.yaml, and pulumi up then deploys the clone as clean."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    stack_file = clone / "stacks" / "Pulumi.postgresql.yaml"
+    for key, value in (
+        ("aws:region", "us-east-1"),
+        ("brokerbench:ami", AMI),
+        ("brokerbench:runId", "postgresql-2026-11-21"),
+        ("brokerbench:adminCidr", "203.0.113.7/32"),
+    ):
+        pulumi_config_set(stack_file, key, value)
+    state = source_state(clone)
+    assert git(clone, "status", "--porcelain").strip() == "M stacks/Pulumi.postgresql.yaml"
+    assert not state.dirty and state.refusal("brokerbench:allowDirty") is None
+    wheel = tmp_path / "brokerbench-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    resources = entry_point(monkeypatch, wheel, state, stacks=clone / "stacks")
+    manifest = manifest_of(resources)
+    assert manifest["source"] == {"commit": state.commit, "dirty": False}
+    assert manifest["run_id"] == "postgresql-2026-11-21"
+    assert manifest["settings"]["adminCidr"] == "203.0.113.7/32"

@@ -19,7 +19,7 @@ from analysis.prices import load_prices
 from brokers import registry
 from brokers.base import Endpoints
 from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, ManagedService
-from infra import checks, pyenv, userdata_checks
+from infra import access_checks, checks, pyenv, userdata_checks
 from infra.checks import Declared
 from infra.constraints import client_constraints
 from infra.mocking import AMI, ZONES, deploy
@@ -174,14 +174,16 @@ def test_stack_deploys_safely(name: str, wheel: Path, monkeypatch: pytest.Monkey
     assert checks.placement_problems(resources) == []
     assert len(checks.of_type(resources, "ec2/placementGroup:PlacementGroup")) == 1
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
-    assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
+    assert access_checks.iam_problems(resources, bucket.id, deployment.run_id) == []
     assert len(checks.of_type(resources, "emrserverless/application:Application")) == 1
     queues = checks.of_type(resources, "sqs/queue:Queue")
     managed = system.cloud.managed if system.cloud is not None else None
     assert len(queues) == (1 if managed is not None else 0)
 
-    # Every machine's user-data: well-formed, names the run and the scenario; the machine
-    # powers itself off after the stack's time to live, and then stops (not terminated).
+    # Every machine's user-data: within EC2's 16 KiB with 4 KiB to spare, well-formed, names
+    # the run and the scenario; the machine powers itself off after the stack's time to
+    # live, and then stops (not terminated).
+    assert userdata_checks.size_problems({m.name: m.inputs["userData"] for m in machines}) == []
     for machine in machines:
         text = machine.inputs["userData"]
         assert userdata_checks.cloud_config_problems(text) == [], machine.name
@@ -444,7 +446,7 @@ def test_stack_secrets_are_generated_and_never_in_user_data(
     with_recipes(monkeypatch)
     settings = deployable(name)
     deployment, resources = deploy_stack(name, settings, wheel)
-    assert checks.secret_problems(resources) == []
+    assert access_checks.secret_problems(resources) == []
     machines = instances(resources)
     for machine in machines:
         assert userdata_checks.user_data_credential_problems(machine.inputs["userData"]) == [], (
@@ -462,10 +464,10 @@ def test_stack_secrets_are_generated_and_never_in_user_data(
     ]
     arns = {p.inputs["name"].rsplit("/", 1)[1]: p.outputs["arn"] for p in parameters}
     grants = {
-        policy.name: set(checks._as_list(statement["Resource"]))
+        policy.name: set(access_checks.as_list(statement["Resource"]))
         for policy in checks.of_type(resources, "iam/rolePolicy:RolePolicy")
-        for statement in checks._statements(policy.inputs["policy"])
-        if "ssm:GetParameter" in checks._as_list(statement["Action"])
+        for statement in checks.statements(policy.inputs["policy"])
+        if "ssm:GetParameter" in access_checks.as_list(statement["Action"])
     }
     assert grants == {
         "access-client-secrets": {arns[BROKER_PASSWORD.name]},  # clients: the password only
@@ -737,7 +739,7 @@ def test_a_managed_service_declaration_alone_yields_the_resource_endpoints_and_p
         if p.name.endswith("managed")
     ]
     assert policy.name == "access-client-managed"
-    assert checks._statements(policy.inputs["policy"]) == [
+    assert checks.statements(policy.inputs["policy"]) == [
         {
             "Sid": "UseRunManagedService",
             "Effect": "Allow",
@@ -746,7 +748,7 @@ def test_a_managed_service_declaration_alone_yields_the_resource_endpoints_and_p
         }
     ]
     (bucket,) = checks.of_type(resources, "s3/bucket:Bucket")
-    assert checks.iam_problems(resources, bucket.id, deployment.run_id) == []
+    assert access_checks.iam_problems(resources, bucket.id, deployment.run_id) == []
 
 
 def test_no_broker_nodes_and_no_managed_service_is_a_config_error(

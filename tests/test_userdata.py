@@ -334,3 +334,65 @@ def test_secrets_reach_the_broker_files_at_boot_and_never_the_user_data(tmp_path
         BROKER_PASSWORD.placeholder
         in (root / "opt/brokerbench/files/etc/toy/users.conf").read_text()
     )
+
+
+class BigRecipe(ToyRecipe):
+    """A recipe whose configuration alone is near EC2's 16 KiB of user-data."""
+
+    def node_files(
+        self, role: str, index: int, cluster: dict[str, list[str]], params: Any
+    ) -> dict[str, str]:
+        lines = [f"<property name='setting-{i}' value='{i * 7919 % 1000}'/>" for i in range(400)]
+        return {"/etc/toy/broker.xml": "\n".join(lines) + "\n", "/etc/toy/small.conf": "a = 1\n"}
+
+
+def test_large_files_are_packed_and_the_user_data_stays_within_ec2s_limit() -> None:
+    files = BigRecipe().node_files("broker", 0, CLUSTER, None)
+    assert len(files["/etc/toy/broker.xml"]) > 15_000
+    text = broker_user_data(CONTEXT, NODE, BigRecipe(), CLUSTER, params=None)
+    assert userdata_checks.cloud_config_problems(text) == []
+    assert userdata_checks.size_problems({"broker-1": text}) == []
+    document = yaml.safe_load(text)
+    entries = {f["path"]: f for f in document["write_files"]}
+    packed = entries["/opt/brokerbench/files/etc/toy/broker.xml"]
+    assert packed["encoding"] == "gz+b64"
+    assert "encoding" not in entries["/opt/brokerbench/files/etc/toy/small.conf"]  # readable
+    written = userdata_checks.written_files(text)
+    assert written["/opt/brokerbench/files/etc/toy/broker.xml"] == files["/etc/toy/broker.xml"]
+    # the same bytes every time: a machine is not replaced for a timestamp
+    assert broker_user_data(CONTEXT, NODE, BigRecipe(), CLUSTER, params=None) == text
+    if userdata_checks.cloud_init_schema("#cloud-config\n{}\n") is not None:
+        assert userdata_checks.cloud_init_schema(text) == []
+
+
+def test_user_data_near_the_limit_is_found() -> None:
+    assert userdata_checks.size_problems({"ok": "x" * 12_288, "big": "y" * 15_034}) == [
+        "big: user-data of 15,034 bytes, more than 12,288 (16,384, EC2's limit, less 4,096 "
+        "to spare): pack or shorten what it writes"
+    ]
+
+
+def test_every_machine_uploads_its_logs_and_a_client_stops_when_its_agent_exits(
+    tmp_path: Path,
+) -> None:
+    broker = broker_user_data(CONTEXT, NODE, ToyRecipe(), CLUSTER, params=None)
+    client = client_user_data(CONTEXT, SENDER)
+    for text, machine in ((broker, "broker-1"), (client, "sender-2")):
+        files = userdata_checks.written_files(text)
+        script = files["/opt/brokerbench/upload-logs.sh"]
+        assert f"to=s3://results-bucket/runs/toy-run-1/logs/boot/{machine}\n" in script
+        unit = files["/etc/systemd/system/brokerbench-logs.service"]
+        assert "ExecStop=/opt/brokerbench/upload-logs.sh" in unit  # when the machine stops
+        assert "[systemctl, enable, --now, brokerbench-logs.service]" in text
+        path = tmp_path / f"{machine}.sh"
+        path.write_text(script)
+        assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    # a failed set-up uploads them at once (the failure's last lines too)
+    assert (
+        "upload-logs.sh failed" in userdata_checks.written_files(broker)["/opt/brokerbench/node.sh"]
+    )
+    files = userdata_checks.written_files(client)
+    assert "upload-logs.sh failed" in files["/opt/brokerbench/client.sh"]
+    # the client machine stops once its agent exits, however the run went
+    service = files["/etc/systemd/system/brokerbench-client.service"]
+    assert "ExecStopPost=/usr/bin/systemctl --no-block poweroff" in service

@@ -31,9 +31,13 @@ them, plus the control markers through which the machines of an AWS run coordina
                                           ``resources/``,
                                           ``hdr/``, ``report.html``; on EMR its ``logs/``
 ``logs/<role>-<node>.log``                a client machine's agent log (AWS)
+``logs/boot/<machine>.<log>.log``         a machine's boot (cloud-init) and node logs,
+                                          uploaded when it stops or its set-up fails;
+                                          ``<machine>.failed.log``: the failure's last lines
 ``control/``                              AWS markers: ``p<K>.ready``,
                                           ``p<K>-<role>-<node>.done``,
-                                          ``<role>-<node>.started``, and the fault markers
+                                          ``<role>-<node>.started``, ``end`` (the run is
+                                          over: every machine stops), and the fault markers
                                           ``faults/<node>/p<K>-f<I>.<begin|end>[.ack]``,
                                           ``faults/<node>/finished``
 
@@ -195,6 +199,15 @@ class RunLayout:
     def agent_log(self, role: str, node: int) -> str:
         return f"{self.logs}/{role}-{node}.log"
 
+    @property
+    def boot_logs(self) -> str:
+        """Where each machine uploads its boot and node logs (a folder)."""
+        return f"{self.logs}/boot/"
+
+    def boot_failure(self, machine: str) -> str:
+        """The last lines of a machine's node log, uploaded when its set-up failed."""
+        return f"{self.boot_logs}{machine}.failed.log"
+
     # -- AWS control markers ---------------------------------------------------------------
 
     @property
@@ -218,6 +231,12 @@ class RunLayout:
     def started(self, role: str, node: int) -> str:
         """Posted by a client node's agent when it starts."""
         return f"{self.control}/{role}-{node}.started"
+
+    @property
+    def ended(self) -> str:
+        """Posted by the coordinating agent when the run is over, however it ended: every
+        machine of the run then stops itself."""
+        return f"{self.control}/end"
 
     @property
     def fault_markers(self) -> str:

@@ -1,7 +1,8 @@
 """The manifest of an AWS run: what a stack deployed, written by the Pulumi program
-(:mod:`infra.program`) as ``artifacts/<run-id>/manifest.json`` and read by the ``cloud``
-commands (:mod:`workload.shell.cloud_status`, :mod:`workload.shell.cloud_analyze`) and by
-whoever fetches a run (``cloud-manifest.json``).
+(:mod:`infra.machines`) as ``runs/<run-id>/manifest.json``, beside the run's results (the
+next run's ``up`` leaves it), and read by the ``cloud`` commands
+(:mod:`workload.shell.cloud_status`, :mod:`workload.shell.cloud_analyze`) and by whoever
+fetches a run (``cloud-manifest.json``).
 
 The stack writes every field; a reader takes what a manifest lacks from the defaults, so
 that a hand-written one (or one of an older version) still names its sweep points.
@@ -10,6 +11,7 @@ that a hand-written one (or one of an older version) still names its sweep point
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -102,6 +104,12 @@ class RunManifest(ManifestPart):
     #: Hours after boot when every machine of the stack stops itself; 0: never.
     ttl_hours: int = 0
     source: ManifestSource = Field(default_factory=ManifestSource)
+    #: The stack's settings as deployed (its ``brokerbench:*`` keys, camelCase): not code,
+    #: so they never make ``source`` dirty.
+    settings: dict[str, Any] = Field(default_factory=dict)
+    #: A digest of what the run's machines run (scenario, settings, code): a second ``up``
+    #: of the same run id with another one is refused once the run has begun.
+    fingerprint: str = ""
 
     def to_json(self) -> str:
         """The manifest as the stack uploads it."""

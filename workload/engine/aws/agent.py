@@ -23,6 +23,8 @@
    follows) and uploads the point's timeline ``faults/p<K>.json``.
 3. Uploads are retried; a file that still cannot be uploaded stays on the machine and the
    done marker and the log say so.
+4. Sender 0 posts ``control/end`` when the run is over, however it ended; each client
+   machine powers off when its agent exits, each broker machine once the end is posted.
 
 Everything lives under ``s3://<bucket>/runs/<run-id>/`` — the only prefix a client may
 write — laid out as a local ``RESULTS_DIR/<run-id>/``. Whether a marker exists is asked by
@@ -201,18 +203,30 @@ class ClientAgent:
         """Run every sweep point this node takes part in; 0 when all went well.
 
         A request S3 refuses ends the run: its one line is logged and, as far as S3 allows,
-        posted as the done marker of every point of this node not yet done.
+        posted as the done marker of every point of this node not yet done. The
+        coordinator then posts the run's end, however it ended: every machine stops.
         """
         self._began = time.monotonic()
         scenario = load_scenario(self.scenario_path)
         points = expand(scenario)
         mine = [p.index for p in points if (self.role, self.node) in participants(p)]
+        code = 1
         try:
-            return self._run(scenario, points, mine)
+            code = self._run(scenario, points, mine)
         except StoreDenied as exc:
             self.log(str(exc))
             self._fail([index for index in mine if index not in self._posted], str(exc))
-            return 1
+        finally:
+            if self.coordinator:
+                self._post_end(code == 0)
+        return code
+
+    def _post_end(self, ok: bool) -> None:
+        """The run's end marker: the broker machines stop themselves once it is there."""
+        try:
+            self.store.put_json(LAYOUT.ended, {"ok": ok, "at": now(), "by": "sender-0"})
+        except Exception as exc:  # the machines' time to live stops them instead
+            self.log(f"could not post the run's end {self.store.uri(LAYOUT.ended)}: {exc}")
 
     def _run(self, scenario: Scenario, points: list[SweepPoint], mine: list[int]) -> int:
         endpoints = list(scenario.broker.endpoints)

@@ -17,6 +17,10 @@ period holds its second.
 A batch that cannot be uploaded is kept and sent with the next (up to :attr:`keep` rows,
 the oldest dropped first, which is said once); SIGTERM — the machine shutting down —
 uploads what is left and ends the agent, which never outlives its machine.
+
+The run's end (``control/end``, posted by the coordinating client) stops the machine: the
+agent uploads what is left — all the analysis needs of a broker machine — and, with
+``--stop-at-end``, powers the machine off (:attr:`TelemetryAgent.at_end`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +78,10 @@ class TelemetryAgent:
     #: Rows kept for a later upload while uploads fail.
     keep: int = 3600
     stop: threading.Event = field(default_factory=threading.Event)
+    #: Seconds between looks for the run's end marker.
+    end_poll: float = 30.0
+    #: What the agent does once the run has ended and every row is up (power off).
+    at_end: Callable[[], None] | None = None
     _dropped: bool = field(default=False, init=False)
     #: Batches uploaded that begin in the latest such second (:meth:`upload` names them apart).
     _parts: dict[int, int] = field(default_factory=dict, init=False)
@@ -93,15 +103,32 @@ class TelemetryAgent:
             f"to {self.store.uri(LAYOUT.telemetry_stream)}/{self.node}/"
         )
         pending: list[dict[str, Any]] = []
+        looked = time.monotonic()
+        ended = False
         while not self.stop.wait(self.batch):
             pending = self.upload(pending + sampler.take())
             if sampler.failure:
                 break
+            if time.monotonic() - looked >= self.end_poll:
+                looked = time.monotonic()
+                ended = self.run_ended()
+                if ended:
+                    break
         pending = self.upload(pending + sampler.stop())
         if sampler.failure:
             self.log(sampler.failure)
-        self.log(f"telemetry agent of {self.node}: stopped")
+        self.log(f"telemetry agent of {self.node}: stopped" + (" (the run ended)" if ended else ""))
+        if ended and self.at_end is not None:
+            self.at_end()
         return 0
+
+    def run_ended(self) -> bool:
+        """Whether the run's end marker is there (a failed look: not yet)."""
+        try:
+            return self.store.exists(LAYOUT.ended)
+        except Exception as exc:
+            self.log(f"cannot look for {self.store.uri(LAYOUT.ended)}: {exc}")
+            return False
 
     def upload(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Upload ``rows`` as one batch; what is left to send later."""
@@ -133,7 +160,15 @@ def arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", required=True, help="the broker's data directory")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument(
+        "--stop-at-end", action="store_true", help="power the machine off when the run ends"
+    )
     return parser
+
+
+def power_off() -> None:
+    """Stop this machine (its shutdown behaviour: stopped, not terminated)."""
+    subprocess.run(["systemctl", "--no-block", "poweroff"], check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
 
     store = agent_store(args)
     agent = TelemetryAgent(
-        store, args.node, args.unit, Path(args.data_dir), interval=args.interval, log=log
+        store,
+        args.node,
+        args.unit,
+        Path(args.data_dir),
+        interval=args.interval,
+        log=log,
+        at_end=power_off if args.stop_at_end else None,
     )
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     return agent.run()
