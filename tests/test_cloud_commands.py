@@ -4,6 +4,8 @@ submission and fetching the summary."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import socket
 import threading
@@ -166,6 +168,9 @@ def test_nodes_run_the_points_in_step_and_upload_everything(
 
     stored = keys(s3)
     assert {LAYOUT.ready(0), LAYOUT.ready(1), "context.json"} <= stored
+    # the run's end, posted by the coordinator: the broker machines stop themselves
+    ended = RunStore(s3, BUCKET, RUN).get_json(LAYOUT.ended)  # type: ignore[arg-type]
+    assert ended is not None and ended["ok"] is True
     for point, role, node in starts:
         name = f"p{point}-{role}-{node}"
         assert {
@@ -198,6 +203,15 @@ def test_unreachable_brokers_fail_every_point_of_the_node(s3: object, tmp_path: 
         and "127.0.0.1:9" in marker["error"]
     )
     assert LAYOUT.done(0, "receiver", 3) not in keys(s3)  # receiver 3 is not part of point 0
+
+
+def test_a_coordinator_that_cannot_run_still_posts_the_runs_end(s3: object, tmp_path: Path) -> None:
+    fleet = Fleet(s3, scenario_file(tmp_path, "127.0.0.1:9"), tmp_path)
+    assert fleet.agent("sender", 0, wait=0.2).run() == 1
+    ended = RunStore(s3, BUCKET, RUN).get_json(LAYOUT.ended)  # type: ignore[arg-type]
+    assert ended is not None and ended["ok"] is False
+    assert fleet.agent("receiver", 0, wait=0.2).run() == 1  # only the coordinator posts it
+    assert RunStore(s3, BUCKET, RUN).get_json(LAYOUT.ended) == ended  # type: ignore[arg-type]
 
 
 def test_a_node_without_room_for_results_fails_its_points_before_waiting(
@@ -428,6 +442,27 @@ def test_fetch_downloads_the_analysis_and_prints_the_table(
     assert (run_dir / "raw" / "seconds" / "p0-sender-0.parquet").read_text() == "big"
 
 
+def test_fetch_writes_the_report_the_emr_job_leaves_to_it(
+    s3: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job on EMR writes the summary and the tables behind the report; fetch draws the
+    report from them, as a local run's is, and says where it is."""
+    from analysis.columns import SUMMARY_COLUMNS
+    from tests.test_report_render import context, summary_row
+
+    manifest(s3)
+    put(s3, f"runs/{RUN}/context.json", json.dumps(context(RUN, "postgresql", "PostgreSQL")))
+    lines = io.StringIO()
+    writer = csv.DictWriter(lines, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    writer.writerows([summary_row(0, 1, 1, 1500.0, 1499.5, 12.5)])
+    put(s3, f"runs/{RUN}/analysis/summary.csv", lines.getvalue())
+    assert cloud.main(["cloud", "fetch", *TARGET, "--results", str(tmp_path)]) == 0
+    report = tmp_path / RUN / "analysis" / "report.html"
+    assert f"report: {report}" in capsys.readouterr().out
+    assert report.read_text().startswith("<!doctype html>") and RUN in report.read_text()
+
+
 def test_fetch_without_analysis_says_what_to_do(
     s3: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -447,7 +482,7 @@ def test_a_stack_names_its_run_through_pulumi_outputs(
     fake = tmp_path / "pulumi"
     fake.write_text(
         "#!/bin/sh\n"
-        '[ "$*" = "stack output --json --show-secrets --stack kafka" ] || exit 3\n'
+        '[ "$*" = "stack output --json --stack kafka" ] || exit 3\n'
         f"echo '{json.dumps(outputs)}'\n"
     )
     fake.chmod(0o755)
@@ -456,3 +491,92 @@ def test_a_stack_names_its_run_through_pulumi_outputs(
     assert cloud.main(["cloud", "status", "--stack", "kafka"]) == 0
     assert f"run {RUN} (s3://{BUCKET}/runs/{RUN}/): 0/9" in capsys.readouterr().out
     assert cloud.main(["cloud", "status", "--stack", "other"]) == 2
+
+
+def test_a_local_stack_without_its_passphrase_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No output of a stack is a secret, so none is asked for; a stack of pulumi login
+    --local still needs its passphrase to be read, and the error says how to give it."""
+    fake = tmp_path / "pulumi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--show-secrets*) exit 3;; esac\n'
+        'echo "error: constructing secrets manager of type \\"passphrase\\": unable to find '
+        "either \\`PULUMI_CONFIG_PASSPHRASE\\` or \\`PULUMI_CONFIG_PASSPHRASE_FILE\\` when "
+        'trying to access the Passphrase Secrets Provider" >&2\n'
+        "exit 255\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert cloud.main(["cloud", "status", "--stack", "kafka"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE)" in line
+    assert "--bucket and --run-id" in line
+
+
+def run_machines(state: str, count: int = 3) -> list[str]:
+    """Machines of the run (tagged with it, as the stack tags them), in ``state``."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    tags = [{"Key": "brokerbench:run", "Value": RUN}, {"Key": "brokerbench:stack", "Value": "pg"}]
+    answer = ec2.run_instances(
+        ImageId="ami-12c6146b", MinCount=count, MaxCount=count, InstanceType="c5.large",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )  # fmt: skip
+    ids = [i["InstanceId"] for i in answer["Instances"]]
+    if state == "stopped":
+        ec2.stop_instances(InstanceIds=ids)
+    return ids
+
+
+def test_wait_notices_a_stopped_fleet_instead_of_waiting_on(
+    s3: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Results that never came from a fleet that has stopped (its ttl, or a failure) will
+    not come: wait says so at once rather than polling until its own timeout."""
+    manifest(s3)
+    RunStore(s3, BUCKET, RUN).put_json(LAYOUT.done(0, "sender", 0), {"ok": True})  # type: ignore[arg-type]
+    run_machines("stopped")
+    began = time.monotonic()
+    assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "60", "--poll", "0.05"]) == 1
+    assert time.monotonic() - began < 20
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "brokerbench: 3 stopped — the fleet has stopped: the results still missing will not come"
+    )
+
+
+def test_wait_and_status_see_the_runs_end(s3: object, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest(s3)
+    run_machines("running")
+    store = RunStore(s3, BUCKET, RUN)  # type: ignore[arg-type]
+    store.put_json(LAYOUT.ended, {"ok": False, "at": "2026-11-21T15:00:00Z"})
+    assert cloud.main(["cloud", "wait", *TARGET, "--timeout", "60", "--poll", "0.05"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "brokerbench: the run ended at 2026-11-21T15:00:00Z without these results: they will "
+        "not come"
+    ]
+    cloud.main(["cloud", "status", *TARGET])
+    out = capsys.readouterr().out
+    assert "the run ended at 2026-11-21T15:00:00Z: every machine stops itself" in out
+    assert "machines: 3 running" in out
+
+
+def test_status_shows_the_last_lines_of_a_failed_set_up(
+    s3: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A machine whose set-up failed uploads its logs (user-data's failure trap): status
+    shows the last lines of its node log, where the whole logs are."""
+    manifest(s3)
+    log = "".join(f"brokerbench: step {i}\n" for i in range(10))
+    log += "E: Unable to locate package kafka\nbrokerbench: node broker-1 setup FAILED (line 42)\n"
+    put(s3, f"runs/{RUN}/{LAYOUT.boot_failure('broker-1')}", log)
+    put(s3, f"runs/{RUN}/{LAYOUT.boot_logs}broker-1.cloud-init-output.log", "…")
+    cloud.main(["cloud", "status", *TARGET])
+    out = capsys.readouterr().out
+    assert (
+        f"  set-up failed: broker-1 (its logs: s3://{BUCKET}/runs/{RUN}/logs/boot/):\n"
+        "    brokerbench: step 7\n    brokerbench: step 8\n    brokerbench: step 9\n"
+        "    E: Unable to locate package kafka\n"
+        "    brokerbench: node broker-1 setup FAILED (line 42)\n"
+    ) in out

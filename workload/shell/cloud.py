@@ -7,8 +7,9 @@
 * ``fetch``: download the analysis (and with ``--raw`` the raw records) into
   ``results/<run-id>/`` and print the summary table.
 * ``plan``: before ``pulumi up``, a stack's machines, its price per hour, the estimated
-  cost of its sweep and the account quotas it needs (checked where credentials allow).
-* ``down``: after the run, stop the stack's machines; keep the results bucket, or with
+  cost of its sweep, how the fleet stops and what it may cost until then (against a cost
+  cap), and the account quotas it needs (checked where credentials allow).
+* ``down``: after the run, stop the run's machines; keep the results bucket, or with
   ``--empty-bucket`` delete all its versions and then it.
 * ``ami``: the current Debian 12 image of a region, to pin in a stack (``brokerbench:ami``).
 * ``client``: the client-machine agent (:mod:`workload.engine.aws.agent`), started by cloud-init.
@@ -103,10 +104,17 @@ def register(subparsers: Any) -> None:
         "report, stop the stack",
     )
     sub = cloud.add_subparsers(dest="cloud_command", required=True, metavar="CLOUD_COMMAND")
+    _before(sub)
+    _during(sub)
+    _after(sub)
 
+
+def _before(sub: Any) -> None:
+    """``plan`` and ``ami``: before ``pulumi up``."""
     plan = sub.add_parser(
         "plan",
-        help="before pulumi up: a stack's machines, $/hour, the sweep's cost, quota needs",
+        help="before pulumi up: a stack's machines, $/hour, the sweep's cost, how it stops, "
+        "quota needs",
     )
     plan.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml)")
     plan.add_argument(
@@ -114,9 +122,24 @@ def register(subparsers: Any) -> None:
         type=Path,
         help="price this scenario instead of the stack's brokerbench:scenario",
     )
+    plan.add_argument(
+        "--max-usd",
+        type=float,
+        help="cost cap: refuse a fleet that may cost more before it stops itself "
+        "(default: the stack's brokerbench:maxUsd)",
+    )
     plan.add_argument("--region", help="region of the quota check (default: the stack's)")
     plan.set_defaults(handler=cmd_plan)
 
+    ami = sub.add_parser(
+        "ami", help="print the current Debian 12 image id of a region (for brokerbench:ami)"
+    )
+    ami.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
+    ami.set_defaults(handler=cmd_ami)
+
+
+def _during(sub: Any) -> None:
+    """``status``, ``wait``, and ``client`` (what a client machine runs)."""
     status = sub.add_parser("status", help="show which nodes of a run have posted results")
     _target(status)
     status.set_defaults(handler=cmd_status)
@@ -127,6 +150,21 @@ def register(subparsers: Any) -> None:
     wait.add_argument("--poll", type=_seconds, default=30.0, help="seconds between checks")
     wait.set_defaults(handler=cmd_wait)
 
+    client = sub.add_parser("client", help="(on a client machine) run this node's part of a run")
+    client.add_argument("scenario", type=Path, help="the scenario TOML written by cloud-init")
+    client.add_argument("--role", choices=("sender", "receiver"), required=True)
+    client.add_argument("--node", type=int, required=True)
+    client.add_argument("--run-id", required=True)
+    client.add_argument("--bucket", required=True)
+    client.add_argument("--region")
+    client.add_argument("--results", type=Path, default=Path("/var/lib/brokerbench/results"))
+    client.add_argument("--broker-wait", type=_seconds, default=1800.0)
+    client.add_argument("--log-file", type=Path, default=Path("/var/log/brokerbench-client.log"))
+    client.set_defaults(handler=cmd_client)
+
+
+def _after(sub: Any) -> None:
+    """``analyze``, ``fetch`` and ``down``: after the run."""
     analyze = sub.add_parser("analyze", help="run the analysis job of a run on EMR Serverless")
     _target(analyze)
     analyze.add_argument("--emr-application", help="EMR Serverless application id")
@@ -144,38 +182,21 @@ def register(subparsers: Any) -> None:
 
     down = sub.add_parser(
         "down",
-        help="after a run: stop the stack's machines; keep the results bucket, or empty and "
-        "delete it",
+        help="after a run: stop its machines; keep the results bucket, or empty and delete it",
     )
     down.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml)")
+    down.add_argument("--run-id", help="the run (default: the stack's brokerbench:runId)")
+    down.add_argument(
+        "--all-runs", action="store_true", help="stop the machines of every run of the stack"
+    )
     down.add_argument(
         "--empty-bucket",
         action="store_true",
         help="delete every object version and delete marker of the results bucket, then it",
     )
-    down.add_argument(
-        "--bucket", help="the results bucket (default: the one tagged with the stack)"
-    )
+    down.add_argument("--bucket", help="the results bucket (default: the run's, by its tags)")
     down.add_argument("--region", help="AWS region (default: the stack's aws:region)")
     down.set_defaults(handler=cmd_down)
-
-    ami = sub.add_parser(
-        "ami", help="print the current Debian 12 image id of a region (for brokerbench:ami)"
-    )
-    ami.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
-    ami.set_defaults(handler=cmd_ami)
-
-    client = sub.add_parser("client", help="(on a client machine) run this node's part of a run")
-    client.add_argument("scenario", type=Path, help="the scenario TOML written by cloud-init")
-    client.add_argument("--role", choices=("sender", "receiver"), required=True)
-    client.add_argument("--node", type=int, required=True)
-    client.add_argument("--run-id", required=True)
-    client.add_argument("--bucket", required=True)
-    client.add_argument("--region")
-    client.add_argument("--results", type=Path, default=Path("/var/lib/brokerbench/results"))
-    client.add_argument("--broker-wait", type=_seconds, default=1800.0)
-    client.add_argument("--log-file", type=Path, default=Path("/var/log/brokerbench-client.log"))
-    client.set_defaults(handler=cmd_client)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,12 +52,24 @@ class CloudRun:
     def manifest_key(self) -> str:
         return self.bucket_layout.manifest_key
 
+    @property
+    def manifest_keys(self) -> tuple[str, str]:
+        """Where the manifest is: beside the results, or (a run deployed before it moved
+        there) among the artifacts."""
+        return self.manifest_key, self.bucket_layout.legacy_manifest_key
+
+
+#: What Pulumi says when a stack's passphrase is needed and not given.
+PASSPHRASE_ERRORS = ("passphrase", "PULUMI_CONFIG_PASSPHRASE")
+
 
 def stack_outputs(stack: str) -> dict[str, Any]:
-    """``pulumi stack output --json`` of a stack of this project."""
+    """``pulumi stack output --json`` of a stack of this project (none of its outputs is a
+    secret, so none is asked for; a stack of ``pulumi login --local`` still needs its
+    passphrase to be read: the error says how to give it)."""
     try:
         done = subprocess.run(
-            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
+            ["pulumi", "stack", "output", "--json", "--stack", stack],
             capture_output=True,
             text=True,
             check=False,
@@ -69,7 +81,15 @@ def stack_outputs(stack: str) -> dict[str, Any]:
             "the pulumi CLI is not installed; give --bucket and --run-id instead of --stack"
         ) from None
     if done.returncode != 0:
-        raise UserError(f"pulumi stack output --stack {stack}: {done.stderr.strip()}")
+        error = one_line(done.stderr.strip())
+        if any(word in error for word in PASSPHRASE_ERRORS):
+            raise UserError(
+                f"pulumi stack output --stack {stack}: {error}: the stack's secrets are "
+                "encrypted with the passphrase given at pulumi stack init: export "
+                "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE), or name the run "
+                "with --bucket and --run-id"
+            )
+        raise UserError(f"pulumi stack output --stack {stack}: {error}")
     outputs: dict[str, Any] = json.loads(done.stdout or "{}")
     return outputs
 
@@ -99,17 +119,25 @@ def aws_client(service: str, region: str | None) -> Any:
     return boto3.session.Session(region_name=region).client(service)
 
 
+def manifest_object(s3: Any, run: CloudRun) -> tuple[str, Any]:
+    """The key of the run's manifest and S3's answer to getting it (:attr:`manifest_keys`)."""
+    error: Exception | None = None
+    for key in run.manifest_keys:
+        try:
+            return key, s3.get_object(Bucket=run.bucket, Key=key)
+        except Exception as exc:
+            error = error or exc
+    raise UserError(
+        f"s3://{run.bucket}/{run.manifest_key}: cannot read the manifest ({error})"
+    ) from None
+
+
 def read_manifest(s3: Any, run: CloudRun) -> RunManifest:
     """The run manifest the stack uploaded (nodes, sweep points, instance types …)."""
+    key, answer = manifest_object(s3, run)
     try:
-        body = s3.get_object(Bucket=run.bucket, Key=run.manifest_key)["Body"].read()
-    except Exception as exc:
-        raise UserError(
-            f"s3://{run.bucket}/{run.manifest_key}: cannot read the manifest ({exc})"
-        ) from None
-    try:
-        return RunManifest.model_validate_json(body)
+        return RunManifest.model_validate_json(answer["Body"].read())
     except ValidationError as exc:
         raise UserError(
-            f"s3://{run.bucket}/{run.manifest_key}: not a run manifest ({one_line(str(exc))})"
+            f"s3://{run.bucket}/{key}: not a run manifest ({one_line(str(exc))})"
         ) from None
