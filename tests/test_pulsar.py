@@ -7,16 +7,18 @@ from __future__ import annotations
 import re
 import shutil
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 
 from brokers import registry
 from brokers.base import Destination, Endpoints, Received
-from brokers.errors import BrokerConnectionError, BrokerStartError
+from brokers.batches import KeyedBatch
+from brokers.errors import BrokerConnectionError, BrokerError, BrokerStartError
 from brokers.local import ProcessCluster, free_ports
 from brokers.pulsar import SYSTEM, admin, local
-from brokers.pulsar.adapter import PulsarAdapter, _Confirmations
+from brokers.pulsar.adapter import PulsarAdapter, _Confirmations, _runs_by_key
 from brokers.pulsar.cloud import PulsarCloud
 from brokers.pulsar.config import (
     REPLICATED,
@@ -162,12 +164,29 @@ def test_ledger_quorum_is_read_from_ledger_metadata() -> None:
 
 
 def test_a_batch_is_confirmed_only_when_every_callback_is_ok() -> None:
-    confirmations = _Confirmations(3, "Ok")
+    confirmations = _Confirmations(30, "Ok")
+    confirmations.expect(3)
     confirmations.callback("Ok", None)
     confirmations.callback("Timeout", None)
-    assert not confirmations.done.is_set()
+    assert not confirmations.done.is_set() and confirmations.wait(0) is None
     confirmations.callback("Ok", None)
     assert confirmations.done.is_set() and confirmations.failures == ["Timeout"]
+    with pytest.raises(BrokerError, match="a batch of 30 messages failed: Timeout"):
+        confirmations.wait(0)
+    ok = _Confirmations(5, "Ok")
+    ok.expect(1)
+    ok.callback("Ok", None)
+    assert ok.wait(0) == ok.done_ns > 0
+
+
+def test_a_keyed_batch_is_split_by_partition_in_order() -> None:
+    keys = [b"k%d" % (i % 7) for i in range(40)]
+    bodies = [b"m%d" % i for i in range(40)]
+    runs = _runs_by_key(["p0", "p1", "p2"], KeyedBatch(bodies, keys), keys)
+    assert sorted(b for _, run, _ in runs for b in run) == sorted(bodies)
+    for producer, run, run_keys in runs:
+        assert run == sorted(run, key=bodies.index)  # the batch's order within a run
+        assert {f"p{zlib.crc32(k.encode()) % 3}" for k in run_keys} == {producer}
 
 
 def test_single_bookie_refuses_a_replicated_quorum(tmp_path: Path) -> None:
@@ -248,6 +267,35 @@ def test_negatively_acknowledged_messages_come_back_marked(cluster: ProcessClust
         assert all(m.redelivered for m in again)
     finally:
         adapter.close()
+
+
+@pytest.mark.slow
+def test_batches_in_flight_on_a_partitioned_topic_are_each_confirmed_and_received(
+    cluster: ProcessCluster,
+) -> None:
+    """Several batches submitted before the first is awaited, keyless and keyed, over four
+    partitions (a producer each, one callback per producer's run): every batch confirmed,
+    every message received once."""
+    params = PulsarParams(partitions=4)
+    destination = Destination("in-flight")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
+    assert isinstance(sender, PulsarAdapter) and sender.pipelined
+    try:
+        batches: list[list[bytes]] = [[b"b%d-%d" % (b, i) for i in range(50)] for b in range(6)]
+        keyed = KeyedBatch(
+            [b"k-%d" % i for i in range(50)], [b"key%d" % (i % 9) for i in range(50)]
+        )
+        pending = [sender.submit(batch) for batch in [*batches, keyed]]
+        assert all(c.wait(60) for c in pending)
+        expected = {m for batch in [*batches, keyed] for m in batch}
+        got = receive_count(receiver, len(expected), timeout=60)
+        assert sorted(m.body for m in got) == sorted(expected)
+        receiver.ack([m.receipt for m in got])
+    finally:
+        sender.close()
+        receiver.close()
 
 
 @pytest.mark.slow

@@ -32,6 +32,28 @@ class PulsarParams(BrokerParams):
     batching: bool = Field(
         True, description="Producer batching: a send's messages travel as one entry."
     )
+    batching_max_publish_delay_ms: int = Field(
+        1,
+        ge=0,
+        le=10_000,
+        description=(
+            "With batching and batches in flight: milliseconds the producer gathers messages "
+            "before it sends them as one entry (pulsar-perf's default: 1). A worker with one "
+            "batch in flight flushes each batch at once."
+        ),
+    )
+    batching_max_messages: int = Field(
+        1000, ge=1, le=1_000_000, description="At most this many messages in one entry."
+    )
+    max_pending_messages: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Messages a producer keeps awaiting confirmation before a send waits for room "
+            "(over every batch a worker has in flight)."
+        ),
+    )
     receiver_queue_size: int = Field(
         100, ge=1, le=1_000_000, description="Messages the broker pushes ahead to each consumer."
     )
