@@ -12,7 +12,7 @@ from brokers import registry
 from brokers.base import Destination, Endpoints, LocalCluster
 from brokers.errors import BrokerConnectionError
 from tests.conftest import SCENARIOS, LocalBrokers
-from tests.support import drain, files_holding, prepared
+from tests.support import drain, files_holding, prepared, receive_count
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -135,6 +135,44 @@ def test_each_operation_is_one_prepared_statement(cluster) -> None:
     assert statements == ["INSERT", "UPDATE", "DELETE"]
     assert adapter.conn.execute("SELECT count(*) FROM bb_prepared").fetchone() == (0,)
     assert adapter.conn.execute("SHOW synchronous_commit").fetchone() == ("remote_write",)
+    adapter.close()
+
+
+def test_the_queue_finds_due_rows_by_its_key_and_vacuums_within_seconds(cluster) -> None:
+    """The claim walks the primary key from the oldest row (no index on next_delivery, so
+    a claim is a HOT update and the scan never reads the whole heap), and the rows the
+    acknowledgements delete are vacuumed within seconds, inside a point."""
+    import time
+
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_layout")
+    conn = adapter.conn
+    for _ in range(10):
+        adapter.send([b"x" * 100] * 1000)
+    plan = "\n".join(
+        row[0]
+        for row in conn.execute(
+            "EXPLAIN SELECT id FROM bb_layout WHERE next_delivery <= now() ORDER BY id "
+            "LIMIT 10 FOR UPDATE SKIP LOCKED"
+        )
+    )
+    assert "Index Scan using bb_layout_pkey" in plan and "Seq Scan" not in plan, plan
+    indexes = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'bb_layout'")
+    assert [row[0].split(" USING ")[1] for row in indexes] == ["btree (id)"]
+    received = receive_count(adapter, 10_000, 60, ack=True)
+    assert len(received) == 10_000
+    hot, updated = conn.execute(
+        "SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'bb_layout'"
+    ).fetchone()
+    assert updated and hot >= updated // 2, (hot, updated)  # statistics lag; most are HOT
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        (vacuumed,) = conn.execute(
+            "SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'bb_layout'"
+        ).fetchone()
+        if vacuumed:
+            break
+        time.sleep(0.5)
+    assert vacuumed, "autovacuum did not vacuum the queue table within 30 s of 10,000 deletes"
     adapter.close()
 
 

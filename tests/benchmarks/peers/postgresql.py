@@ -70,7 +70,7 @@ def receive_script(table: str, batch: int, visibility_timeout: float, poll_ms: i
     """Claim (receive) then delete (ack), as two transactions; sleep when nothing was due."""
     t = _ident(table)
     return (
-        f"WITH due AS (SELECT id FROM {t} WHERE next_delivery <= now() LIMIT {batch} "
+        f"WITH due AS (SELECT id FROM {t} WHERE next_delivery <= now() ORDER BY id LIMIT {batch} "
         f"FOR UPDATE SKIP LOCKED), claimed AS (UPDATE {t} SET next_delivery = now() + "
         f"make_interval(secs => {visibility_timeout}), deliveries = {t}.deliveries + 1 "
         f"FROM due WHERE {t}.id = due.id RETURNING {t}.id) SELECT count(*) AS got, "
