@@ -196,6 +196,15 @@ def test_unreachable_server_fails_fast_naming_it() -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_redelivery_is_read_from_either_form_of_the_reply_subject() -> None:
+    from brokers.nats.adapter import delivered_more_than_once
+
+    assert not delivered_more_than_once("$JS.ACK.s.c.1.10.10.1700000000000000000.0")
+    assert delivered_more_than_once("$JS.ACK.s.c.2.10.11.1700000000000000000.0")
+    assert not delivered_more_than_once("$JS.ACK._.ACCHASH.s.c.1.10.10.1700000000000000000.0.xyz")
+    assert delivered_more_than_once("$JS.ACK._.ACCHASH.s.c.12.10.10.1700000000000000000.0.xyz")
+
+
 def test_cloud_config_is_the_local_template_with_other_addresses() -> None:
     local = nats_local.render_config(
         "n2",
