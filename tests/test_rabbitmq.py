@@ -116,6 +116,37 @@ def test_round_trip_with_confirms_prefetch_and_acks(cluster, ctl: Ctl) -> None:
 
 
 @pytest.mark.slow
+def test_acks_go_out_a_quarter_of_the_prefetch_at_a_time_and_all_by_close(
+    cluster, ctl: Ctl
+) -> None:
+    """Acks wait until a quarter of the prefetch is due (or receive would wait, or the
+    receiver closes): a receiver that takes and acks one message at a time never stalls at
+    the prefetch, and closing sends what is left, so nothing comes back."""
+    params = SYSTEM.params_model(prefetch=8)
+    destination = Destination("bb_ack_every")
+    SYSTEM.prepare(cluster.endpoints, params, destination)
+    sender = SYSTEM.connect(cluster.endpoints, params, destination)
+    bodies = [f"a{i}".encode() for i in range(30)]
+    sender.send(bodies)
+    receiver = SYSTEM.connect(cluster.endpoints, params, destination)
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(bodies) and time.monotonic() < deadline:
+        one = receiver.receive(1)
+        receiver.ack([m.receipt for m in one])
+        got += one
+        if len(got) == 1:
+            assert receiver._acks_due, "one ack of 8 prefetched waits for the next"
+    assert sorted(m.body for m in got) == sorted(bodies)
+    assert receiver._acks_due == [] or len(receiver._acks_due) < 2
+    receiver.close()
+    again = SYSTEM.connect(cluster.endpoints, params, destination)
+    assert drain(again, 1, timeout=3) == [], "every message was acknowledged by close"
+    again.close()
+    sender.close()
+
+
+@pytest.mark.slow
 def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
     params = SYSTEM.params_model()
     destination = Destination("bb_in_flight")
