@@ -406,6 +406,9 @@ class BrokerSystem(Generic[P]):
     #: call of this system's client hands out cheaply (10, the smallest common limit, where
     #: a larger batch buys nothing or the API caps it, e.g. SQS).
     receive_batch: int = 10
+    #: Where no adapter pipelines: why a worker keeps one batch awaiting confirmation
+    #: (``brokerbench brokers`` and a scenario asking for more say it).
+    one_in_flight: str = ""
 
     def client(self, params: P) -> str:
         """The client library (distribution name) workers use with these parameters."""

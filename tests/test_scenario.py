@@ -219,6 +219,7 @@ def test_warmup_as_long_as_the_run_is_an_error(tmp_path: Path) -> None:
 def test_batches_in_flight_need_a_system_that_can_keep_them(tmp_path: Path) -> None:
     (line,) = error_lines(tmp_path, GOOD + "max_in_flight = 4\n")
     assert "load.max_in_flight" in line and "only 1" in line
+    assert "INSERT transaction" in line, "the line says why the system cannot pipeline"
     nats = GOOD.replace('"postgresql"', '"nats"') + "max_in_flight = 4\n"
     assert load_scenario(write(tmp_path, nats)).load.max_in_flight == 4
     (line,) = error_lines(tmp_path, GOOD + "max_in_flight = 0\n")
@@ -269,6 +270,16 @@ def test_every_number_has_an_upper_bound(
     load_scenario(write(tmp_path, text.format(highest)))
     (line,) = error_lines(tmp_path, text.format(beyond))
     assert f"load.{key}" in line and "less than or equal to" in line and "line 8" in line
+
+
+def test_every_system_that_keeps_one_batch_in_flight_says_why(capsys) -> None:
+    from brokers import registry
+
+    one = {n: s.one_in_flight for n, s in registry.systems().items() if not s.can_pipeline}
+    assert one and all(one.values()), one
+    assert cli.main(["brokers"]) == 0
+    shown = capsys.readouterr().out
+    assert all(f"  {name}: {why}" in shown for name, why in one.items())
 
 
 def test_a_smallest_send_batch_above_the_largest_names_both(tmp_path: Path) -> None:

@@ -32,4 +32,8 @@ SYSTEM: BrokerSystem[ActiveMQParams] = BrokerSystem(
         "synced to its KahaDB journal on one machine only.",
     ),
     client_package="stomp.py",
+    one_in_flight=(
+        "the STOMP client waits for each batch's receipt before the next; receipts per frame "
+        "could pipeline, not used yet"
+    ),
 )

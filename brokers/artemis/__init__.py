@@ -44,4 +44,8 @@ SYSTEM: BrokerSystem[ArtemisParams] = BrokerSystem(
         "only the first of its unacknowledged messages as redelivered.",
     ),
     client_package="stomp.py",
+    one_in_flight=(
+        "the STOMP client waits for each batch's receipt before the next; receipts per frame "
+        "could pipeline, not used yet"
+    ),
 )

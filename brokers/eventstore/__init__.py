@@ -35,4 +35,7 @@ SYSTEM = BrokerSystem(
         "count as lost.",
     ),
     client_package="kurrentdbclient",
+    one_in_flight=(
+        "each append_to_stream waits for its quorum write: more threads are more appends in flight"
+    ),
 )

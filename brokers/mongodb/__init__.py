@@ -34,4 +34,8 @@ SYSTEM = BrokerSystem(
         "and every claim is a replicated write.",
     ),
     client_package="pymongo",
+    one_in_flight=(
+        "pymongo's blocking client waits for each insert_many's write concern; its asyncio "
+        "client is not used yet: more threads are more batches in flight"
+    ),
 )

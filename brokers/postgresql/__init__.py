@@ -26,4 +26,9 @@ SYSTEM = BrokerSystem(
     cloud=PostgresCloud(),
     client_package="psycopg",
     redelivery_after=lambda params: float(params.visibility_timeout),
+    one_in_flight=(
+        "each send is one INSERT transaction on the worker's connection and waits for its "
+        "commit; psycopg's pipeline mode could keep several awaiting their commits, not used "
+        "yet: more threads are more transactions in flight"
+    ),
 )

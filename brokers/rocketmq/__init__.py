@@ -46,4 +46,8 @@ SYSTEM = BrokerSystem(
     # With [load] keys the point's topic is a FIFO topic and its consumer group a FIFO group.
     keys=KeySupport("message group (FIFO topic)", ordered=True),
     client_package="rocketmq-python-client",
+    one_in_flight=(
+        "the client's send waits for each message's result through the proxy: more threads are "
+        "more sends in flight"
+    ),
 )

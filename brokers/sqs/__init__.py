@@ -40,4 +40,8 @@ SYSTEM = BrokerSystem(
     ),
     client_package="boto3",
     redelivery_after=lambda params: float(params.visibility_timeout),
+    one_in_flight=(
+        "boto3 waits for each SendMessageBatch's answer (at most 10 messages a call): more "
+        "threads are more batches in flight"
+    ),
 )

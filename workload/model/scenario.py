@@ -113,7 +113,8 @@ class Scenario(Strict):
         if self.load.max_in_flight > 1 and not system.can_pipeline:
             raise conflict(
                 ("load.max_in_flight",),
-                f"{system.title}'s adapter confirms each batch before the next; only 1 is possible",
+                f"{system.title}'s adapter confirms each batch before the next "
+                f"({system.one_in_flight or 'its client cannot pipeline'}); only 1 is possible",
             )
         return self
 

@@ -215,6 +215,11 @@ def cmd_brokers(args: argparse.Namespace) -> int:
     width = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         print("  ".join(f"{r[i]:<{width[i]}}" for i in range(5)) + f"  {r[5]}")
+    one = {n: s.one_in_flight for n, s in registry.systems().items() if not s.can_pipeline}
+    if one:
+        print("\nin flight 1 — why each of these confirms one batch before the next:")
+        for name, why in one.items():
+            print(f"  {name}: {why or 'its client cannot pipeline'}")
     return 0
 
 
