@@ -10,6 +10,12 @@ markers are evaluated for the client machines (:data:`CLIENT_ENVIRONMENT`), not 
 machine, which may be another platform or Python. A requirement the clients need that this
 environment lacks, or has at a version the requirement does not allow, is left unpinned and
 named in a comment line of the file.
+
+What a stack uploads is not this environment's, though, but the committed lock
+(:data:`LOCK`, :func:`read_lock`): the pins of the environment the test suite runs in, which
+a test holds equal to it (``python -m infra.constraints > infra/clients.lock`` writes it
+anew). So client machines install exactly the versions CI tested, whoever deploys, and a
+run's manifest records them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from packaging.utils import canonicalize_name
 
 from infra.settings import ROOT
 
+#: The client machines' versions, as the test suite's environment pins them.
+LOCK = ROOT / "infra" / "clients.lock"
+_UNPINNED = "# not pinned: "
 #: The extras of brokerbench a client machine installs.
 CLIENT_EXTRAS = ("brokers",)
 #: The client machines' platform and interpreter, for environment markers: Debian 12 on
@@ -53,10 +62,10 @@ class Constraints:
     def text(self) -> str:
         """The constraints file: one ``name==version`` line per pin, sorted by name."""
         lines = [
-            "# The versions of the environment that deployed this stack: client machines",
-            "# install the brokerbench wheel with pip install -c <this file>.",
+            "# The versions client machines install the brokerbench wheel at (pip install -c",
+            "# <this file>): the test suite's environment's, infra/clients.lock.",
             *(f"{name}=={version}" for name, version in sorted(self.pins.items())),
-            *(f"# not pinned: {name}: {why}" for name, why in sorted(self.unpinned.items())),
+            *(f"{_UNPINNED}{name}: {why}" for name, why in sorted(self.unpinned.items())),
         ]
         return "\n".join(lines) + "\n"
 
@@ -121,3 +130,21 @@ def _applies(
     return marker is None or any(
         marker.evaluate({**environment, "extra": extra}) for extra in ("", *extras)
     )
+
+
+def read_lock(path: Path = LOCK) -> Constraints:
+    """The committed lock (:meth:`Constraints.text`'s form) as constraints."""
+    pins: dict[str, str] = {}
+    unpinned: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith(_UNPINNED):
+            name, _, why = line.removeprefix(_UNPINNED).partition(": ")
+            unpinned[name] = why
+        elif line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.strip()] = version.strip()
+    return Constraints(pins, unpinned)
+
+
+if __name__ == "__main__":
+    print(client_constraints().text(), end="")

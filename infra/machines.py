@@ -19,7 +19,7 @@ import pulumi_aws as aws
 from brokers.base import BrokerSystem, Endpoints
 from brokers.cloud import CloudRecipe
 from infra.access import RunAccess
-from infra.constraints import client_constraints
+from infra.constraints import read_lock
 from infra.nodes import (
     BrokerCluster,
     BrokerClusterArgs,
@@ -159,7 +159,7 @@ def deploy_machines(settings: StackSettings, target: StackPlan, run: RunMachines
             scenario_toml,
             manifest,
             analysis_entry(target.run_id, settings.analysis_module),
-            client_constraints(),
+            read_lock(),
             run.environment,
         ),
     )
@@ -250,4 +250,6 @@ def run_manifest(
             mode="json", by_alias=True, exclude_none=True, exclude={"wheel"}
         ),
         fingerprint=target.fingerprint,
+        client_versions=read_lock().pins,
+        broker_install=target.recipe.install_commands() if target.recipe is not None else [],
     ).to_json()

@@ -157,7 +157,8 @@ class RunArtifacts(pulumi.ComponentResource):
             )
         if args.constraints.unpinned:
             pulumi.log.warn(
-                "client machines install these unpinned (the newest their requirements allow): "
+                "client machines install these unpinned (the newest their requirements allow; "
+                "infra/clients.lock names them): "
                 + "; ".join(f"{n}: {why}" for n, why in sorted(args.constraints.unpinned.items())),
                 self,
             )

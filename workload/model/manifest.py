@@ -110,6 +110,10 @@ class RunManifest(ManifestPart):
     #: A digest of what the run's machines run (scenario, settings, code): a second ``up``
     #: of the same run id with another one is refused once the run has begun.
     fingerprint: str = ""
+    #: What the client machines install (distribution → version: the stack's lock).
+    client_versions: dict[str, str] = Field(default_factory=dict)
+    #: How the broker machines install the broker: the recipe's commands, which pin it.
+    broker_install: list[str] = Field(default_factory=list)
 
     def to_json(self) -> str:
         """The manifest as the stack uploads it."""
