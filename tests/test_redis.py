@@ -115,15 +115,38 @@ def test_wait_for_replicas_confirms_the_batch(cluster) -> None:
 
 def test_replies_are_parsed_by_hiredis(cluster) -> None:
     """The receiving connection's replies (the sending one counts its XADDs' replies)."""
-    from redis._parsers.hiredis import _HiredisParser
+    import hiredis
 
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_parser")
     adapter.send([b"x"])
     assert [m.body for m in adapter.receive(10)] == [b"x"]
-    assert isinstance(adapter._receiving.connection._parser, _HiredisParser)
+    assert isinstance(adapter._receiving.connection.reader, hiredis.Reader)
     info = SYSTEM.describe(cluster.endpoints, SYSTEM.params_model())
-    assert info["client_parser"] == "_HiredisParser"
+    assert info["client_parser"].startswith("hiredis.Reader (hiredis ")
     adapter.close()
+
+
+def test_a_worker_opens_one_connection_per_role_and_closes_them(cluster) -> None:
+    """The connection that found the master reachable is the first channel's; ``close``
+    closes both channels' connections."""
+    import redis
+
+    adapter = prepared(SYSTEM, cluster.endpoints, "bb_connections")
+    master = redis.Redis(*cluster.endpoints.first, **auth_options(cluster.endpoints))
+
+    def named() -> int:
+        ours = {adapter._sending, adapter._receiving} - {None}
+        ports = {c.connection.sock.getsockname()[1] for c in ours if c.connection.sock}
+        return sum(int(c["addr"].rpartition(":")[2]) in ports for c in master.client_list())
+
+    spare = adapter._spare
+    adapter.send([b"x"])
+    assert adapter._sending.connection is spare and adapter._spare is None
+    assert [m.body for m in adapter.receive(10)] == [b"x"]
+    assert named() == 2
+    sockets = [adapter._sending.connection, adapter._receiving.connection]
+    adapter.close()
+    assert all(c.sock is None for c in sockets)
 
 
 def test_submitted_batches_stay_in_flight_and_arrive_once(cluster) -> None:
@@ -169,19 +192,20 @@ def test_replies_shorter_than_the_low_water_mark_counts_on_are_still_read(cluste
     """The sending connection waits for the fewest bytes a group's XADD replies take
     (SO_RCVLOWAT); a reply shorter than that (here INCR's integer, 4 bytes, counted as an
     XADD's 22) is read once the mark drops back, not after the 30 s socket timeout."""
-    from brokers.redis.protocol import LOWAT_WAIT, XADD_REPLY_MIN, pack
+    from brokers.redis.protocol import LOWAT_WAIT, XADD_REPLY_MIN
+    from brokers.redis.resp import pack
 
     adapter = prepared(SYSTEM, cluster.endpoints, "bb_low_water", streams=2)
     adapter.send([b"first"])
     channel = adapter._sending
     marks: list[int] = []
-    mark = channel._mark
-    channel._mark = lambda lowat: (marks.append(lowat), mark(lowat))[1]
+    mark = channel.connection.mark
+    channel.connection.mark = lambda lowat: (marks.append(lowat), mark(lowat))[1]
     adapter.send([b"%06d" % i for i in range(300)])
     assert marks[0] == 300 * XADD_REPLY_MIN, "the batch's replies were awaited at a mark"
     written = channel.write_packed(pack(b"INCR", b"bb_low_water_count"), 1)
     assert channel.settle(written, None) is not None and written.reply == 1
-    assert channel._lowat == 1 and len(b":1\r\n") < XADD_REPLY_MIN
+    assert channel.connection.lowat == 1 and len(b":1\r\n") < XADD_REPLY_MIN
     written = channel.write_packed(pack(b"INCR", b"bb_low_water_count"), 1)
     waits = 0
     while written.wait(LOWAT_WAIT * 2) is None:  # as a pipelined sender waits
@@ -199,14 +223,15 @@ def test_a_server_that_reads_no_more_fails_the_write_after_the_timeout(tmp_path:
     import time
 
     from brokers.errors import BrokerConnectionError
-    from brokers.redis.protocol import SendChannel, pack
+    from brokers.redis.protocol import SendChannel
+    from brokers.redis.resp import RespConnection, pack
 
     assert SYSTEM.local is not None
     params = SYSTEM.params_model()
     single = SYSTEM.local.start("single", params, tmp_path / "broker")
     try:
         adapter = prepared(SYSTEM, single.endpoints, "bb_stalled")
-        channel = SendChannel(adapter.client, write_timeout=0.5)
+        channel = SendChannel(RespConnection(adapter.server, timeout=0.5))
         command = pack(b"XADD", b"bb_stalled:{0}", b"*", b"m", b"x" * 10_000)
         earlier = channel.write_packed(command, 1)
         assert earlier.wait(5) is not None  # a working connection first
@@ -312,7 +337,7 @@ def test_a_keyed_run_keeps_each_key_in_one_stream_and_counts_no_reordering(
     import redis
 
     from brokers.redis.adapter import stream_keys
-    from brokers.redis.protocol import stream_of
+    from brokers.redis.xadd import stream_of
     from tests.keyed import keyed_run_in_order
     from workload.engine.keys import KeyScheme
     from workload.engine.naming import destination_name, run_tag

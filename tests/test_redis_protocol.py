@@ -12,14 +12,9 @@ import pytest
 import redis
 
 from brokers.batches import RowsBatch
-from brokers.redis.protocol import (
-    FIELD,
-    ReplyTally,
-    XaddPacker,
-    pack,
-    pack_with_ids,
-    stream_of,
-)
+from brokers.redis.protocol import ReplyTally
+from brokers.redis.resp import ReplyError, pack, pack_with_ids
+from brokers.redis.xadd import FIELD, XaddPacker, stream_of
 
 KEYS = [b"bb_x_p0:{0}", b"bb_x_p0:{1}", b"bb_x_p0:{2}"]
 
@@ -157,7 +152,7 @@ def test_replies_are_counted_however_the_bytes_arrive(errors: bool) -> None:
         assert tally.buffer == b""
         merged: list[tuple[int, object]] = []
         for count, value in got:
-            value = str(value) if isinstance(value, redis.ResponseError) else value
+            value = str(value) if isinstance(value, ReplyError) else value
             if value is None and merged and merged[-1][1] is None:
                 merged[-1] = (merged[-1][0] + count, None)
             else:

@@ -1,4 +1,4 @@
-"""The Redis Streams adapters (redis-py with the hiredis reply parser, blocking).
+"""The Redis Streams adapters (blocking).
 
 Messages are spread over ``streams`` keys (in turn; a message with a message key goes to its
 key's stream, so that one key's messages keep their order). A batch is one XADD per message
@@ -11,10 +11,12 @@ XDEL per stream without waiting: their replies are read with the next command's 
 trip per receive and ack), and a failed acknowledgement is raised by the next ``ack`` (its
 entries are reclaimed later).
 
-Against one master (:class:`RedisAdapter`) a worker writes on two connections of its own,
-one for sending (:class:`SendChannel`) and one for receiving (:class:`ReplyChannel`),
-without redis-py's per-command pool and retry machinery. Redis Cluster (``mode = cluster``:
-:class:`RedisClusterAdapter`) goes through redis-py's cluster client, one batch at a time.
+Against one master (:class:`RedisAdapter`) a worker writes on two connections of its own
+(:mod:`brokers.redis.resp`: a socket, replies parsed by ``hiredis.Reader``), one for
+sending (:class:`SendChannel`) and one for receiving (:class:`ReplyChannel`), without
+redis-py's per-command pool and retry machinery. Redis Cluster (``mode = cluster``:
+:class:`RedisClusterAdapter`) goes through redis-py's cluster client (its public API), one
+batch at a time, as do ``prepare`` and ``describe``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,17 +37,9 @@ from brokers import credentials
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received, ReceivedBatch
 from brokers.batches import GroupedReceipts, RowsBatch, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
-from brokers.redis.protocol import (
-    FIELD,
-    REPLY_TIMEOUT,
-    ReplyChannel,
-    SendChannel,
-    Written,
-    XaddPacker,
-    pack,
-    pack_with_ids,
-    stream_of,
-)
+from brokers.redis.protocol import REPLY_TIMEOUT, ReplyChannel, SendChannel, Written
+from brokers.redis.resp import ReplyError, RespConnection, Server, pack, pack_with_ids
+from brokers.redis.xadd import FIELD, XaddPacker, stream_of
 
 if TYPE_CHECKING:
     from brokers.redis.params import RedisParams
@@ -79,7 +74,7 @@ def _client(endpoints: Endpoints) -> Any:
             nodes = [redis.cluster.ClusterNode(h, p) for h, p in endpoints.addresses()]
             client: Any = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         else:
-            # RESP2 pinned: the adapter reads raw replies (lists, not RESP3 maps).
+            # RESP2, as the workers' own connections speak it (lists, not RESP3 maps).
             client = redis.Redis(host=host, port=port, protocol=2, **options)
         client.ping()
     except redis.RedisError as exc:
@@ -87,12 +82,16 @@ def _client(endpoints: Endpoints) -> Any:
     return client
 
 
-def parser_name(client: Any) -> str:
-    """The reply parser class redis-py uses for this client (``_HiredisParser`` if hiredis)."""
-    parser: Any = client.connection_pool.connection_kwargs.get("parser_class")
-    if parser is None:
-        parser = redis.connection.DefaultParser
-    return str(parser.__name__)
+def server_of(endpoints: Endpoints) -> Server:
+    """The master a worker's own connections go to, and its credentials."""
+    host, port = endpoints.first
+    return Server(host, port, **auth_options(endpoints))
+
+
+def reply_parser() -> str:
+    """What parses the replies of a worker's connections (the sending one counts its XADDs'
+    replies itself)."""
+    return f"hiredis.Reader (hiredis {metadata.version('hiredis')})"
 
 
 def stream_keys(destination: Destination, params: RedisParams) -> list[str]:
@@ -130,7 +129,7 @@ def describe(endpoints: Endpoints, params: RedisParams) -> dict[str, Any]:
         "cluster_shards": shards,
         "settings": {k: config.get(k) for k in ("appendonly", "appendfsync")},
         "replication": "asynchronous",
-        "client_parser": parser_name(master),
+        "client_parser": reply_parser(),
         "auth": credentials.auth(endpoints.get("password")),
     }
 
@@ -144,7 +143,6 @@ class _StreamsAdapter(Adapter[StreamEntry]):
 
     def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
         self.params = params
-        self.client = _client(endpoints)
         self.keys = stream_keys(destination, params)
         self.consumer = f"c-{uuid.uuid4().hex[:12]}".encode()
         self.claim_idle_ms = int(params.claim_after * 1000)
@@ -156,9 +154,6 @@ class _StreamsAdapter(Adapter[StreamEntry]):
         self.next_claim = time.monotonic() + self.params.claim_after / 2
         return True
 
-    def close(self) -> None:
-        self.client.close()
-
 
 class RedisAdapter(_StreamsAdapter):
     """A worker's client of one master: a sending and a receiving connection (each lazy)."""
@@ -167,6 +162,9 @@ class RedisAdapter(_StreamsAdapter):
 
     def __init__(self, endpoints: Endpoints, params: RedisParams, destination: Destination):
         super().__init__(endpoints, params, destination)
+        self.server = server_of(endpoints)
+        #: The connection that showed the master reachable; the first channel takes it.
+        self._spare: RespConnection | None = _reached(self.server)
         self.raw_keys = [key.encode() for key in self.keys]
         self.xadds = XaddPacker(self.raw_keys)
         self.wait_command = (b"WAIT", params.wait_replicas, params.wait_timeout_ms)
@@ -186,7 +184,7 @@ class RedisAdapter(_StreamsAdapter):
 
     def _write(self, batch: Sequence[bytes]) -> Written:
         if self._sending is None:
-            self._sending = SendChannel(self.client)
+            self._sending = SendChannel(self._connection())
         keys = keys_of(batch)
         packed: list[bytes | np.ndarray]
         if keys is not None:
@@ -203,8 +201,13 @@ class RedisAdapter(_StreamsAdapter):
 
     def _channel(self) -> ReplyChannel:
         if self._receiving is None:
-            self._receiving = ReplyChannel(self.client)
+            self._receiving = ReplyChannel(self._connection())
         return self._receiving
+
+    def _connection(self) -> RespConnection:
+        """A connection of the worker's own (connected at its first write)."""
+        spare, self._spare = self._spare, None
+        return spare or RespConnection(self.server)
 
     def receive(self, max_n: int) -> list[Received[StreamEntry]]:
         if self._claim_due():
@@ -282,7 +285,11 @@ class RedisAdapter(_StreamsAdapter):
                 self._receiving.settle(self._acking, 5.0)
             except Exception:
                 pass
-        super().close()
+        for channel in (self._sending, self._receiving):
+            if channel is not None:
+                channel.connection.close()
+        if self._spare is not None:
+            self._spare.close()
 
 
 class RedisClusterAdapter(_StreamsAdapter):
@@ -292,6 +299,7 @@ class RedisClusterAdapter(_StreamsAdapter):
         if params.wait_replicas:
             raise ValueError("wait_replicas is not supported with Redis Cluster")
         super().__init__(endpoints, params, destination)
+        self.client = _client(endpoints)
         self.next_key = itertools.cycle(self.keys).__next__
         self.read_key = itertools.cycle(self.keys).__next__
 
@@ -346,6 +354,23 @@ class RedisClusterAdapter(_StreamsAdapter):
             pipe.xack(key, GROUP, *ids)
             pipe.xdel(key, *ids)
         pipe.execute()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _reached(server: Server) -> RespConnection:
+    """A connection to ``server``, connected and answering (PING); raises when it is not."""
+    connection = RespConnection(server)
+    try:
+        reply = connection.call(b"PING")
+    except BrokerConnectionError:
+        connection.close()
+        raise
+    if isinstance(reply, ReplyError):
+        connection.close()
+        raise BrokerConnectionError(f"cannot reach Redis at {server.where}: {reply}")
+    return connection
 
 
 def _by_key(receipts: Sequence[StreamEntry]) -> dict[bytes, list[bytes]]:

@@ -1,39 +1,24 @@
 """Redis's wire protocol as the sending and acknowledging connections use it: commands
 written in groups on one connection and their replies read later, in order
 (:class:`ReplyChannel`; on the sending connection, :class:`SendChannel` counts the XADDs'
-replies with :class:`ReplyTally` instead of parsing each), and a batch's XADDs encoded in
-RESP at once (:class:`XaddPacker`), as redis-py would encode them.
+replies with :class:`ReplyTally` instead of parsing each). Both write and read a
+:class:`~brokers.redis.resp.RespConnection`: a socket of our own, replies parsed by
+``hiredis.Reader``.
 """
 
 from __future__ import annotations
 
-import itertools
-import select
-import socket
-import struct
 import time
-import zlib
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import redis
-from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
-
 from brokers.base import Confirmation
-from brokers.batches import RowsBatch
 from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.redis.resp import ReplyError, RespConnection, pack
 
-#: What redis-py's hiredis reader returns while a reply is not complete yet.
-_MORE = NOT_ENOUGH_DATA
-
-FIELD = b"m"
-#: Socket timeout, and how long a written batch may wait for its replies.
+#: How long a written batch may wait for its replies.
 REPLY_TIMEOUT = 30.0
-#: Bytes read from the socket at once by :class:`SendChannel`.
-RECEIVE_BYTES = 1 << 18
-_CRLF = np.frombuffer(b"\r\n", np.uint8)
+
 #: The fewest bytes an XADD's reply takes: ``$15\r\n<ms>-<seq>\r\n`` — an entry id made
 #: by ``*`` has 13 digits of milliseconds (until the year 2286) and a sequence digit.
 XADD_REPLY_MIN = len(b"$15\r\n") + 15 + 2
@@ -82,127 +67,6 @@ class Written(Confirmation):
         return self.channel.settle(self, timeout)
 
 
-def pack(*args: bytes | int) -> bytes:
-    """One command in RESP: an array of bulk strings."""
-    items = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
-
-
-def _one_length(items: Sequence[bytes]) -> int | None:
-    """The length every item has, or None when they differ or there are none."""
-    size = len(items[0]) if items else None
-    return size if size is not None and list(map(len, items)).count(size) == len(items) else None
-
-
-def pack_with_ids(head: Sequence[bytes], ids: Sequence[bytes]) -> bytes:
-    """``pack(*head, *ids)`` for a long list of entry ids (XACK, XDEL): ids of one length
-    are joined in one call, not encoded one by one (their order does not matter to these
-    commands)."""
-    parts = [b"*%d\r\n" % (len(head) + len(ids))]
-    parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in head]
-    size = _one_length(ids)
-    if size is not None:  # the usual case: no sorting needed
-        prefix = b"$%d\r\n" % size
-        return b"".join([*parts, prefix, (b"\r\n" + prefix).join(ids), b"\r\n"])
-    for size, group in itertools.groupby(sorted(ids, key=len), len):
-        prefix = b"$%d\r\n" % size
-        parts += [prefix, (b"\r\n" + prefix).join(group), b"\r\n"]
-    return b"".join(parts)
-
-
-class XaddPacker:
-    """``XADD <key> * m <body>`` for each body of a batch, in RESP, as one bytes object;
-    the keys take turns message by message (the turn carries over to the next batch), or,
-    for messages with keys of their own (:meth:`pack_keyed`), each message goes to the
-    stream of its key (:func:`stream_of`)."""
-
-    def __init__(self, keys: Sequence[bytes]) -> None:
-        #: Each key's command up to the body's length.
-        self.by_stream = [
-            pack(b"XADD", key, b"*", FIELD, b"")[: -len(b"$0\r\n\r\n")] for key in keys
-        ]
-        #: The stream the next batch's first message goes to.
-        self.turn = 0
-        self._templates: dict[tuple[int, int], np.ndarray] = {}
-
-    def pack_keyed(self, bodies: Sequence[bytes], keys: Sequence[bytes]) -> bytes:
-        """Each body to the stream its message key names."""
-        heads, streams = self.by_stream, len(self.by_stream)
-        return b"".join(
-            [
-                part
-                for body, key in zip(bodies, keys, strict=True)
-                for part in (heads[stream_of(key, streams)], b"$%d\r\n" % len(body), body, b"\r\n")
-            ]
-        )
-
-    def pack(self, bodies: Sequence[bytes]) -> bytes:
-        """Message ``i`` of the batch goes to stream ``turn + i`` (modulo the streams).
-
-        Bodies of one size (the usual case) are packed stream by stream, each stream's
-        commands by one ``join`` — no Python work per message: each stream gets its
-        messages in their order, and the order between streams does not matter. Else
-        message by message, in order."""
-        heads, streams, turn, n = self.by_stream, len(self.by_stream), self.turn, len(bodies)
-        self.turn = (turn + n) % streams
-        if not n:
-            return b""
-        size = _one_length(bodies)
-        if size is not None:
-            length = b"$%d\r\n" % size
-            parts: list[bytes] = []
-            for j in range(min(streams, n)):
-                command = heads[(turn + j) % streams] + length
-                parts += [command, (b"\r\n" + command).join(bodies[j::streams]), b"\r\n"]
-            return b"".join(parts)
-        return b"".join(
-            [
-                part
-                for i, body in enumerate(bodies)
-                for part in (heads[(turn + i) % streams], b"$%d\r\n" % len(body), body, b"\r\n")
-            ]
-        )
-
-    def pack_rows(self, batch: RowsBatch) -> np.ndarray:
-        """:meth:`pack` of a batch given as one array, into one array of bytes, stream by
-        stream as :meth:`pack` packs bodies of one size: each stream's commands are a
-        block whose rows are the command's head, a message and its line end, written
-        column by column — no Python object per message."""
-        streams, turn, rows = len(self.by_stream), self.turn, batch.rows
-        n, size = rows.shape
-        self.turn = (turn + n) % streams
-        if not n:
-            return np.empty(0, np.uint8)
-        blocks = []
-        for j in range(min(streams, n)):
-            count = len(range(j, n, streams))
-            template = self._template((turn + j) % streams, size, count)
-            block = template[:count]
-            block[:, -2 - size : -2] = rows[j::streams]
-            blocks.append(block)
-        return blocks[0].ravel() if len(blocks) == 1 else np.concatenate(blocks, axis=None)
-
-    def _template(self, stream: int, size: int, count: int) -> np.ndarray:
-        """Rows of ``stream``'s command for bodies of ``size`` bytes — its head and line
-        end written, the body's place left — at least ``count`` of them. Kept and reused:
-        a batch's commands are written (copied into the socket) before the next is packed."""
-        template = self._templates.get((stream, size))
-        if template is None or len(template) < count:
-            head = self.by_stream[stream] + b"$%d\r\n" % size
-            template = np.empty((max(count, 1024), len(head) + size + 2), np.uint8)
-            template[:, : len(head)] = np.frombuffer(head, np.uint8)
-            template[:, -2:] = _CRLF
-            self._templates[(stream, size)] = template
-        return template
-
-
-def stream_of(key: bytes, streams: int) -> int:
-    """The stream (of ``streams``) every message of one message key goes to: a fixed hash
-    of the key, so that one key's messages are in one stream, in the order they were
-    added (docs/measurement.md §2, keys)."""
-    return zlib.crc32(key) % streams
-
-
 class ReplyChannel:
     """One connection on which commands are written in groups and replies read later.
 
@@ -211,15 +75,15 @@ class ReplyChannel:
     fails every group still waiting (the next write reconnects).
     """
 
-    def __init__(self, client: redis.Redis) -> None:
-        self.connection: Any = client.connection_pool.get_connection()
+    def __init__(self, connection: RespConnection) -> None:
+        self.connection = connection
         self.waiting: deque[Written] = deque()
 
     def write_packed(self, packed: Any, count: int, replicas: int = 0) -> Written:
         """Write ``count`` commands already in RESP (bytes-like, or a list of bytes-like
         parts), the last a WAIT for ``replicas`` if that is > 0."""
         try:
-            self._send(packed if isinstance(packed, list) else [packed])
+            self.connection.send(packed if isinstance(packed, list) else [packed])
         except BaseException as exc:
             self._fail_all(exc)
             raise
@@ -227,12 +91,9 @@ class ReplyChannel:
         self.waiting.append(written)
         return written
 
-    def _send(self, parts: list[Any]) -> None:
-        self.connection.send_packed_command(parts)
-
-    def call(self, *command: Any) -> Any:
+    def call(self, *command: bytes | int) -> Any:
         """One command and its reply (after the replies of everything written before it)."""
-        return self.call_packed(self.connection.pack_commands((command,)))
+        return self.call_packed(pack(*command))
 
     def call_packed(self, packed: Any) -> Any:
         """:meth:`call` of a command already in RESP."""
@@ -241,7 +102,8 @@ class ReplyChannel:
         return written.reply
 
     def settle(self, written: Written, timeout: float | None) -> int | None:
-        """Read replies until ``written`` is answered; ``timeout`` None blocks (socket timeout).
+        """Read replies until ``written`` is answered; ``timeout`` None blocks (up to the
+        socket's timeout).
 
         Returns the time its last reply was read, or None when ``timeout`` ran out first;
         raises when a command of it failed or the connection was lost.
@@ -261,7 +123,7 @@ class ReplyChannel:
                     and not self._can_read(max(0.0, deadline - time.monotonic()))
                 ):
                     if time.monotonic() > head.deadline:
-                        raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
+                        raise self._no_reply()
                     return None
                 reply = self._read_group(head)
             except BaseException as exc:
@@ -279,45 +141,37 @@ class ReplyChannel:
 
     def _can_read(self, timeout: float) -> bool:
         """Whether a reply (or part of one) is there to read within ``timeout`` seconds."""
-        return bool(self.connection.can_read(timeout))
+        return self.connection.can_read(timeout)
 
     def _read_group(self, head: Written) -> Any:
         """Read the rest of ``head``'s replies; its last one. A failed command's error is
         kept as ``head.error`` (its group fails; the replies after it are still read).
 
-        With redis-py's hiredis parser each reply is one call into the reader once the
-        socket's bytes are in (redis-py's read_response costs microseconds a reply, which
-        a batch of small messages pays per message); else read_response.
-        """
-        parser = self.connection._parser
-        reader = getattr(parser, "_reader", None) if isinstance(parser, _HiredisParser) else None
+        Each reply is one call into hiredis's reader once the socket's bytes are in."""
+        read = self.connection.read_reply
         reply: Any = None
         while head.left:
-            if reader is None:
-                try:
-                    reply = self.connection.read_response()
-                except redis.ResponseError as exc:
-                    reply = exc
-            else:
-                reply = reader.gets()
-                while reply is _MORE:
-                    parser.read_from_socket()  # raises when the connection is lost
-                    reply = reader.gets()
-            if isinstance(reply, redis.ResponseError):
+            reply = read()
+            if isinstance(reply, ReplyError):
                 head.error = head.error or BrokerError(f"Redis: {reply}")
             head.left -= 1
         return reply
 
-    def _where(self) -> str:
-        return f"{self.connection.host}:{self.connection.port}"
+    def _no_reply(self) -> BrokerConnectionError:
+        where = self.connection.server.where
+        return BrokerConnectionError(f"Redis {where}: no reply within {REPLY_TIMEOUT:.0f} s")
 
     def _fail_all(self, exc: BaseException) -> None:
         """The connection is in an unknown state: drop it and fail what waits on it."""
-        where = self._where()
+        if isinstance(exc, BrokerConnectionError):  # (it names the server)
+            message = str(exc)
+        else:
+            where = self.connection.server.where
+            message = f"Redis {where}: {type(exc).__name__} {exc}"
         for written in self.waiting:
-            written.error = BrokerConnectionError(f"Redis {where}: {type(exc).__name__} {exc}")
+            written.error = BrokerConnectionError(message)
         self.waiting.clear()
-        self.connection.disconnect()
+        self.connection.close()
 
 
 #: The first bytes of the RESP2 replies :class:`ReplyTally` tells apart.
@@ -333,8 +187,9 @@ class ReplyTally:
     or integer reply (a failed command, WAIT's count) is read on its own.
 
     :meth:`take` yields what the complete replies in the buffer are, in order: ``(n, None)``
-    for ``n`` bulk strings, ``(1, value)`` for an error (a ``redis.ResponseError``) or an
-    integer; it leaves an incomplete reply in the buffer for the next :meth:`feed`.
+    for ``n`` bulk strings, ``(1, value)`` for an error (a
+    :class:`~brokers.redis.resp.ReplyError`) or an integer; it leaves an incomplete reply in
+    the buffer for the next :meth:`feed`.
     """
 
     __slots__ = ("buffer",)
@@ -391,7 +246,7 @@ class ReplyTally:
                 break
             text = buf[pos + 1 : line_end]
             if buf[pos] == _ERROR:
-                out.append((1, redis.ResponseError(text.decode(errors="replace"))))
+                out.append((1, ReplyError(text.decode(errors="replace"))))
             else:
                 out.append((1, int(text)))
             pos = line_end + 2
@@ -414,23 +269,19 @@ class SendChannel(ReplyChannel):
 
     The server writes a group's replies in parts (one per read of the commands); waiting
     for each part woke the sender three or four times per batch of a few hundred, at
-    about 11 µs of CPU per wake. A wait for a group's replies therefore sets the socket's
+    about 11 µs of CPU each. A wait for a group's replies therefore sets the socket's
     receive low-water mark (``SO_RCVLOWAT``) to the fewest bytes they can take, so the
     kernel wakes the sender once they can all be there; should they be shorter than that
     (an error reply), the mark drops back to one byte after :data:`LOWAT_WAIT`.
 
-    Its socket is written and read directly, blocking, with this class's own waits:
-    redis-py's socket timeout made Python poll before every send and receive.
+    The connection's socket blocks (``SO_SNDTIMEO``: a server that stopped reading fails
+    the write after the connection's timeout); this class polls it only to wait for
+    replies.
     """
 
-    def __init__(self, client: redis.Redis, write_timeout: float = REPLY_TIMEOUT) -> None:
-        super().__init__(client)
-        self.write_timeout = write_timeout
+    def __init__(self, connection: RespConnection) -> None:
+        super().__init__(connection)
         self.tally = ReplyTally()
-        #: The socket the poller and the low-water mark below are of.
-        self._sock: Any = None
-        self._poller: Any = None
-        self._lowat = 1
 
     def _can_read(self, timeout: float) -> bool:
         if self.tally.pending():
@@ -442,78 +293,28 @@ class SendChannel(ReplyChannel):
             replies = self.tally.take()
             if not replies:
                 if not self._wait(head, REPLY_TIMEOUT):
-                    raise redis.TimeoutError(f"no reply within {REPLY_TIMEOUT:.0f} s")
-                self._receive()
+                    raise self._no_reply()
+                self.tally.feed(self.connection.recv())
                 continue
             for count, value in replies:
                 self._credit(count, value)
         return head.reply
 
-    def _send(self, parts: list[Any]) -> None:
-        """Written on the socket itself, blocking: a socket with a timeout (redis-py's)
-        polls before every send and receive, a system call more per batch. A write that
-        moves nothing for ``write_timeout`` seconds (``SO_SNDTIMEO``: a server that
-        stopped reading) fails."""
-        sock = self._socket(connect=True)
-        try:
-            for part in parts:
-                sock.sendall(part)
-        except BlockingIOError:
-            raise BrokerConnectionError(
-                f"Redis {self._where()}: nothing written for {self.write_timeout:g} s "
-                "(the server reads no more)"
-            ) from None
-        except OSError as exc:
-            raise BrokerConnectionError(f"Redis {self._where()}: {exc}") from None
-
-    def _socket(self, connect: bool = False) -> Any:
-        """The connection's socket (connected first if ``connect``), set up once per
-        connection: blocking with the write timeout, a poller of its own, its receive
-        low-water mark at one byte."""
-        sock = self.connection._sock
-        if sock is None:
-            if not connect:
-                raise redis.ConnectionError("not connected")
-            self.connection.connect()
-            sock = self.connection._sock
-        if sock is not self._sock:  # (re)connected: a new socket, its mark at one byte
-            sock.settimeout(None)
-            seconds = int(self.write_timeout)
-            micros = int((self.write_timeout - seconds) * 1e6)
-            sock.setsockopt(
-                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros)
-            )
-            self._sock, self._lowat = sock, 1
-            self._poller = select.poll()  # (select cannot wait on descriptors past 1023)
-            self._poller.register(sock, select.POLLIN)
-        return sock
-
     def _wait(self, head: Written, timeout: float) -> bool:
         """Whether bytes of ``head``'s replies are there to read within ``timeout`` s:
         first (for at most :data:`LOWAT_WAIT`) as many as its replies take at the least,
         then any."""
-        self._socket()
+        connection = self.connection
         want = min(fewest_reply_bytes(head.left, head.replicas), LOWAT_MAX)
         want -= len(self.tally.buffer)
         if want > LOWAT_FROM:
-            self._mark(want)
+            connection.mark(want)
             first = min(timeout, LOWAT_WAIT)
-            if self._poller.poll(first * 1000):
+            if connection.wait(first):
                 return True
             timeout -= first
-        self._mark(1)
-        return bool(self._poller.poll(timeout * 1000))
-
-    def _mark(self, lowat: int) -> None:
-        if lowat != self._lowat:
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
-            self._lowat = lowat
-
-    def _receive(self) -> None:
-        data = self._socket().recv(RECEIVE_BYTES)
-        if not data:
-            raise redis.ConnectionError("connection closed by the server")
-        self.tally.feed(data)
+        connection.mark(1)
+        return connection.wait(timeout)
 
     def _credit(self, count: int, value: Any) -> None:
         """``count`` replies, the last ``value``, to the oldest groups still waiting."""
@@ -526,7 +327,7 @@ class SendChannel(ReplyChannel):
             group.left -= took
             count -= took
             if not count:
-                if isinstance(value, redis.ResponseError):
+                if isinstance(value, ReplyError):
                     group.error = group.error or BrokerError(f"Redis: {value}")
                 group.reply = value
         if count:
