@@ -52,12 +52,12 @@ def cost_problems(
     if cap is None:
         return []
     if hourly is None:
-        return [f"cost cap {cap:g} {currency}: the fleet's price per hour is unknown, so the "
-                "cap cannot be held: choose priced instance types or leave the cap out"]  # fmt: skip
+        why = "the fleet's price per hour is unknown, so the cap cannot be held"
+        return [f"cost cap {cap:g} {currency}: {why}: choose priced types or leave the cap out"]
     bound = worst_case(hourly, settings.ttl_hours)
     if bound is None:
-        return [f"cost cap {cap:g} {currency}: {NAMESPACE}:ttlHours 0 leaves the machines "
-                "running until cloud down, with no bound: set a ttl"]  # fmt: skip
+        why = f"{NAMESPACE}:ttlHours 0 leaves the machines running until cloud down, unbounded"
+        return [f"cost cap {cap:g} {currency}: {why}: set a ttl"]
     if bound <= cap:
         return []
     hours = math.floor(cap / hourly) if hourly else 0

@@ -1,19 +1,20 @@
 """``brokerbench cloud down --stack NAME``: stop what a run bills by the hour, after it.
 
 Everything it touches is the run's: every resource of a run is tagged with its stack and its
-run id (:data:`infra.settings.RUN_TAG`), and the run is ``--run-id``, or the one the stack's file
-names (``brokerbench:runId``, which ``pulumi up`` writes there when it makes one). It stops
-(not terminates) the pending or running machines tagged with both — broker and client
-machines alike — and names the machines of the stack's other runs it leaves running (two
-people's runs of one stack in one account): ``--all-runs`` stops those too, and a stack
-whose file names no run asks for one of the two. ``pulumi destroy`` removes the machines
-and the rest of the stack. It also stops the run's EMR Serverless application (cancelling a
-job still running on it) and waits until it is STOPPED: EMR Serverless deletes only a
-STOPPED or CREATED application, so ``pulumi destroy`` right after ``cloud analyze`` would
-fail on it. The results bucket — ``--bucket``, or the stack's bucket that is tagged with the
-run or holds its results, the newest if several do (it outlives ``pulumi destroy``) — is
-kept unless ``--empty-bucket`` is given: then every object version and delete marker in it
-is deleted (a versioned bucket cannot be deleted otherwise), then the bucket.
+run id (:data:`infra.settings.STACK_TAG`, :data:`~infra.settings.RUN_TAG`), and the run is
+``--run-id``, or the one the stack's file names (``brokerbench:runId``, which ``pulumi up``
+writes there when it makes one). It stops (not terminates) the pending or running machines
+tagged with both — broker and client machines alike — and names the machines of the
+stack's other runs it leaves running (two people's runs of one stack in one account):
+``--all-runs`` stops those too, and a stack whose file names no run asks for one of the
+two. ``pulumi destroy`` removes the machines and the rest of the stack. It also stops the
+run's EMR Serverless application (cancelling a job still running on it) and waits until it
+is STOPPED: EMR Serverless deletes only a STOPPED or CREATED application, so ``pulumi
+destroy`` right after ``cloud analyze`` would fail on it. The results bucket — ``--bucket``,
+or the stack's bucket that is tagged with the run or holds its results, the newest if
+several do (it outlives ``pulumi destroy``) — is kept unless ``--empty-bucket`` is given:
+then every object version and delete marker in it is deleted (a versioned bucket cannot be
+deleted otherwise), then the bucket.
 """
 
 from __future__ import annotations

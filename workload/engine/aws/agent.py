@@ -247,7 +247,9 @@ class ClientAgent:
         unreachable = wait_for_endpoints(endpoints, self.broker_wait, self.log)
         if unreachable:
             error = (
-                f"brokers not reachable after {self.broker_wait:.0f} s: {', '.join(unreachable)}"
+                f"brokers not reachable after {self.broker_wait:.0f} s: {', '.join(unreachable)} "
+                "(a broker machine whose set-up failed uploaded its logs: brokerbench cloud "
+                "status shows their last lines)"
             )
             self.log(error)
             self._fail(mine, error)
