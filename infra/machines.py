@@ -222,6 +222,7 @@ def run_manifest(
 ) -> str:
     """What the cloud commands (and the run context) need to know about this deployment."""
     system, scenario, plan, layout = target.system, target.scenario, target.plan, target.layout
+    recipe = target.recipe
     return RunManifest(
         run_id=layout.run_id,
         stack=run.stack,
@@ -251,5 +252,5 @@ def run_manifest(
         ),
         fingerprint=target.fingerprint,
         client_versions=read_lock().pins,
-        broker_install=target.recipe.install_commands() if target.recipe is not None else [],
+        broker_install=recipe.install_commands() if recipe is not None and plan.brokers else [],
     ).to_json()

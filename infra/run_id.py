@@ -30,9 +30,9 @@ from workload.model.layout import LAYOUT
 
 #: The longest run id (``infra.settings.RUN_ID``); the scenario's part gives way.
 MAX_RUN_ID = 48
-#: Settings that change nothing the machines run (the analysis job's, and how the code is
-#: found): a new ``up`` with another of these deploys the same run.
-NOT_MACHINES = ("run_id", "wheel", "allow_dirty", "analysis_module")
+#: Settings that change nothing the machines run (the analysis job's, the cost cap, how the
+#: code is found): a new ``up`` with another of these deploys the same run.
+NOT_MACHINES = ("run_id", "wheel", "allow_dirty", "analysis_module", "max_usd")
 _CONFIG_LINE = re.compile(r"^config:\s*(\{\s*\})?\s*$", re.MULTILINE)
 
 

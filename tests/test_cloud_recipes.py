@@ -20,12 +20,15 @@ REDIS_SHARDED = {"master": [f"10.42.1.{i}" for i in (10, 11, 12)],
 
 
 def settings(text: str, separator: str) -> dict[str, str]:
-    """``key = value`` / ``key value`` lines; comments and blank lines kept as their text."""
+    """``key = value`` / ``key value`` lines; comments kept as their text (wherever they are:
+    a blank line more or less moves them)."""
     found = {}
-    for number, line in enumerate(text.splitlines()):
+    for line in text.splitlines():
         key, _, value = line.partition(separator)
-        if line.startswith("#") or not line.strip():
-            found[f"line {number}"] = line
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            found[line] = line
         else:
             found[key.strip()] = value.strip()
     return found
