@@ -9,8 +9,8 @@ RESULTS ?= results
 # Messages in the synthetic run the analysis benchmark times (the issue's target size).
 BENCH_MESSAGES ?= 100000000
 # Debian packages the tools (not the brokers) need: user-data validation, report rendering,
-# network namespaces for isolated nodes.
-TOOL_PACKAGES ?= cloud-init chromium iproute2
+# network namespaces for isolated nodes, fusermount3 for the lazy filesystem.
+TOOL_PACKAGES ?= cloud-init chromium iproute2 fuse3
 
 .PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-soak clean
 
@@ -28,14 +28,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.core: pyproject.toml | $(BIN)/python
+# The client libraries at the versions of infra/clients.lock: those the tests ran and AWS
+# client machines install (python -m infra.constraints > infra/clients.lock writes it anew).
+LOCK := -c infra/clients.lock
+
+$(VENV)/.core: pyproject.toml infra/clients.lock | $(BIN)/python
 	@echo "==> installing brokerbench and its core dependencies (PySpark, pyarrow, clients)"
-	$(BIN)/pip install -q -e '.[analysis]'
+	$(BIN)/pip install -q -e '.[analysis]' $(LOCK)
 	@touch $@
 
-$(VENV)/.full: pyproject.toml | $(BIN)/python
+$(VENV)/.full: pyproject.toml infra/clients.lock | $(BIN)/python
 	@echo "==> installing brokerbench with every broker client, Pulumi and the test tools"
-	$(BIN)/pip install -q -e '.[analysis,brokers,aws,dev]'
+	$(BIN)/pip install -q -e '.[analysis,brokers,aws,dev]' $(LOCK)
 	@touch $(VENV)/.core $@
 
 java-check:
