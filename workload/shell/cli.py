@@ -53,9 +53,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from workload.engine.runner import run_scenario
     from workload.engine.signals import Stopping, exit_code, signal_name
 
-    _check_for_host(args)
     if not args.no_analysis:
         _require_spark(" (or record only: --no-analysis)")
+    _check_for_host(args)
     stopping = Stopping()
     stopping.install()
     outcome = run_scenario(args.scenario, args.results, console=_say)
