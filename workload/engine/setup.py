@@ -1,5 +1,6 @@
 """``brokerbench setup``: install what local brokers need — Debian packages (as root) and
-artifacts each system fetches itself (jars from Maven Central, Go modules) into the cache."""
+artifacts each system fetches itself (jars from Maven Central, Go modules) into the cache,
+and the lazy filesystem of the power-loss fault (built with Go)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-from brokers import registry
+from brokers import lazyfs, registry
 from brokers.errors import BrokerError
 
 
@@ -45,4 +46,6 @@ def setup(systems: list[str], console: Callable[[str], None] = print) -> int:
             failed += 1
         reason = system.local.missing()
         console(f"{system.name}: {reason if reason else 'ready'}")
+    if not lazyfs.install(console):
+        failed += 1
     return 1 if failed else 0
