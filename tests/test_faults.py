@@ -4,22 +4,27 @@ against a real Kafka cluster and a replicated Redis with nodes killed mid-run.""
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from analysis.console import run_summary
 from analysis.faults import (
-    PointFaults,
-    analyse_faults,
+    FaultEffect,
+    FaultFigures,
+    Through,
+    fault_columns,
+    point_effects,
     split_missing,
-    summary_columns,
     timeline_lines,
 )
-from analysis.job import fault_columns
 from brokers.base import Destination, FaultSupport, FaultTarget, LocalCluster
 from brokers.errors import BrokerError
 from brokers.local import ManagedProcess, ProcessCluster
@@ -35,6 +40,7 @@ from workload.model.faults import (
     undeclared_death,
     write_timeline,
 )
+from workload.model.results import read_point
 
 NS = 1_000_000_000
 SUPPORT = FaultSupport(nodes=3, leader="the leader", follower="another", fails_over=True)
@@ -133,6 +139,35 @@ def test_a_fault_due_while_a_restarted_node_starts_begins_once_it_is_ready() -> 
     assert faults.errors == []
 
 
+def test_a_fault_that_begins_late_keeps_its_length_and_says_how_late() -> None:
+    """A slow restart delays the next fault: it begins late, its end moves by as much (the
+    declared outage really happens), and its record and words say how late it began."""
+    cluster = StandIn()
+    cluster.starting_s = 1.5
+    faults = scheduler(
+        cluster, fault(0.0, "kill", "follower", 0.1), fault(0.3, "kill", "leader", 0.8)
+    )
+    faults.start()
+    time.sleep(4.0)
+    timeline = faults.finish(restore=False, complete=True)
+    follower, leader = timeline.faults
+    assert leader.late_s >= 1.2 and follower.late_s == 0.0
+    assert leader.began_ns is not None and leader.ended_ns is not None
+    assert (leader.ended_ns - leader.began_ns) / NS >= 0.45  # 0.5 s declared, not 0
+    assert leader.shortfall() == f"began {leader.late_s:.1f} s late"
+    assert follower.shortfall() == ""
+
+
+def test_a_fault_cut_short_by_the_end_of_its_point_says_so() -> None:
+    cluster = StandIn()
+    faults = scheduler(cluster, fault(0.0, "kill", "follower", 10.0))
+    faults.start()
+    time.sleep(0.3)
+    (record,) = faults.finish(restore=True, complete=True).faults
+    assert record.restored_ns is not None and record.ended_ns is None
+    assert record.shortfall().startswith("lasted 0.") and "of 10 s declared" in record.shortfall()
+
+
 def test_the_last_point_leaves_nodes_down_to_the_cluster_stop() -> None:
     cluster = StandIn()
     faults = scheduler(cluster, fault(0.0, "kill", "follower"))
@@ -228,6 +263,69 @@ def test_clusters_without_faults_say_so(tmp_path: Path) -> None:
 
 # -- analysis on synthetic records ----------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class PointFaults:
+    """A sweep point's faults, and its confirmed messages that were not received, counted
+    here with pyarrow (the analysis counts them with Spark)."""
+
+    point: int
+    through: Through
+    confirmed: int
+    #: Confirmed and never received: ``lost`` + ``unavailable``.
+    missing: int
+    lost: int
+    unavailable: int
+
+    @property
+    def faults(self) -> list[FaultEffect]:
+        return self.through.faults
+
+    @property
+    def figures(self) -> FaultFigures:
+        return FaultFigures.of(self.through, self.lost, self.unavailable)
+
+
+def analyse_faults(run_dir: Path) -> dict[int, PointFaults]:
+    """Every point of a run that declared faults, by point index (empty without faults)."""
+    results = {}
+    for point, timeline in read_timelines(run_dir).items():
+        confirmed, missing = count_missing(
+            read_point(run_dir, "sent_ranges", point, ["node", "worker", "seq_lo", "seq_hi"]),
+            read_point(run_dir, "received", point, ["sender_node", "sender_worker", "seq"]),
+        )
+        lost, unavailable = split_missing(missing, timeline)
+        through = point_effects(run_dir, timeline)
+        results[point] = PointFaults(point, through, confirmed, missing, lost, unavailable)
+    return results
+
+
+def count_missing(sent_ranges: pa.Table, received: pa.Table) -> tuple[int, int]:
+    """``(confirmed, confirmed and never received)`` from the raw delivery tables."""
+    if sent_ranges.num_rows == 0:
+        return 0, 0
+    seen: dict[tuple[int, int], list[int]] = {}
+    if received.num_rows:
+        unique = received.group_by(["sender_node", "sender_worker", "seq"]).aggregate([])
+        for node, worker, seq in zip(
+            *(unique[c].to_pylist() for c in ("sender_node", "sender_worker", "seq")),
+            strict=True,
+        ):
+            seen.setdefault((node, worker), []).append(seq)
+    for seqs in seen.values():
+        seqs.sort()
+    confirmed = pc.sum(pc.add(pc.subtract(sent_ranges["seq_hi"], sent_ranges["seq_lo"]), 1))
+    total = int(confirmed.as_py() or 0)
+    got = 0
+    for node, worker, lo, hi in zip(
+        *(sent_ranges[c].to_pylist() for c in ("node", "worker", "seq_lo", "seq_hi")),
+        strict=True,
+    ):
+        seqs = seen.get((node, worker), [])
+        got += bisect.bisect_right(seqs, hi) - bisect.bisect_left(seqs, lo)
+    return total, total - got
+
+
 T0 = 1_800_000_000  # the first second with a confirmed send
 
 
@@ -306,7 +404,7 @@ def test_gaps_errors_and_loss_through_a_fault(tmp_path: Path) -> None:
     assert effect.errors == 6  # three seconds, both roles
     assert effect.began_s == pytest.approx(4.25) and effect.ended_s == pytest.approx(7.0)
     assert (result.confirmed, result.missing, result.lost, result.unavailable) == (70, 5, 5, 0)
-    columns = summary_columns(result)
+    columns = result.figures
     assert columns["send_gap_s"] == 3.9 and columns["fault_errors"] == 6
     assert columns["faults"] == "kill leader at 4 s until 7 s (n0)"
     (line,) = timeline_lines(result.faults)
@@ -330,7 +428,7 @@ def test_duplicates_and_redeliveries_after_a_fault_count_through_it(tmp_path: Pa
     assert (through.errors, through.duplicated, through.redelivered) == (6, 4, 4)
     assert (through.duplicated_total, through.redelivered_total) == (6, 6)
     assert result.missing == 0  # copies are no receipts of the missing
-    columns = summary_columns(result)
+    columns = result.figures
     assert (columns["fault_duplicated"], columns["fault_redelivered"]) == (4, 4)
     assert "6 errors, 4 duplicated, 4 redelivered" in timeline_lines(result.faults)[0]
 
@@ -349,7 +447,7 @@ def test_each_fault_counts_until_the_next_one_begins(tmp_path: Path) -> None:
     assert (by_index[0].errors, by_index[0].duplicated, by_index[0].redelivered) == (6, 0, 0)
     assert (by_index[1].errors, by_index[1].duplicated, by_index[1].redelivered) == (0, 4, 4)
     assert (result.through.errors, result.through.duplicated) == (6, 4)
-    columns = summary_columns(result)
+    columns = result.figures
     assert (columns["fault_errors"], columns["fault_duplicated"]) == (6, 4)
 
 
@@ -359,7 +457,7 @@ def test_missing_messages_of_a_leader_that_never_came_back_are_unavailable(
     run = synthetic_run(tmp_path, kill(leader=True, fails_over=False, ended=False), 65)
     (result,) = analyse_faults(run).values()
     assert (result.missing, result.lost, result.unavailable) == (5, 0, 5)
-    assert summary_columns(result)["unavailable"] == 5
+    assert result.figures["unavailable"] == 5
 
 
 @pytest.mark.parametrize(
@@ -384,7 +482,7 @@ def test_an_undeclared_death_is_analysed_like_a_fault_and_marked(
     # Whether the dead node led is not known: where nothing fails over, what it held is
     # unavailable rather than lost.
     assert (result.missing, result.lost, result.unavailable) == (5, lost, unavailable)
-    assert summary_columns(result)["faults"] == "n0 died at 4.2 s (undeclared) (n0)"
+    assert result.figures["faults"] == "n0 died at 4.2 s (undeclared) (n0)"
     (line,) = timeline_lines(result.faults)
     assert line.startswith("fault 0: n0 died (undeclared) at 4.2 s, not back;")
 
@@ -392,7 +490,7 @@ def test_an_undeclared_death_is_analysed_like_a_fault_and_marked(
 def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) -> None:
     run = synthetic_run(tmp_path, kill(leader=True, fails_over=True, ended=True), 65, AGAIN)
     # Spark's accounting gave the point's lost (here: missing) and totals.
-    (columns,) = fault_columns(run, {0: {"lost": 5}}).values()
+    (columns,) = fault_columns(run, {0: 5}).values()
     assert columns == {
         "faults": "kill leader at 4 s until 7 s (n0)",
         "send_gap_s": 3.9,
@@ -403,7 +501,7 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
         "lost": 5,
         "unavailable": 0,
     }
-    row = {"point": 0, "label": "threads=1", "duplicated": 6, "redelivered": 6} | columns
+    row = {"point": 0, "label": "threads=1", "duplicated": 6, "redelivered": 6, **columns}
     text = run_summary({"broker": {"title": "Kafka"}}, [row])
     assert text.splitlines()[-5:] == [
         "Faults",
@@ -431,7 +529,7 @@ def run_failover(tmp_path: Path, scenario: str, analysis: bool = False) -> tuple
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (run,) = tmp_path.iterdir()
     (result,) = analyse_faults(run).values()
-    print("\n".join(timeline_lines(result.faults)), summary_columns(result), result)
+    print("\n".join(timeline_lines(result.faults)), result.figures, result)
     return done.stdout, result
 
 

@@ -9,7 +9,11 @@ asks its :class:`Actuator` which node the fault's selector names at that moment,
 node in :meth:`FaultClock.declared_down` (so that the runner does not count its death as a
 failure) and has the actuator begin the fault; at ``until`` it has the actuator end it —
 locally, the node is started again and awaited until it is ready, so an action due meanwhile
-happens once it is (one at a time; the timeline has the real times).
+happens once it is (one at a time; the timeline has the real times). A fault that begins
+late so keeps its declared length: its ``until`` moves by as much as it was late, and its
+record says how late (:attr:`~workload.model.faults.FaultRecord.late_s`); one that still
+could not run as declared (the point ended first) says so in the output
+(:meth:`~workload.model.faults.FaultRecord.shortfall`).
 When the point ends, :meth:`FaultClock.finish` stops the clock, lets the actuator fill in
 what it learns only then, and brings a node still down back when another point follows
 (not after the last one: the cluster stops then anyway).
@@ -25,6 +29,7 @@ The timeline of a point — the wall-clock time (``time.time_ns()``) of each act
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Callable
@@ -136,13 +141,24 @@ class FaultClock:
             return set(self._down)
 
     def _run(self) -> None:
-        for seconds, i, begins in self.plan:
+        """Begin and end the faults at their times; a fault that begins late (its node, or
+        a peer, was still being brought back) ends as late, keeping its declared length."""
+        due = [step for step in self.plan if step[2]]  # the ends follow their beginnings
+        heapq.heapify(due)
+        while due:
+            seconds, i, begins = heapq.heappop(due)
             if self._done.wait(max(0.0, self._started + seconds - time.monotonic())):
                 return
-            if begins:
-                self._begin(i)
-            elif i in self._begun:
+            if not begins:
                 self.records[i].ended_ns = self._end(i, "until")
+                continue
+            late = time.monotonic() - self._started - seconds
+            self._begin(i)
+            record = self.records[i]
+            if i in self._begun and late >= 0.05:
+                record.late_s = round(late, 1)
+            if i in self._begun and record.until_s is not None:
+                heapq.heappush(due, (record.until_s + max(0.0, late), i, False))
 
     def _begin(self, i: int) -> None:
         record = self.records[i]

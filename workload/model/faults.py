@@ -82,6 +82,13 @@ class FaultSpec(Strict):
         return describe_fault(self.action, self.node, self.at, self.until)
 
 
+#: A fault that began this many seconds after its ``at`` or later says so.
+LATE_S = 1.0
+#: A fault whose node was down for less than this share of its declared window says so,
+#: and marks its point (its figures are not those of the fault the scenario declares).
+SHORT_SHARE = 0.8
+
+
 class FaultRecord(BaseModel):
     """One declared fault at one sweep point: what was planned and what happened when."""
 
@@ -104,6 +111,10 @@ class FaultRecord(BaseModel):
     began_ns: int | None = None
     ended_ns: int | None = None
     restored_ns: int | None = None
+    #: How much later than ``at_s`` it began (seconds): it waited for a node that an earlier
+    #: fault's ``until`` brought back to be ready. Its end moved by as much, so the declared
+    #: window holds unless the point ended first.
+    late_s: float = 0.0
     #: Why the fault was not performed or the node could not be brought back.
     error: str = ""
     #: Not in the scenario: a broker node that died by itself (action ``"died"``; the run
@@ -121,6 +132,23 @@ class FaultRecord(BaseModel):
         (whether it led is not known) on a system that does not fail over: what only it
         could serve was unavailable to the receivers until the point ended."""
         return self.down_at_end and (self.leader or self.undeclared) and not self.fails_over
+
+    def shortfall(self) -> str:
+        """How the fault did not run as declared, in words (empty: it did): it began at
+        least :data:`LATE_S` late, or its node was down for less than :data:`SHORT_SHARE`
+        of its declared window (the point ended first: measured to the node's return
+        after the point, an upper bound)."""
+        if self.undeclared or self.began_ns is None:
+            return ""
+        said = []
+        if self.late_s >= LATE_S:
+            said.append(f"began {self.late_s:.1f} s late")
+        back = self.ended_ns if self.ended_ns is not None else self.restored_ns
+        if self.until_s is not None and back is not None:
+            declared, lasted = self.until_s - self.at_s, (back - self.began_ns) / 1e9
+            if lasted < SHORT_SHARE * declared:
+                said.append(f"lasted {lasted:.1f} s of {declared:g} s declared")
+        return "; ".join(said)
 
     def describe(self) -> str:
         if self.undeclared:
