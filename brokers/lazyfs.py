@@ -180,7 +180,8 @@ def detach(path: Path) -> None:
 
 class LazyMount:
     """``backing`` mounted lazily at ``mount`` while the context is open; always unmounted
-    after it, also on an error or a filesystem process that was killed.
+    after it, also on an error or a filesystem process that was killed. ``mount`` may be
+    ``backing`` itself: a node's data directory mounted over in place.
 
     ``writeback`` is the model of data nobody synced: ``never`` (the worst case: nothing is
     written back until synced) or ``kernel`` (data dirty for ``dirty_expire`` seconds is

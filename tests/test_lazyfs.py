@@ -318,6 +318,22 @@ def test_the_kernel_model_writes_back_old_dirty_data(ready: None, dirs: tuple[Pa
     assert (backing / "old").read_bytes() == b"written back"
 
 
+@pytest.mark.slow
+def test_a_data_directory_is_mounted_over_in_place(ready: None, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "old").write_bytes(b"durable")
+    with LazyMount(data, data) as lazy:
+        assert (data / "old").read_bytes() == b"durable"
+        write(data / "old", b" and lost")
+        write(data / "new", b"synced", "fsync")
+        sync_dir(data)
+        cut(lazy)
+        assert sorted(os.listdir(data)) == ["new", "old"]
+        assert (data / "old").read_bytes() == b"durable"
+        assert (data / "new").read_bytes() == b"synced"
+
+
 # --- no mount left behind -------------------------------------------------------------------
 
 

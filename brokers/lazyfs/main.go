@@ -1,7 +1,7 @@
 // Command lazyfs mounts a directory over another as a machine's disk behind its page cache:
 // reads and writes pass through, but written data the application has not synced stays in
 // this program's memory, so that a "power cut" drops exactly what a machine that loses
-// power would lose.
+// power would lose. The mount point may be the backing directory itself.
 //
 //	lazyfs --backing DIR --mount DIR [--writeback never|kernel] [--metadata posix|ordered]
 //	       [--max-dirty-bytes N] [--status FILE] [--trash DIR]
@@ -152,7 +152,14 @@ func run(o options) error {
 	if err := unix.Stat(o.backing, &st); err != nil {
 		return err
 	}
-	jn, err := newJournal(o.backing, o.trash)
+	// The backing directory is reached through a descriptor opened before the mount, so
+	// that it may be the mount point itself: a data directory mounted over in place.
+	dirfd, err := unix.Open(o.backing, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	root := fmt.Sprintf("/proc/self/fd/%d", dirfd)
+	jn, err := newJournal(root, o.trash)
 	if err != nil {
 		return err
 	}
@@ -160,7 +167,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	lz := &lazyFS{backing: o.backing, dev: st.Dev, ov: newOverlay(o.maxDirty), jn: jn,
+	lz := &lazyFS{backing: root, dev: st.Dev, ov: newOverlay(o.maxDirty), jn: jn,
 		ordered: o.metadata == "ordered"}
 	server, err := mount(o, lz, st.Ino)
 	if err != nil {
