@@ -323,7 +323,16 @@ def test_a_data_directory_is_mounted_over_in_place(ready: None, tmp_path: Path) 
     data = tmp_path / "data"
     data.mkdir()
     (data / "old").write_bytes(b"durable")
+    data.chmod(0o750)
+    os.chown(data, 1234, 2345)
+    before = data.stat()
     with LazyMount(data, data) as lazy:
+        inside = data.stat()
+        assert (inside.st_mode, inside.st_uid, inside.st_gid) == (
+            before.st_mode,
+            before.st_uid,
+            before.st_gid,
+        )
         assert (data / "old").read_bytes() == b"durable"
         write(data / "old", b" and lost")
         write(data / "new", b"synced", "fsync")

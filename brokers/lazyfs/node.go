@@ -85,6 +85,11 @@ func (n *node) abs() (string, syscall.Errno) {
 	if !ok {
 		return "", syscall.ENOENT
 	}
+	if rel == "" {
+		// The root: through the descriptor's link, to the directory (an lstat of the link
+		// itself would describe the link).
+		return n.lz.backing + "/.", 0
+	}
 	return filepath.Join(n.lz.backing, rel), 0
 }
 
