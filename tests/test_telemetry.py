@@ -26,6 +26,7 @@ from workload.engine.telemetry import (
 from workload.model.layout import LAYOUT
 from workload.model.results import write_telemetry
 from workload.model.verdict import (
+    BACK_PRESSURE,
     BROKER_CPU,
     BROKER_DISK,
     CLIENT_CPU,
@@ -327,8 +328,47 @@ def node(role: str, name: str, cpu: float, **more: float) -> NodeUsage:
             8,
             CLIENT_CPU,
         ),
-        # open loop that reached 80 % of its target
-        ([node("broker", "b0", 20.0), node("host", "host", 40.0)], 0.80, 1, CLIENT_CPU),
+        # open loop that reached 80 % of its target, no client busy: the senders waited
+        ([node("broker", "b0", 20.0), node("host", "host", 40.0)], 0.80, 1, BACK_PRESSURE),
+        # … with a sender process at a whole core: the client
+        (
+            [
+                node("broker", "b0", 20.0),
+                node("sender", "sender-0", 100.0, process_max_pct=96.0),
+                node("host", "host", 130.0),
+            ],
+            0.80,
+            1,
+            CLIENT_CPU,
+        ),
+        # PostgreSQL in open loop at 4 x 2,500 msgs/s: 94 % of the target, the broker at
+        # 122 % of a core, senders at 11 %, the machine 96 % busy: the broker's
+        (
+            [
+                node("broker", "b0", 122.0),
+                node("sender", "sender-0", 11.0, process_max_pct=11.0),
+                node("receiver", "receiver-0", 24.0, process_max_pct=20.0),
+                node("receiver", "receiver-1", 24.0, process_max_pct=20.0),
+                node("host", "host", 192.0),
+            ],
+            0.94,
+            1,
+            BACK_PRESSURE,
+        ),
+        # three RabbitMQ nodes that together used most of the machine, the clients little
+        (
+            [
+                node("broker", "b0", 49.0),
+                node("broker", "b1", 38.0),
+                node("broker", "b2", 39.0),
+                node("sender", "sender-0", 25.0, process_max_pct=20.0),
+                node("receiver", "receiver-0", 25.0, process_max_pct=20.0),
+                node("host", "host", 186.0),
+            ],
+            None,
+            4,
+            BROKER_CPU,
+        ),
         # nothing alone, but the shared machine 97 % busy
         (
             [
@@ -359,6 +399,31 @@ def test_the_verdict_names_what_set_the_pace(
     judged = verdict(Usage(tuple(nodes), True, ratio, in_flight))
     assert judged.limit == limit, judged.reason
     assert judged.reason
+
+
+def test_a_shared_machine_is_split_three_ways_and_others_mark_the_point_disturbed() -> None:
+    nodes = (
+        node("broker", "b0", 49.0),
+        node("broker", "b1", 38.0),
+        node("broker", "b2", 39.0),
+        node("sender", "sender-0", 25.0),
+        node("receiver", "receiver-0", 25.0),
+        node("host", "host", 186.0),
+    )
+    judged = verdict(Usage(nodes, True, None, 4))
+    assert judged.limit == BROKER_CPU and not judged.disturbed
+    assert "the 3 broker nodes used 126 % of 200 %, the clients 50 %, others 10 %" in judged.reason
+    assert "needs more cores" in judged.reason
+    hog = (
+        node("broker", "b0", 40.0),
+        node("sender", "sender-0", 40.0),
+        node("host", "host", 191.0),
+    )
+    judged = verdict(Usage(hog, True, None, 8))
+    assert judged.limit == SHARED_HOST and judged.disturbed
+    assert "others 111 %" in judged.reason and "disturbed" in judged.reason
+    apart = verdict(Usage((node("broker", "b0", 10.0),), False, None, 1))
+    assert not apart.disturbed and "others" not in apart.reason
 
 
 def test_the_machine_counts_as_shared_only_where_one_sampler_saw_it_all() -> None:

@@ -18,16 +18,31 @@ from typing import Any
 SATURATED = 0.90
 #: Open-loop senders that reach less than this share of their target rate were held back.
 TARGET_RATIO = 0.95
+#: On a shared machine, broker nodes that together used at least this share of it (most of
+#: it) while the clients used less than they did set the pace (they needed more cores).
+BROKER_SHARE = 0.6
+#: Processes outside the run that used more than this share of the machine disturbed it.
+DISTURBED_SHARE = 0.10
 
 CLIENT_CPU = "client CPU"
 BROKER_CPU = "broker CPU"
+BACK_PRESSURE = "broker back-pressure"
 BROKER_DISK = "broker disk"
 NETWORK = "network"
 SHARED_HOST = "shared host"
 NONE = "none saturated"
 UNKNOWN = "unknown"
 #: Every verdict, in the order the rules try them.
-LIMITS = (BROKER_CPU, BROKER_DISK, NETWORK, CLIENT_CPU, SHARED_HOST, NONE, UNKNOWN)
+LIMITS = (
+    BROKER_CPU,
+    BROKER_DISK,
+    NETWORK,
+    CLIENT_CPU,
+    BACK_PRESSURE,
+    SHARED_HOST,
+    NONE,
+    UNKNOWN,
+)
 
 RULES = (
     "What set the pace of a point is judged from the resource telemetry of its measurement "
@@ -40,10 +55,17 @@ RULES = (
     f"carried ≥ {SATURATED:.0%} of its known capacity; <b>{CLIENT_CPU}</b> — a client node "
     f"used ≥ {SATURATED:.0%} of the cores its processes can use, or one client process ≥ "
     f"{SATURATED:.0%} of a core (a Python process runs on about one core), or open-loop "
-    f"senders reached less than {TARGET_RATIO:.0%} of their target rate; <b>{SHARED_HOST}</b> "
-    "— broker and clients share one machine (a local run) and it was ≥ "
-    f"{SATURATED:.0%} busy; else <b>{NONE}</b> (with one batch in flight per worker the "
-    "round trip sets the pace). A point without telemetry is <b>unknown</b>."
+    f"senders reached less than {TARGET_RATIO:.0%} of their target rate while a client node "
+    f"was busy; <b>{BACK_PRESSURE}</b> — open-loop senders fell short of their target with "
+    "no client busy: they waited on the broker; where broker and clients share one machine "
+    f"(a local run) and it was ≥ {SATURATED:.0%} busy: <b>{BROKER_CPU} (shared host)</b> if "
+    f"the broker nodes together used ≥ {BROKER_SHARE:.0%} of the machine and more than the "
+    f"clients (the broker needs more cores), else <b>{SHARED_HOST}</b>; else <b>{NONE}</b> "
+    "(with one batch in flight per worker the round trip sets the pace). On a shared machine "
+    "every reason splits its use three ways — the broker nodes summed, the clients summed, "
+    "everything else — and a point where everything else took more than "
+    f"{DISTURBED_SHARE:.0%} of the machine is <b>disturbed</b>: its figures are not the "
+    "benchmark's alone. A point without telemetry is <b>unknown</b>."
 )
 
 
@@ -143,9 +165,45 @@ def point_usage(
 
 
 @dataclass(frozen=True)
+class Split:
+    """A shared machine's CPU three ways, in % of one core: the broker nodes summed, the
+    client nodes summed, and everything else (other processes: the machine's use less the
+    run's), of ``machine`` (100 % per core)."""
+
+    broker: float
+    clients: float
+    others: float
+    machine: float
+    brokers: int
+    #: The whole machine's use (what its own sampler saw).
+    busy: float
+
+    @classmethod
+    def of(cls, usage: Usage, host: NodeUsage) -> Split:
+        broker = sum(n.cpu_pct for n in usage.of("broker"))
+        clients = sum(n.cpu_pct for n in usage.of("sender", "receiver"))
+        others = max(0.0, host.cpu_pct - broker - clients)
+        return cls(broker, clients, others, 100 * host.cores, len(usage.of("broker")), host.cpu_pct)
+
+    @property
+    def disturbed(self) -> bool:
+        return self.others > DISTURBED_SHARE * self.machine
+
+    def words(self) -> str:
+        nodes = "the broker node" if self.brokers == 1 else f"the {self.brokers} broker nodes"
+        text = (
+            f"{nodes} used {_pct(self.broker)} of {_pct(self.machine)}, the clients "
+            f"{_pct(self.clients)}, others {_pct(self.others)}"
+        )
+        return text + (" (disturbed: others took over a tenth)" if self.disturbed else "")
+
+
+@dataclass(frozen=True)
 class Verdict:
     limit: str
     reason: str
+    #: Processes outside the run took more than :data:`DISTURBED_SHARE` of the machine.
+    disturbed: bool = False
 
     @property
     def client_bound(self) -> bool:
@@ -158,6 +216,8 @@ class Verdict:
             return "client-bound: add sender nodes or batches in flight"
         if self.limit == SHARED_HOST:
             return "host-bound: broker and clients share this machine; run them apart"
+        if self.limit == BACK_PRESSURE:
+            return "broker-bound: the senders waited on the broker"
         return ""
 
 
@@ -166,10 +226,18 @@ def _pct(value: float) -> str:
 
 
 def verdict(usage: Usage) -> Verdict:
-    """Which resource set the pace (see :data:`RULES`)."""
+    """Which resource set the pace (see :data:`RULES`); on a shared machine, whether others
+    disturbed the point."""
     if not usage.nodes:
         return Verdict(UNKNOWN, "no telemetry was recorded")
     host = next(iter(usage.of("host")), None)
+    split = Split.of(usage, host) if usage.shared_host and host is not None else None
+    found = _judge(usage, split)
+    return found if split is None else Verdict(found.limit, found.reason, split.disturbed)
+
+
+def _judge(usage: Usage, split: Split | None) -> Verdict:
+    """The rules, in order (:data:`RULES`)."""
     broker = usage.busiest("broker")
     if broker is not None and broker.cpu_pct >= SATURATED * 100 * broker.usable_cores:
         return Verdict(
@@ -194,48 +262,54 @@ def verdict(usage: Usage) -> Verdict:
         if node.link_bytes_s and (node.net_bytes_s or 0.0) >= SATURATED * node.link_bytes_s:
             share = (node.net_bytes_s or 0.0) / node.link_bytes_s
             return Verdict(NETWORK, f"{node.node} carried {share:.0%} of its link")
+    return _shared_or_client(usage, split)
+
+
+def _shared_or_client(usage: Usage, split: Split | None) -> Verdict:
+    """The rules after the broker's own resources: the clients, the senders' back-pressure,
+    the shared machine (three ways), or none."""
+    host_busy = None if split is None else 100 * split.busy / split.machine
+    tail = "" if split is None else f"; {split.words()}"
     client = _client_limit(usage)
-    host_busy = None
-    if usage.shared_host and host is not None:
-        host_busy = host.cpu_pct / host.cores
-    headroom = (
-        ""
-        if broker is None
-        else f"; the busiest broker node used {_pct(broker.cpu_pct)} of a core, of "
-        f"{broker.usable_cores:g}"
-    )
     if client:
-        machine = f"; the machine was {_pct(host_busy)} busy" if host_busy is not None else ""
-        return Verdict(CLIENT_CPU, client + headroom + machine)
-    if host_busy is not None and host_busy >= SATURATED * 100:
-        clients = usage.of("sender", "receiver")
-        used = sum(n.cpu_pct for n in clients)
+        return Verdict(CLIENT_CPU, client + tail)
+    if usage.target_ratio is not None and usage.target_ratio < TARGET_RATIO:
         return Verdict(
-            SHARED_HOST,
-            f"the machine was {_pct(host_busy)} busy: the clients used {_pct(used)}{headroom}",
+            BACK_PRESSURE,
+            f"senders reached only {usage.target_ratio:.0%} of the target rate with no client "
+            f"busy: they waited on the broker{tail}",
         )
+    if split is not None and host_busy is not None and host_busy >= SATURATED * 100:
+        if split.broker >= BROKER_SHARE * split.machine and split.broker > split.clients:
+            return Verdict(
+                BROKER_CPU,
+                f"(shared host) the machine was {_pct(host_busy)} busy: {split.words()}; "
+                "the broker needs more cores",
+            )
+        return Verdict(SHARED_HOST, f"the machine was {_pct(host_busy)} busy: {split.words()}")
     hint = (
         ": one batch in flight per worker, the round trip sets the pace"
         if usage.max_in_flight <= 1 and usage.target_ratio is None
         else ""
     )
-    return Verdict(NONE, f"no resource reached {SATURATED:.0%}{hint}")
+    return Verdict(NONE, f"no resource reached {SATURATED:.0%}{hint}{tail}")
 
 
 def _client_limit(usage: Usage) -> str:
-    """Why the clients set the pace ("" when they did not)."""
-    if usage.target_ratio is not None and usage.target_ratio < TARGET_RATIO:
-        return f"senders reached only {usage.target_ratio:.0%} of the target rate"
+    """Why the clients set the pace ("" when they did not): a client node or process was
+    saturated (in open loop, short of the target too)."""
+    short = usage.target_ratio is not None and usage.target_ratio < TARGET_RATIO
+    prefix = f"senders reached only {usage.target_ratio:.0%} of the target rate: " if short else ""
     for node in sorted(usage.of("sender", "receiver"), key=lambda n: -n.cpu_pct):
         if node.cpu_pct >= SATURATED * 100 * node.usable_cores:
             return (
-                f"{node.node} used {_pct(node.cpu_pct)} of a core, of the "
+                f"{prefix}{node.node} used {_pct(node.cpu_pct)} of a core, of the "
                 f"{node.usable_cores:g} its processes can use"
             )
         if node.process_max_pct >= SATURATED * 100:
             return (
-                f"a process of {node.node} used {_pct(node.process_max_pct)} of one core "
-                "(a Python process runs on about one)"
+                f"{prefix}a process of {node.node} used {_pct(node.process_max_pct)} of one "
+                "core (a Python process runs on about one)"
             )
     return ""
 
