@@ -17,13 +17,13 @@ records). From it and the phases:
   messages, counted exactly by identity (0 when it drained; empty where its records are
   incomplete): the per-second counters alone would count a message the broker flags as
   redelivered on its first receipt (it was prefetched by a receiver that stopped before
-  taking it) as still queued (:func:`exact_left`);
+  taking it) as still queued;
 - the processing latency of the drain's seconds (from its start to the catch-up) apart
   from the steady seconds (the latency span's seconds before the backlog and after the
   catch-up), as p50 and p99.
 
 The counters are per second — a few rows per second of a point, whatever the message
-rate — so the arithmetic runs on the driver (:func:`backlog_series`, :func:`drain_figures`);
+rate — so the arithmetic runs on the driver (:func:`point_series`, :func:`drain_figures`);
 the latencies are one Spark aggregation over the histograms (:func:`latencies`). A drain
 the limit cut off leaves its point *stopped*: what is still queued is not drained, never
 lost (:func:`cut_off_records`).
@@ -35,7 +35,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -44,6 +43,7 @@ from pyspark.sql import functions as F
 
 from analysis import transforms as tf
 from analysis.records import PointRecords
+from analysis.summary_row import Figures
 from workload.model.backlog import BacklogPhases
 from workload.model.errors import RecordsNotWritten
 from workload.model.layout import LAYOUT
@@ -165,9 +165,9 @@ def phase_seconds(
 
 def latencies(
     spark: SparkSession, hist: DataFrame, run_id: str, seconds: Iterable[tuple[int, int, str]]
-) -> dict[int, dict[str, Any]]:
-    """Per point: processing-latency p50 and p99 of its drain's and its steady seconds
-    (``seconds``: point, second, phase), merged histograms, one Spark job."""
+) -> dict[tuple[int, str], tuple[float, float]]:
+    """Per point and phase: processing-latency p50 and p99 of its drain's and its steady
+    seconds (``seconds``: point, second, phase), merged histograms, one Spark job."""
     rows = [(run_id, point, second, phase) for point, second, phase in seconds]
     if not rows:
         return {}
@@ -177,60 +177,82 @@ def latencies(
         .join(F.broadcast(labels), on=[*tf.KEY, "second"])
         .select(*tf.KEY, "phase", "bucket", "count")
     )
-    out: dict[int, dict[str, Any]] = {}
-    for row in tf.percentiles(merged, [*tf.KEY, "phase"]).collect():
-        target = out.setdefault(int(row["point"]), {})
-        target[f"{row['phase']}_processing_p50_ms"] = row["p50_ms"]
-        target[f"{row['phase']}_processing_p99_ms"] = row["p99_ms"]
-    return out
+    return {
+        (int(r["point"]), r["phase"]): (r["p50_ms"], r["p99_ms"])
+        for r in tf.percentiles(merged, [*tf.KEY, "phase"]).collect()
+    }
 
 
-#: The latency columns a point with ``[backlog]`` gets, empty where it has no such seconds.
-LATENCY_COLUMNS = tuple(f"{p}_processing_{q}_ms" for p in (DRAIN, STEADY) for q in ("p50", "p99"))
+@dataclass(frozen=True, eq=False)
+class Backlog(Figures):
+    """A point's backlog columns (see the module)."""
+
+    peak_backlog: int
+    catch_up_s: float | None
+    drain_msgs_per_s: float | None
+    backlog_left: int | None
+    drain_cut_off: bool
+    drain_processing_p50_ms: float | None = None
+    drain_processing_p99_ms: float | None = None
+    steady_processing_p50_ms: float | None = None
+    steady_processing_p99_ms: float | None = None
 
 
-def backlog_columns(
+def point_series(
+    phases: Mapping[int, BacklogPhases], counters: DataFrame
+) -> dict[int, list[BacklogSecond]]:
+    """Per point with phases: its backlog series, from its per-second counters."""
+    points = sorted(phases)
+    counts: dict[int, dict[int, tuple[int, int]]] = {p: {} for p in points}
+    if points:
+        for row in (
+            counters.where(F.col("point").isin(points))
+            .select(
+                "point", "second", "sent", (F.col("received") - F.col("redelivered")).alias("r")
+            )
+            .collect()
+        ):
+            counts[int(row["point"])][int(row["second"])] = (int(row["sent"]), int(row["r"]))
+    return {point: backlog_series(point, counts[point]) for point in points}
+
+
+def backlogs(
     spark: SparkSession,
     run_id: str,
     phases: Mapping[int, BacklogPhases],
-    counters: DataFrame,
+    series: Mapping[int, list[BacklogSecond]],
     hist: DataFrame,
     periods: DataFrame,
-) -> tuple[dict[int, dict[str, Any]], list[BacklogSecond]]:
-    """Per point with phases: its backlog columns; and every such point's series."""
+    not_drained: Mapping[int, int | None],
+) -> dict[int, Backlog]:
+    """Per point with phases: its backlog columns, from its series (:func:`point_series`),
+    its histograms and measurement period, and its exact not drained count."""
     if not phases:
-        return {}, []
-    points = sorted(phases)
-    counts: dict[int, dict[int, tuple[int, int]]] = {p: {} for p in points}
-    for row in (
-        counters.where(F.col("point").isin(points))
-        .select("point", "second", "sent", (F.col("received") - F.col("redelivered")).alias("r"))
-        .collect()
-    ):
-        counts[int(row["point"])][int(row["second"])] = (int(row["sent"]), int(row["r"]))
+        return {}
     spans = {
         int(r["point"]): (int(r["latency_start"]), int(r["latency_end"]))
-        for r in periods.where(F.col("point").isin(points)).collect()
+        for r in periods.where(F.col("point").isin(sorted(phases))).collect()
         if r["latency_start"] is not None and r["latency_end"] is not None
     }
-    columns: dict[int, dict[str, Any]] = {}
-    everything: list[BacklogSecond] = []
-    labelled: list[tuple[int, int, str]] = []
-    for point in points:
-        series = backlog_series(point, counts[point])
-        drain = drain_figures(series, phases[point])
-        everything += series
-        labelled += [(point, s, p) for s, p in phase_seconds(drain, series, spans.get(point))]
-        columns[point] = {
-            "peak_backlog": drain.peak_backlog,
-            "backlog_left": drain.backlog_left,
-            "catch_up_s": drain.catch_up_s,
-            "drain_msgs_per_s": drain.drain_msgs_per_s,
-            "drain_cut_off": phases[point].cut_off,
-        } | dict.fromkeys(LATENCY_COLUMNS)
-    for point, found in latencies(spark, hist, run_id, labelled).items():
-        columns[point].update(found)
-    return columns, everything
+    drains = {point: drain_figures(series[point], phases[point]) for point in series}
+    labelled = [
+        (point, s, phase)
+        for point, drain in drains.items()
+        for s, phase in phase_seconds(drain, series[point], spans.get(point))
+    ]
+    found = latencies(spark, hist, run_id, labelled)
+    return {
+        point: Backlog(
+            drain.peak_backlog,
+            drain.catch_up_s,
+            drain.drain_msgs_per_s,
+            not_drained.get(point),
+            phases[point].cut_off,
+            *found.get((point, DRAIN), (None, None)),
+            *found.get((point, STEADY), (None, None)),
+        )
+        for point, drain in drains.items()
+    }
 
 
 #: The backlog series' file (``analysis/backlog``), one row per point and second.
@@ -258,19 +280,6 @@ def write_series(run_dir: Path, series: list[BacklogSecond]) -> None:
     except OSError as exc:
         path.unlink(missing_ok=True)
         raise RecordsNotWritten(path, exc) from exc
-
-
-def exact_left(
-    columns: Mapping[int, dict[str, Any]], accounting: Mapping[int, Mapping[str, Any]]
-) -> dict[int, dict[str, Any]]:
-    """``columns`` with each point's ``backlog_left`` from its exact accounting: the not
-    drained messages of a point stopped early (a drain cut off), 0 at a point that drained,
-    empty where its records are incomplete (not drained is not known)."""
-    out = {}
-    for point, figures in columns.items():
-        not_drained = accounting.get(point, {}).get("not_drained")
-        out[point] = {**figures, "backlog_left": not_drained}
-    return out
 
 
 def cut_off_records(

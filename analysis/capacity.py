@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.column_model import run_column
-from analysis.summary_row import number
+from analysis.summary_row import Figures, number
 from workload.model.record import RunContext, SearchRecord
 from workload.model.slo import format_ms, format_rate, verdict
 from workload.model.verdict import Verdict
-
-#: The summary columns of a probe (empty for the points of a sweep).
-PROBE_COLUMNS = ("target_msgs_per_s", "slo_holds", "slo_reason")
 
 
 def search_record(context: RunContext | Mapping[str, Any]) -> SearchRecord | None:
@@ -29,20 +26,28 @@ def search_record(context: RunContext | Mapping[str, Any]) -> SearchRecord | Non
     return RunContext.of(context).search
 
 
+@dataclass(frozen=True, eq=False)
+class Probe(Figures):
+    """A capacity search's probe: its target rate and the verdict on the analysis's figures
+    (``slo_holds`` empty where the run stopped during the probe)."""
+
+    target_msgs_per_s: float
+    slo_holds: bool | None
+    slo_reason: str
+
+
 def probe_columns(
     context: RunContext | Mapping[str, Any], rows: Mapping[int, Mapping[str, Any]]
-) -> dict[int, dict[str, Any]]:
-    """Per probe's point: its target rate and the verdict on the analysis's figures
-    (``slo_holds`` empty where the run stopped during the probe)."""
+) -> dict[int, Probe]:
+    """Per probe's point: its :class:`Probe` columns (none for a sweep)."""
     record = search_record(context)
     if record is None:
         return {}
-    columns: dict[int, dict[str, Any]] = {}
+    columns: dict[int, Probe] = {}
     for probe in record.probes:
         row = rows.get(probe.point, {})
-        out: dict[str, Any] = {"target_msgs_per_s": probe.rate}
         if probe.holds is None:
-            out.update(slo_holds=None, slo_reason=f"not judged: {probe.reason}")
+            columns[probe.point] = Probe(probe.rate, None, f"not judged: {probe.reason}")
         else:
             errors = number(row.get("errors"))
             ruling = verdict(
@@ -53,8 +58,7 @@ def probe_columns(
                 processing_latency_p99_ms=number(row.get(run_column("processing_latency", "p99"))),
                 slo_p99_ms=record.slo_p99_ms,
             )
-            out.update(slo_holds=ruling.holds, slo_reason=ruling.reason)
-        columns[probe.point] = out
+            columns[probe.point] = Probe(probe.rate, ruling.holds, ruling.reason)
     return columns
 
 

@@ -180,3 +180,16 @@ def latency_column(metric: str, scope: Scope, quantile: str) -> Column:
         fmt="{:,.2f}" if quantile == "p50" else names.fmt,
         better=Better.LOWER,
     )
+
+
+class Columns(dict[str, Column]):
+    """Columns by name, in order: ``COLUMNS["lost"]`` — a name that is no column raises
+    KeyError naming it, so a misspelt column fails where it is named."""
+
+    def __init__(self, *columns: Column) -> None:
+        super().__init__((c.name, c) for c in columns)
+        if len(self) < len(columns):
+            raise ValueError("a column is declared twice")
+
+    def __missing__(self, name: str) -> Column:
+        raise KeyError(f"not a column of summary.csv: {name}")

@@ -1,41 +1,26 @@
-"""The columns of ``analysis/summary.csv``, declared once: :data:`COLUMNS` holds every column,
-in the file's order, with what every view needs of it — the title the terminal and HTML
-tables show, the name compare and the charts use, the unit, the display format, which
-direction is better, and the scope (what the column summarises). The tables
-(:mod:`analysis.report`, :mod:`analysis.overview`), the comparison (:mod:`analysis.compare`)
-and the repeats (:mod:`analysis.repeats`) pick columns by name and take everything else from
-here; :data:`COMPARED` and :data:`REPEATED` say which metrics compare compares and repeats
-summarise. The list of docs/columns.md is :func:`glossary` (``python -m
-analysis.columns`` prints it; a test holds the two equal). Adding a column is adding a
-:class:`Column` here, computing it (the analysis job, or the module it delegates to), and
-pasting the glossary.
-
-What a column declares, and how latency columns are named (``<metric>_window_p95_ms``,
-``<metric>_run_<q>_ms``), is :mod:`analysis.column_model`. Summaries written before the
-scope was in the name are read through :func:`analysis.summary_row.upgrade`.
-
-A row crosses module boundaries as a :class:`analysis.summary_row.SummaryRow`, built from
-these declarations.
+"""The columns of ``analysis/summary.csv``, declared once, in the file's order: :data:`COLUMNS`
+(by name ``COLUMNS["lost"]``: a name that is no column raises) with what every view needs
+of each — its title in the tables, its name in compare and the charts, unit, display format,
+which direction is better, and scope (:mod:`analysis.column_model`). The views pick theirs by
+name; the analysis job's steps produce theirs as typed figures whose fields are columns
+(:class:`analysis.summary_row.Figures`). The list of docs/columns.md is
+:func:`glossary` (``python -m analysis.columns``; a test holds the two equal).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from analysis.column_model import (
     METRICS,
     RUN_QUANTILES,
     Better,
     Column,
+    Columns,
     Scope,
     latency_column,
-    latency_columns,
-    run_column,
-    window_column,
 )
 
 #: Every column of ``summary.csv``, in the file's order.
-COLUMNS: tuple[Column, ...] = (
+COLUMNS = Columns(
     Column("broker", "the system (as `brokerbench brokers` names it)", Scope.POINT),
     Column("point", "the sweep point's index in the run, from 0", Scope.POINT),
     Column("label", "the point's swept values; the same for every run of a point", Scope.POINT),
@@ -494,64 +479,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("slo_reason", "why it held or failed", Scope.SEARCH),
 )
 
-#: The columns by name.
-COLUMN: Mapping[str, Column] = {c.name: c for c in COLUMNS}
 #: Their names, in the file's order.
-SUMMARY_COLUMNS = [c.name for c in COLUMNS]
-
-#: What ``brokerbench compare`` compares, in its order (the faults' columns only where a
-#: point declared faults).
-COMPARED: tuple[str, ...] = (
-    "send_msgs_per_s",
-    "receive_msgs_per_s",
-    window_column("processing_latency"),
-    *(run_column("processing_latency", q) for q in ("p50", "p99", "p999", "max")),
-    window_column("send_latency"),
-    run_column("send_latency", "p99"),
-    run_column("send_delay", "p99"),
-    "lost",
-    "not_drained",
-    "duplicated",
-    "redelivered",
-    "errors",
-    "send_gap_s",
-    "receive_gap_s",
-    "fault_errors",
-    "unavailable",
-    "fault_duplicated",
-    "fault_redelivered",
-    "broker_cpu_us_per_msg",
-    "client_cpu_us_per_msg",
-    "broker_disk_bytes_per_msg",
-    "broker_gc_ms_per_s",
-)
-
-#: The headline figures of a point, in the order the tables show them: the rates, the
-#: processing latency's worst window and whole-run p99, the send call's worst window.
-HEADLINE: tuple[str, ...] = (
-    "send_msgs_per_s",
-    "receive_msgs_per_s",
-    window_column("processing_latency"),
-    run_column("processing_latency", "p99"),
-    window_column("send_latency"),
-)
-
-#: What repeats summarise (median and range over a point's runs), in ``repeats.csv``'s order.
-REPEATED: tuple[str, ...] = (
-    "send_msgs_per_s",
-    "receive_msgs_per_s",
-    *latency_columns(),
-    "lost",
-    "duplicated",
-    "redelivered",
-    "errors",
-)
+SUMMARY_COLUMNS = list(COLUMNS)
 
 
 def glossary() -> str:
     """docs/columns.md's list: the scopes, then every column (Markdown)."""
     scopes = [f"- **{s.value}**: {s.meaning}" for s in Scope]
-    rows = [f"| `{c.name}` | {c.unit} | {c.scope.value} | {c.doc} |" for c in COLUMNS]
+    rows = [f"| `{c.name}` | {c.unit} | {c.scope.value} | {c.doc} |" for c in COLUMNS.values()]
     return "\n".join(
         [*scopes, "", "| column | unit | scope | what it holds |", "|---|---|---|---|", *rows]
     )

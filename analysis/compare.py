@@ -4,7 +4,7 @@ Works on the analysed ``analysis/summary.csv`` of each run — small per-point r
 Sweep points are matched by their load (threads, sender nodes, receiver nodes, message
 size) and label (the swept values), so two runs of the same scenario compare point by point
 even when one of them stopped early. Every metric knows which direction is better: the
-summary columns compared are :data:`analysis.columns.COMPARED`, and each column's declaration
+summary columns compared are :data:`METRICS`, and each column's declaration
 gives its title, unit and direction. A point run more than once (``repeat``) compares by its
 median, and its measured range is the noise band.
 """
@@ -20,8 +20,8 @@ from enum import Enum
 from pathlib import Path
 
 from analysis.capacity import Capacity, capacity
-from analysis.column_model import Better, Column
-from analysis.columns import COLUMN, COMPARED
+from analysis.column_model import Better, Column, run_column, window_column
+from analysis.columns import COLUMNS
 from analysis.repeats import Spread, spread
 from analysis.summary_row import SummaryRow, read_summary_csv
 from workload.model.errors import UserError
@@ -56,8 +56,34 @@ class Metric:
         return cls(column.name, column.long, column.unit, column.better, column.faults_only)
 
 
-#: The compared summary columns (:data:`analysis.columns.COMPARED`), in order.
-METRICS: tuple[Metric, ...] = tuple(Metric.of(COLUMN[name]) for name in COMPARED)
+#: What compare compares, in its order (the faults' columns only where a point declared them).
+METRICS: tuple[Metric, ...] = tuple(
+    Metric.of(COLUMNS[name])
+    for name in (
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        window_column("processing_latency"),
+        *(run_column("processing_latency", q) for q in ("p50", "p99", "p999", "max")),
+        window_column("send_latency"),
+        run_column("send_latency", "p99"),
+        run_column("send_delay", "p99"),
+        "lost",
+        "not_drained",
+        "duplicated",
+        "redelivered",
+        "errors",
+        "send_gap_s",
+        "receive_gap_s",
+        "fault_errors",
+        "unavailable",
+        "fault_duplicated",
+        "fault_redelivered",
+        "broker_cpu_us_per_msg",
+        "client_cpu_us_per_msg",
+        "broker_disk_bytes_per_msg",
+        "broker_gc_ms_per_s",
+    )
+)
 
 
 class Verdict(Enum):
@@ -83,6 +109,12 @@ class Change:
     contender: float | None
     baseline_spread: Spread | None = None
     contender_spread: Spread | None = None
+
+    @classmethod
+    def of(cls, point: str, metric: Metric, base: Spread | None, cont: Spread | None) -> Change:
+        """The change of the two sides' medians, with their spreads."""
+        b, c = (None if s is None else s.median for s in (base, cont))
+        return cls(point, metric, b, c, base, cont)
 
     @property
     def absolute(self) -> float | None:
@@ -218,16 +250,7 @@ def compare_rows(
                 continue
             b = spread(r.get(metric.column) for r in base[key])
             c = spread(r.get(metric.column) for r in cont[key])
-            changes.append(
-                Change(
-                    point_name(base[key][0]),
-                    metric,
-                    None if b is None else b.median,
-                    None if c is None else c.median,
-                    b,
-                    c,
-                )
-            )
+            changes.append(Change.of(point_name(base[key][0]), metric, b, c))
     return Comparison(
         baseline_name,
         contender_name,
@@ -315,15 +338,7 @@ def capacity_change(baseline: Capacity, contender: Capacity) -> Change:
         top = found.holding if found.failing is None else math.nextafter(found.failing, 0.0)
         return Spread(found.holding, found.holding, top, 2)
 
-    b, c = side(baseline), side(contender)
-    return Change(
-        "capacity search",
-        metric,
-        None if b is None else b.median,
-        None if c is None else c.median,
-        b,
-        c,
-    )
+    return Change.of("capacity search", metric, side(baseline), side(contender))
 
 
 def _value(value: float | None) -> str:
@@ -349,7 +364,7 @@ def _delta(change: Change) -> tuple[str, str]:
     return absolute, relative
 
 
-COLUMNS = ("sweep point", "metric", "better", "baseline", "contender", "change", "%", "verdict")
+HEADER = ("sweep point", "metric", "better", "baseline", "contender", "change", "%", "verdict")
 
 
 def table_rows(comparison: Comparison) -> list[tuple[str, ...]]:
@@ -399,7 +414,7 @@ def durability_lines(lines: tuple[str, str]) -> list[str]:
 def text_report(comparison: Comparison) -> str:
     """The comparison as a fixed-width table, one line per sweep point and metric."""
     rows = table_rows(comparison)
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(HEADER)]
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(
@@ -424,7 +439,7 @@ def text_report(comparison: Comparison) -> str:
         *durability_lines(comparison.durability),
         f"noise band: {noise_band(comparison)}",
         "",
-        line(COLUMNS),
+        line(HEADER),
         line(tuple("-" * w for w in widths)),
     ]
     previous = None

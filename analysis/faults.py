@@ -36,16 +36,15 @@ gaps are measured to 0.1 s:
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from analysis.summary_row import Figures
 from workload.model.faults import FaultRecord, PointTimeline, read_timelines
 from workload.model.results import SLOT_NS, SLOTS, read_point
 
@@ -104,21 +103,36 @@ class Through:
     redelivered_total: int = 0
 
 
-@dataclass(frozen=True)
-class PointFaults:
-    """A sweep point's faults, and its confirmed messages that were not received."""
+@dataclass(frozen=True, eq=False)
+class FaultFigures(Figures):
+    """A point's columns of its faults: the faults in words, the longest gaps (seconds, to
+    0.1 s), the errors, duplicates and redeliveries through them (from the first fault's
+    action on), and its confirmed messages not received, split (None: not known)."""
 
-    point: int
-    through: Through
-    confirmed: int
-    #: Confirmed and never received: ``lost`` + ``unavailable``.
-    missing: int
-    lost: int
-    unavailable: int
+    faults: str
+    send_gap_s: float
+    receive_gap_s: float
+    fault_errors: int
+    fault_duplicated: int
+    fault_redelivered: int
+    lost: int | None
+    unavailable: int | None
 
-    @property
-    def faults(self) -> list[FaultEffect]:
-        return self.through.faults
+    @classmethod
+    def of(cls, through: Through, lost: int | None, unavailable: int | None) -> FaultFigures:
+        effects = through.faults
+        return cls(
+            "; ".join(
+                f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in effects
+            ),
+            max((e.send_gap.seconds for e in effects), default=0),
+            max((e.receive_gap.seconds for e in effects), default=0),
+            through.errors,
+            through.duplicated,
+            through.redelivered,
+            lost,
+            unavailable,
+        )
 
 
 @dataclass
@@ -142,26 +156,16 @@ def split_missing(missing: int, timeline: PointTimeline | None) -> tuple[int, in
     return missing, 0
 
 
-def analyse_faults(run_dir: Path | str) -> dict[int, PointFaults]:
-    """Every point of a run that declared faults, by point index (empty without faults)."""
-    run_dir = Path(run_dir)
-    timelines = read_timelines(run_dir)
-    results = {}
-    for point, timeline in timelines.items():
-        confirmed, missing = _missing(
-            read_point(run_dir, "sent_ranges", point, ["node", "worker", "seq_lo", "seq_hi"]),
-            read_point(run_dir, "received", point, ["sender_node", "sender_worker", "seq"]),
-        )
-        lost, unavailable = split_missing(missing, timeline)
-        results[point] = PointFaults(
-            point=point,
-            through=point_effects(run_dir, timeline),
-            confirmed=confirmed,
-            missing=missing,
-            lost=lost,
-            unavailable=unavailable,
-        )
-    return results
+def fault_columns(run_dir: Path, missing: Mapping[int, object]) -> dict[int, FaultFigures]:
+    """Per point with declared faults: what they did, and its confirmed messages that were
+    not received (``missing``: Spark's ``lost``, a count at a drained point only) split into
+    lost and unavailable."""
+    columns = {}
+    for point, timeline in read_timelines(run_dir).items():
+        known = missing.get(point)
+        split = split_missing(known, timeline) if isinstance(known, int) else (None, None)
+        columns[point] = FaultFigures.of(point_effects(run_dir, timeline), *split)
+    return columns
 
 
 def point_effects(run_dir: Path, timeline: PointTimeline) -> Through:
@@ -277,28 +281,6 @@ def _duplicates(received: pa.Table | None) -> dict[int, int]:
     return {second: n for second, n in out.items() if n}
 
 
-def summary_columns(result: PointFaults) -> dict[str, object]:
-    """Flat columns for ``summary.csv`` and the text table: :func:`effect_columns` and the
-    unavailable messages."""
-    return {**effect_columns(result.through), "unavailable": result.unavailable}
-
-
-def effect_columns(through: Through) -> dict[str, object]:
-    """The faults in words, the longest gaps (seconds, to 0.1 s), and the errors, duplicates
-    and redeliveries through them (from the first fault's action on)."""
-    effects = through.faults
-    return {
-        "faults": "; ".join(
-            f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in effects
-        ),
-        "send_gap_s": max((e.send_gap.seconds for e in effects), default=0),
-        "receive_gap_s": max((e.receive_gap.seconds for e in effects), default=0),
-        "fault_errors": through.errors,
-        "fault_duplicated": through.duplicated,
-        "fault_redelivered": through.redelivered,
-    }
-
-
 def timeline_lines(effects: Iterable[FaultEffect]) -> list[str]:
     """One line per fault, for the console and the report."""
     lines = []
@@ -366,31 +348,3 @@ def _relative(gap: Gap, clock_ns: int) -> Gap:
     if gap.start_s is None:
         return gap
     return Gap(gap.seconds, round(gap.start_s - clock_ns / NS, 3), gap.resumed)
-
-
-def _missing(sent_ranges: pa.Table, received: pa.Table) -> tuple[int, int]:
-    """``(confirmed, confirmed and never received)`` from the raw delivery tables."""
-    if sent_ranges.num_rows == 0:
-        return 0, 0
-    seen: dict[tuple[int, int], list[int]] = defaultdict(list)
-    if received.num_rows:
-        unique = received.group_by(["sender_node", "sender_worker", "seq"]).aggregate([])
-        for node, worker, seq in zip(
-            unique["sender_node"].to_pylist(),
-            unique["sender_worker"].to_pylist(),
-            unique["seq"].to_pylist(),
-            strict=True,
-        ):
-            seen[(node, worker)].append(seq)
-    for seqs in seen.values():
-        seqs.sort()
-    confirmed = pc.sum(pc.add(pc.subtract(sent_ranges["seq_hi"], sent_ranges["seq_lo"]), 1))
-    total = int(confirmed.as_py() or 0)
-    got = 0
-    for node, worker, lo, hi in zip(
-        *(sent_ranges[c].to_pylist() for c in ("node", "worker", "seq_lo", "seq_hi")),
-        strict=True,
-    ):
-        seqs = seen.get((node, worker), [])
-        got += bisect.bisect_right(seqs, hi) - bisect.bisect_left(seqs, lo)
-    return total, total - got

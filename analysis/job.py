@@ -4,8 +4,12 @@ Runs in-process after a local run (``brokerbench run`` / ``brokerbench report``)
 Spark application (``python -m analysis.job RUN_DIR``, or spark-submit on EMR). It writes
 ``analysis/summary.csv`` and ``analysis/windows/`` (Parquet) under the run directory.
 
-Before counting anything lost it takes stock of the run's records (:mod:`analysis.records`,
-docs/measurement.md §5); it reads the raw tables through :mod:`analysis.raw_tables`.
+The job is a pipeline of typed steps. :func:`read_run` takes stock of the run's records
+before anything is counted (:mod:`analysis.records`, docs/measurement.md §5) and reads its
+raw tables into the frames every step reads (a :class:`Run`); each sweep point's summary row
+starts from the context (:func:`point_rows`), and each of :data:`STEPS` adds its figures of
+every point — :class:`~analysis.summary_row.Figures`, whose fields are columns — reading what
+the steps before it found. Then the summary and the series are written.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import itertools
 import json
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,117 +33,215 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analysis import backlog, capacity, faults, hdr, repeats, resources
 from analysis import transforms as tf
-from analysis.column_model import RUN_QUANTILES, run_column
+from analysis.backlog import BacklogSecond
+from analysis.column_model import METRICS, RUN_QUANTILES, run_column, window_column
 from analysis.columns import SUMMARY_COLUMNS
 from analysis.prices import cost_per_million, load_prices
 from analysis.raw_tables import arrow_schema, read_table, read_telemetry
 from analysis.records import (
     PointRecords,
+    RunRecords,
+    before_ends,
     clock_offsets,
     delivery_label,
+    first_seconds,
     point_records,
     run_records,
 )
 from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_settings
-from analysis.summary_row import SummaryRow
-from workload.model.backlog import read_phases
+from analysis.summary_row import Figures, SummaryRow
+from workload.model.backlog import BacklogPhases, read_phases
 from workload.model.errors import RecordsNotWritten
-from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext
 
-
-def _seconds(value: int | float | str | None) -> float:
-    """A duration of the context's ``scenario.measurement`` (seconds; none: 0)."""
-    return float(value or 0)
+F = TypeVar("F", bound=Figures)
 
 
-def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
-    """Compute and write a run's summary and window series; return the summary rows.
+@dataclass(frozen=True)
+class Run:
+    """A run as the steps read it: where it is, its context and records, how each point's
+    records stand, its backlog phases and series, and its frames — per second (counters,
+    merged histograms), per point (measurement periods), per window (the series), per
+    point and metric (the whole run's histograms), per node (its telemetry's means), and
+    the delivery tables."""
 
-    ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
-    """
-    run = RunLocation.of(run_dir)
-    context = RunContext.of(json.loads(run.read_text(LAYOUT.context)))
-    measurement = context.scenario.measurement
-    records = run_records(spark, run, context)
-    seconds = read_table(spark, run, "seconds", records.paths.get("seconds"))
-    starts = {}
-    if records.ends:  # a run killed midway: where each point's records end
-        starts = {r["point"]: r["first"] for r in tf.first_seconds(seconds).collect()}
-    phases = read_phases(run.local) if not run.s3 else {}  # backlogs run locally only
+    spark: SparkSession
+    location: RunLocation
+    context: RunContext
+    records: RunRecords
+    points: list[PointRecords]
+    phases: dict[int, BacklogPhases]
+    backlogs: dict[int, list[BacklogSecond]]
+    counters: DataFrame
+    hist: DataFrame
+    periods: DataFrame
+    series: DataFrame
+    histograms: DataFrame
+    usage: DataFrame
+    sent_ranges: DataFrame
+    received: DataFrame
+
+
+#: The raw tables a run's frames are made of.
+RAW_TABLES = ("seconds", "sent_ranges", "received")
+
+
+def read_run(spark: SparkSession, location: RunLocation) -> Run:
+    """Take stock of a run's records and read them, each point's up to where they end."""
+    context = RunContext.of(json.loads(location.read_text(LAYOUT.context)))
+    records = run_records(spark, location, context)
+    raw = {t: read_table(spark, location, t, records.paths.get(t)) for t in RAW_TABLES}
+    starts = first_seconds(raw["seconds"]) if records.ends else {}  # a killed run's data ends
+    phases = read_phases(location.local) if not location.s3 else {}  # backlogs run locally only
     points = backlog.cut_off_records(point_records(context, records, starts), phases)
     ends = {p.point: p.data_end for p in points if p.data_end is not None}
-    seconds = tf.before_ends(seconds, ends)
+    seconds, *delivery = (before_ends(raw[t], ends) for t in RAW_TABLES)
+    measurement = context.scenario.measurement
     counters = tf.counters_per_second(seconds).cache()
     hist = tf.histogram_per_second(seconds).cache()
     periods = tf.measurement_periods(seconds, math.ceil(_seconds(measurement.warmup)))
-    windows = tf.window_starts(
-        periods,
-        tf.seconds_of(_seconds(measurement.window)),
-        tf.seconds_of(_seconds(measurement.step)),
-    )
-    series = tf.window_series(counters, hist, windows).cache()
-
-    rows = _collect(tf.throughput(counters, periods))
-    _merge(rows, _collect(tf.headline(series)))
-    _merge(rows, clock_offsets(records.statuses.values()))
-    states = spark.createDataFrame(
-        [(context.run_id, p.point, p.state) for p in points],
-        "run_id string, point int, state string",
-    )
-    received = tf.before_ends(
-        read_table(spark, run, "received", records.paths.get("received")), ends
-    )
-    delivery = tf.delivery(
-        tf.before_ends(
-            read_table(spark, run, "sent_ranges", records.paths.get("sent_ranges")), ends
-        ),
-        received,
-    )
-    _merge(rows, _collect(tf.accounting(delivery, states)))
-    _merge(rows, order_columns(context, points, received))
-    _merge(rows, {p.point: {"delivery": delivery_label(p, rows.get(p.point, {}))} for p in points})
+    window, step = (_whole(_seconds(d)) for d in (measurement.window, measurement.step))
+    series = tf.window_series(counters, hist, tf.window_starts(periods, window, step)).cache()
     histograms = tf.run_histograms(hist, periods).cache()
-    _merge(rows, _collect(tf.out_of_range(histograms)))
-    for row in (r.asDict() for r in tf.whole_run(histograms).collect()):
-        target = rows.setdefault(row["point"], {"point": row["point"]})
-        for q in RUN_QUANTILES:
-            target[run_column(row["metric"], q)] = row[f"{q}_ms"]
-    if not run.s3:  # faults are declared for local runs only
-        _merge(rows, fault_columns(run.local, rows))
-    backlogs, backlog_series = backlog.backlog_columns(
-        spark, context.run_id or run.name, phases, counters, hist, periods
-    )
-    _merge(rows, backlog.exact_left(backlogs, rows))
-    usage = tf.node_usage(read_telemetry(spark, run), periods).cache()
-    usages = resources.node_usages(r.asDict() for r in usage.collect())
-    _merge(rows, resources.resource_table(context, usages, rows))
-    _merge(rows, capacity.probe_columns(context, rows))
-    summary = _summary_rows(context, rows)
-    try:
-        run.write_text(LAYOUT.summary, summary_csv(summary))
-    except OSError as exc:  # a full disk or a read-only directory: one line naming it
-        if not run.s3:  # and no summary rather than a truncated one
-            with contextlib.suppress(OSError):
-                (run.local / LAYOUT.summary).unlink(missing_ok=True)
-        raise RecordsNotWritten(run.spark_path(LAYOUT.summary), exc) from exc
-    if repeats.repeated(summary):
-        _write_text(run, LAYOUT.repeats, repeats.repeats_csv(repeats.summarise(summary)))
-    write_parquet(series, run, LAYOUT.windows)
-    write_parquet(histograms, run, LAYOUT.histograms)
-    write_parquet(usage.orderBy("point", "role", "node"), run, LAYOUT.resources)
-    if backlog_series:
-        backlog.write_series(run.local, backlog_series)
-    write_hgrm(histograms, run)
-    for cached in (counters, hist, series, histograms, usage):
-        cached.unpersist()
-    return summary
+    usage = tf.node_usage(read_telemetry(spark, location), periods).cache()
+    stock = (spark, location, context, records, points, phases)
+    frames = (counters, hist, periods, series, histograms, usage, *delivery)
+    return Run(*stock, backlog.point_series(phases, counters), *frames)
+
+
+#: The summary rows under way, by point.
+Rows = Mapping[int, SummaryRow]
+#: A step: each point's figures from the run and what the steps before it found.
+Step = Callable[[Run, Rows], Mapping[int, Mapping[str, Any]]]
+
+
+@dataclass(frozen=True, eq=False)
+class PointFigures(Figures):
+    """What ran at a point, as the context records it (no message yet)."""
+
+    broker: str
+    point: int
+    label: str
+    repeat: int
+    base_point: int
+    threads: int
+    sender_threads: int
+    receiver_threads: int
+    sender_nodes: int
+    receiver_nodes: int | None
+    message_size: str
+    sent: int = 0
+    received: int = 0
+
+
+def point_rows(context: RunContext) -> dict[int, SummaryRow]:
+    """Each point of the context, its summary row begun with what ran."""
+    rows = {}
+    for p in context.points:
+        load = p.load
+        threads = (load.threads, load.threads_of("sender"), load.threads_of("receiver"))
+        nodes = (load.sender_nodes, load.receiver_nodes, load.message_size.label)
+        figures = PointFigures(
+            context.broker.system, p.point, p.label, p.repeat, p.base, *threads, *nodes
+        )
+        rows[p.point] = SummaryRow(figures)
+    return rows
+
+
+def collect(df: DataFrame, figures: type[F]) -> dict[int, F]:
+    """A small per-point frame's rows as typed figures (a column it lacks raises)."""
+    return {row["point"]: figures(*(row[c] for c in figures.columns)) for row in df.collect()}
+
+
+@dataclass(frozen=True, eq=False)
+class Rates(Figures):
+    """Rates over the measurement period, and totals (:func:`analysis.transforms.throughput`)."""
+
+    received: int
+    sent_bytes: int
+    received_bytes: int
+    send_msgs_per_s: float | None
+    receive_msgs_per_s: float | None
+    send_mb_per_s: float | None
+    receive_mb_per_s: float | None
+    redelivered: int
+    errors: int
+    receivers_kept_up: bool
+    measured_seconds: int | None
+
+
+def rates(run: Run, rows: Rows) -> dict[int, Rates]:
+    return collect(tf.throughput(run.counters, run.periods), Rates)
+
+
+def latencies(run: Run, rows: Rows) -> dict[int, dict[str, Any]]:
+    """Every metric's worst window (p95) and whole-run percentiles, their columns named by
+    :mod:`analysis.column_model`."""
+    found: dict[int, dict[str, Any]] = {}
+    for row in tf.headline(run.series).collect():
+        found[row["point"]] = {window_column(m): row[window_column(m)] for m in METRICS}
+    for row in tf.whole_run(run.histograms).collect():
+        cells = found.setdefault(row["point"], {})
+        cells.update({run_column(row["metric"], q): row[f"{q}_ms"] for q in RUN_QUANTILES})
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class OutOfRange(Figures):
+    """Latencies out of the histograms' range (:func:`analysis.transforms.out_of_range`)."""
+
+    negative_latencies: int
+    clipped_latencies: int
+
+
+def out_of_range(run: Run, rows: Rows) -> dict[int, OutOfRange]:
+    return collect(tf.out_of_range(run.histograms), OutOfRange)
+
+
+def clocks(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    return clock_offsets(run.records.statuses.values())
+
+
+@dataclass(frozen=True, eq=False)
+class Accounting(Figures):
+    """Messages accounted for (:func:`analysis.transforms.accounting`; sent: confirmed)."""
+
+    sent: int
+    lost: int | None
+    not_drained: int | None
+    duplicated: int
+    unconfirmed_received: int | None
+
+
+def accounting(run: Run, rows: Rows) -> dict[int, Accounting]:
+    states = [(run.context.run_id, p.point, p.state) for p in run.points]
+    frame = run.spark.createDataFrame(states, "run_id string, point int, state string")
+    counts = tf.accounting(tf.delivery(run.sent_ranges, run.received), frame)
+    return collect(counts.withColumnRenamed("confirmed", "sent"), Accounting)
+
+
+@dataclass(frozen=True, eq=False)
+class Delivery(Figures):
+    """How a point's records stand, in words (:func:`analysis.records.delivery_label`)."""
+
+    delivery: str
+
+
+def deliveries(run: Run, rows: Rows) -> dict[int, Delivery]:
+    return {p.point: Delivery(delivery_label(p, rows[p.point].not_drained)) for p in run.points}
+
+
+@dataclass(frozen=True, eq=False)
+class Reordering(Figures):
+    """Late messages of a key (docs/measurement.md §5; None: not counted)."""
+
+    reordered: int | None
 
 
 def order_columns(
     context: RunContext, points: Sequence[PointRecords], received: DataFrame
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Reordering]:
     """``reordered`` of the points whose messages had keys, where the system promises
     per-key order (docs/measurement.md §5): counted where the point's records are whole
     (drained or stopped early), empty where they are not; no column elsewhere (empty)."""
@@ -148,33 +251,106 @@ def order_columns(
     claimed = [p for p in points if p.point in keyed]
     if not claimed:
         return {}
-    counts = _collect(tf.reordered(received))
+    counts = collect(tf.reordered(received), Reordering)
+    whole = (tf.DRAINED, tf.STOPPED)
     return {
-        p.point: {
-            "reordered": counts.get(p.point, {}).get("reordered", 0)
-            if p.state in (tf.DRAINED, tf.STOPPED)
-            else None
-        }
+        p.point: counts.get(p.point, Reordering(0)) if p.state in whole else Reordering(None)
         for p in claimed
     }
 
 
-def fault_columns(run_dir: Path, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Per point with declared faults: what they did (from its ``seconds`` and ``received``
-    rows, read with pyarrow: gaps, and the errors, duplicates and redeliveries within the
-    faults' windows; the totals are Spark's, above), and its confirmed messages that were
-    not received split into lost and unavailable (a drained point only: elsewhere lost is
-    not known)."""
-    columns: dict[int, dict[str, Any]] = {}
-    for point, timeline in read_timelines(run_dir).items():
-        columns[point] = faults.effect_columns(faults.point_effects(run_dir, timeline))
-        missing = rows.get(point, {}).get("lost")
-        if isinstance(missing, int):
-            lost, unavailable = faults.split_missing(missing, timeline)
-            columns[point].update(lost=lost, unavailable=unavailable)
-        else:
-            columns[point]["unavailable"] = None
-    return columns
+def reorderings(run: Run, rows: Rows) -> dict[int, Reordering]:
+    return order_columns(run.context, run.points, run.received)
+
+
+def fault_effects(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    if run.location.s3:  # faults are declared for local runs only
+        return {}
+    found = faults.fault_columns(run.location.local, {p: r.lost for p, r in rows.items()})
+    # Stopped early: what it did not receive is not drained (counted so alone), not unavailable.
+    return {p: replace(f, unavailable=None) if rows[p].not_drained else f for p, f in found.items()}
+
+
+def backlogs(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    """The backlogs built and drained, with each point's exact not drained count."""
+    run_id = run.context.run_id or run.location.name
+    frames = (run.hist, run.periods)
+    left = {p: r.not_drained for p, r in rows.items()}
+    return backlog.backlogs(run.spark, run_id, run.phases, run.backlogs, *frames, left)
+
+
+def usages(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    found = resources.node_usages(r.asDict() for r in run.usage.collect())
+    return resources.resource_table(run.context, found, rows)
+
+
+def probes(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    return capacity.probe_columns(run.context, rows)
+
+
+@dataclass(frozen=True, eq=False)
+class Cost(Figures):
+    """What a million messages cost (runs on AWS)."""
+
+    cost_per_million_usd: float | None
+
+
+def costs(run: Run, rows: Rows) -> dict[int, Cost]:
+    return {p: Cost(point_cost(run.context, r.receive_msgs_per_s)) for p, r in rows.items()}
+
+
+#: The steps, in order: each reads what those before it found.
+STEPS: tuple[Step, ...] = (
+    rates,
+    latencies,
+    out_of_range,
+    clocks,
+    accounting,
+    deliveries,
+    reorderings,
+    fault_effects,
+    backlogs,
+    usages,
+    probes,
+    costs,
+)
+
+
+def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
+    """Compute and write a run's summary and window series; return the summary rows.
+
+    ``run_dir`` is a local directory or ``s3://bucket/prefix`` (see ``analysis.storage``).
+    """
+    run = read_run(spark, RunLocation.of(run_dir))
+    rows = point_rows(run.context)
+    for step in STEPS:
+        found = step(run, rows)
+        rows = {p: row.merged(found[p]) if p in found else row for p, row in rows.items()}
+    summary = list(rows.values())
+    write_results(run, summary)
+    for cached in (run.counters, run.hist, run.series, run.histograms, run.usage):
+        cached.unpersist()
+    return summary
+
+
+def write_results(run: Run, summary: list[SummaryRow]) -> None:
+    """Write ``summary.csv`` (and ``repeats.csv``), then the series and histograms."""
+    location = run.location
+    try:
+        location.write_text(LAYOUT.summary, summary_csv(summary))
+    except OSError as exc:  # a full disk or a read-only directory: one line naming it
+        if not location.s3:  # and no summary rather than a truncated one
+            with contextlib.suppress(OSError):
+                (location.local / LAYOUT.summary).unlink(missing_ok=True)
+        raise RecordsNotWritten(location.spark_path(LAYOUT.summary), exc) from exc
+    if repeats.repeated(summary):
+        _write_text(location, LAYOUT.repeats, repeats.repeats_csv(repeats.summarise(summary)))
+    write_parquet(run.series, location, LAYOUT.windows)
+    write_parquet(run.histograms, location, LAYOUT.histograms)
+    write_parquet(run.usage.orderBy("point", "role", "node"), location, LAYOUT.resources)
+    if run.backlogs:
+        backlog.write_series(location.local, [s for ss in run.backlogs.values() for s in ss])
+    write_hgrm(run.histograms, location)
 
 
 def write_parquet(df: DataFrame, run: RunLocation, relative: str) -> None:
@@ -219,45 +395,17 @@ def _write_text(run: RunLocation, relative: str, text: str) -> None:
         raise RecordsNotWritten(run.spark_path(relative), exc) from exc
 
 
-def _collect(df: DataFrame) -> dict[int, dict[str, Any]]:
-    """Small per-point results only (one row per sweep point)."""
-    return {row["point"]: row.asDict() for row in df.collect()}
+def _seconds(value: int | float | str | None) -> float:
+    """A duration of the context's ``scenario.measurement`` (seconds; none: 0)."""
+    return float(value or 0)
 
 
-def _merge(into: dict[int, dict[str, Any]], more: dict[int, dict[str, Any]]) -> None:
-    for point, values in more.items():
-        into.setdefault(point, {"point": point}).update(values)
+def _whole(duration: float) -> int:
+    """Window lengths and steps are whole seconds (records are per second)."""
+    return max(1, math.ceil(duration))
 
 
-def _summary_rows(context: RunContext, rows: dict[int, dict[str, Any]]) -> list[SummaryRow]:
-    summary = []
-    for point in context.points:
-        r = rows.get(point.point, {})
-        load = point.load
-        row: dict[str, Any] = {
-            "broker": context.broker.system,
-            "point": point.point,
-            "label": point.label,
-            "repeat": point.repeat,
-            "base_point": point.base,
-            "threads": load.threads,
-            "sender_threads": load.threads_of("sender"),
-            "receiver_threads": load.threads_of("receiver"),
-            "sender_nodes": load.sender_nodes,
-            "receiver_nodes": load.receiver_nodes,
-            "message_size": load.message_size.label,
-            "sent": r.get("confirmed", r.get("sent", 0)) or 0,
-            "received": r.get("received", 0) or 0,
-        }
-        for column in SUMMARY_COLUMNS:
-            if column not in row:
-                row[column] = r.get(column)
-        row["cost_per_million_usd"] = _cost_per_million(context, row["receive_msgs_per_s"])
-        summary.append(SummaryRow(row))
-    return summary
-
-
-def _cost_per_million(context: RunContext, msgs_per_s: float | None) -> float | None:
+def point_cost(context: RunContext, msgs_per_s: float | None) -> float | None:
     """What a million messages cost at this point's receive rate, on the run's fleet at
     on-demand prices — only for runs whose context names the fleet (runs on AWS)."""
     cost = context.cost

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from analysis import charts
 from analysis.column_model import Better
-from analysis.columns import COLUMN, HEADLINE
+from analysis.columns import COLUMNS
 from analysis.curve import KNEE_RULE, CurvePoint, knee_text
 from analysis.curve import curve_points as report_curve_points
 from analysis.report import Charts, page
 from analysis.summary_row import SummaryRow, number, read_summary_csv
-from analysis.summary_table import TABLE, cell
+from analysis.summary_table import HEADLINE, TABLE, cell
 from workload.model.layout import LAYOUT
 from workload.model.record import PointEntry, RunContext
 
@@ -86,7 +86,7 @@ def concurrency(row: SummaryRow) -> int:
 def _series(runs: list[RunSummary], column: str) -> dict[str, list[tuple[int, float]]]:
     """Per run: (fleet threads, value); where several points share a thread count (e.g. more
     receiver nodes), the best throughput / the lowest latency of them is shown."""
-    lower_is_better = COLUMN[column].better is Better.LOWER
+    lower_is_better = COLUMNS[column].better is Better.LOWER
     out: dict[str, list[tuple[int, float]]] = {}
     for run in runs:
         best: dict[int, float] = {}
@@ -114,7 +114,7 @@ def max_throughput(runs: list[RunSummary]) -> dict[str, float]:
 
 #: The charts by load: one per column, titled and labelled as the column declares.
 CHARTS = tuple(
-    COLUMN[name]
+    COLUMNS[name]
     for name in (
         *HEADLINE,
         # what a message costs the broker (resource telemetry), comparable across systems

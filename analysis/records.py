@@ -1,8 +1,9 @@
 """Taking stock of a run's records before anything is counted (docs/measurement.md §5): every
 node process a sweep point ran must have left its records (:class:`RunRecords`); a point
 missing some is *incomplete* and no loss is claimed for it, and a point the run stopped
-early is *not drained* (:class:`PointRecords`). The node statuses also give each point's
-largest clock offset (:func:`clock_offsets`), which qualifies its processing latency.
+early is *not drained* (:class:`PointRecords`); a point some of whose records end early is
+read up to there (:func:`before_ends`). The node statuses also give each point's largest
+clock offset (:func:`clock_offsets`), which qualifies its processing latency.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from analysis import transforms as tf
 from analysis.raw_tables import read_table
 from analysis.storage import RunLocation
+from analysis.summary_row import Figures
 from workload.model.errors import one_line
 from workload.model.layout import LAYOUT
 from workload.model.record import COORDINATOR_GONE, PointEntry, RunContext
@@ -236,16 +238,41 @@ def point_records(
     return out
 
 
-def delivery_label(records: PointRecords, counts: dict[str, Any]) -> str:
+def first_seconds(seconds: DataFrame) -> dict[int, int]:
+    """Per point: its first recorded second."""
+    firsts = seconds.groupBy(*tf.KEY).agg(F.min("second").alias("first"))
+    return {r["point"]: r["first"] for r in firsts.collect()}
+
+
+def before_ends(table: DataFrame, ends: Mapping[int, int]) -> DataFrame:
+    """The rows of a table with a ``second`` that lie before their point's end of data
+    (``ends``: point → wall-clock second; a point not in it keeps every row)."""
+    if not ends:
+        return table
+    keep = F.lit(True)
+    for point, end in sorted(ends.items()):
+        keep = F.when(F.col("point") == point, F.col("second") < end).otherwise(keep)
+    return table.where(keep)
+
+
+def delivery_label(records: PointRecords, not_drained: int | None) -> str:
     """The point's ``delivery``, from its counts where they settle it: a point the run
     stopped early whose every confirmed message was received (nothing not drained) was
     drained, whatever stopped the run after it."""
-    if records.state == tf.STOPPED and counts.get("not_drained") == 0:
+    if records.state == tf.STOPPED and not_drained == 0:
         return tf.DRAINED
     return records.delivery
 
 
-def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
+@dataclass(frozen=True, eq=False)
+class Clocks(Figures):
+    """A point's nodes' clocks."""
+
+    clock_offset_max_ms: float | None
+    clock_source: str
+
+
+def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, Clocks]:
     """Per sweep point, from its nodes' statuses: the largest clock offset from the
     reference time (ms, ahead or behind) among the nodes that know theirs, and where the
     offsets come from. A status written for a node by someone else (no clock source) says
@@ -260,10 +287,7 @@ def clock_offsets(statuses: Iterable[NodeStatus]) -> dict[int, dict[str, Any]]:
         if status.clock_offset_s is not None:
             known.append(abs(status.clock_offset_s) * 1000.0)
     return {
-        point: {
-            "clock_offset_max_ms": max(offsets[point], default=None),
-            "clock_source": "; ".join(sorted(found)),
-        }
+        point: Clocks(max(offsets[point], default=None), "; ".join(sorted(found)))
         for point, found in sources.items()
     }
 

@@ -15,12 +15,25 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.columns import COLUMN, HEADLINE, REPEATED
+from analysis.column_model import latency_columns
+from analysis.columns import COLUMNS
 from analysis.summary_row import number
+from analysis.summary_table import HEADLINE
 
-#: The metrics summarised over repeats (rates, latencies, delivery), in ``repeats.csv``'s
-#: order: :data:`analysis.columns.REPEATED`.
-METRICS = REPEATED
+#: The metrics summarised over repeats (median and range over a point's runs: rates,
+#: latencies, delivery), in ``repeats.csv``'s order.
+METRICS = tuple(
+    COLUMNS[name].name
+    for name in (
+        "send_msgs_per_s",
+        "receive_msgs_per_s",
+        *latency_columns(),
+        "lost",
+        "duplicated",
+        "redelivered",
+        "errors",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -117,7 +130,7 @@ def show(s: Spread | None, fmt: str = "{:,.1f}") -> str:
 
 
 #: The columns of the printed repeats table: (metric, title, format), as declared.
-TABLE = tuple(COLUMN[name].shown for name in HEADLINE)
+TABLE = tuple(COLUMNS[name].shown for name in HEADLINE)
 
 
 def text_table(points: Sequence[RepeatedPoint]) -> str:

@@ -25,7 +25,7 @@ from analysis import charts, faults, point_charts, repeats
 from analysis.capacity import Capacity, capacity
 from analysis.chart_data import read_backlog, read_histograms, read_resources, read_windows
 from analysis.column_model import METRIC_TITLES
-from analysis.columns import COLUMN
+from analysis.columns import COLUMNS
 from analysis.context_tables import as_text, context_tables, where_it_ran
 from analysis.curve import KNEE_RULE, CurvePoint, curve_points, knee_text, levels
 from analysis.hdr import Bucket
@@ -190,7 +190,7 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
     if not any(r.get("limited_by") for r in rows):
         return ""
     shown = [
-        COLUMN[c].shown
+        COLUMNS[c].shown
         for c in (
             "broker_cpu_pct",
             "client_cpu_pct",

@@ -24,10 +24,12 @@ The Spark job averages every node's telemetry over the point's measurement perio
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from analysis.summary_row import Figures, SummaryRow
 from workload.model.record import RunContext
-from workload.model.verdict import NodeUsage, Usage, Verdict, point_usage, verdict
+from workload.model.verdict import NodeUsage, Usage, point_usage, verdict
 
 MB = 1_000_000.0
 
@@ -40,67 +42,76 @@ def node_usages(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[NodeUsage]]
     return found
 
 
-def resource_columns(usage: Usage, send_msgs_per_s: float | None) -> dict[str, Any]:
-    """One point's resource columns and verdict (see the module)."""
-    found: dict[str, Any] = {}
-    judged: Verdict = verdict(usage)
-    found["limited_by"] = judged.limit
-    found["limited_reason"] = judged.reason
-    if not usage.nodes:
-        return found
-    brokers = usage.of("broker")
+@dataclass(frozen=True, eq=False)
+class Resources(Figures):
+    """One point's resource columns and verdict (None: not measured)."""
+
+    limited_by: str
+    limited_reason: str
+    broker_cpu_pct: float | None = None
+    broker_cpu_max_pct: float | None = None
+    broker_thread_max_pct: float | None = None
+    client_cpu_pct: float | None = None
+    client_process_cpu_pct: float | None = None
+    host_cpu_pct: float | None = None
+    broker_rss_mb: float | None = None
+    broker_gc_ms_per_s: float | None = None
+    broker_disk_write_mb_s: float | None = None
+    broker_disk_write_ops_s: float | None = None
+    broker_disk_busy_pct: float | None = None
+    broker_disk_flushes_s: float | None = None
+    broker_net_mb_s: float | None = None
+    broker_cpu_us_per_msg: float | None = None
+    client_cpu_us_per_msg: float | None = None
+    broker_disk_bytes_per_msg: float | None = None
+
+
+def resource_columns(usage: Usage, send: float | None) -> Resources:
+    """One point's resource columns and verdict (see the module); ``send``: its send rate."""
+    judged = verdict(usage)
+    brokers, clients = usage.of("broker"), usage.of("sender", "receiver")
     host = next(iter(usage.of("host")), None)
-    if host is not None and usage.shared_host:
-        found["host_cpu_pct"] = host.cpu_pct / host.cores
-    busiest = usage.busiest("broker")
-    if busiest is not None:
-        found["broker_cpu_pct"] = busiest.cpu_pct
-        found["broker_cpu_max_pct"] = busiest.cpu_max_pct
-        threads = [n.thread_max_pct for n in brokers if n.thread_max_pct is not None]
-        found["broker_thread_max_pct"] = max(threads) if threads else None
-        found["broker_rss_mb"] = busiest.rss_bytes / MB
-        found["broker_gc_ms_per_s"] = busiest.gc_pause_ms_s
-    client = usage.busiest("sender", "receiver")
-    if client is not None and send_msgs_per_s:
-        clients = sum(n.cpu_pct for n in usage.of("sender", "receiver")) / 100.0
-        found["client_cpu_us_per_msg"] = clients * 1e6 / send_msgs_per_s
-    if client is not None:
-        found["client_cpu_pct"] = client.cpu_pct
-        found["client_process_cpu_pct"] = max(
-            n.process_max_pct for n in usage.of("sender", "receiver")
-        )
+    busiest, client = usage.busiest("broker"), usage.busiest("sender", "receiver")
     devices = [n for n in brokers if n.device_busy_pct is not None]
     if usage.shared_host:  # one machine: its broker nodes share one disk, counted once
         devices = devices[:1]
     written = sum(n.device_write_bytes_s or 0.0 for n in devices) if devices else None
     disk = max(devices, key=lambda n: n.device_busy_pct or 0.0, default=None)
-    if disk is not None:
-        found["broker_disk_write_ops_s"] = disk.device_write_ops_s
-        found["broker_disk_busy_pct"] = disk.device_busy_pct
-        found["broker_disk_flushes_s"] = disk.device_flushes_s
-        found["broker_disk_write_mb_s"] = None if written is None else written / MB
-    if brokers:
-        cpu_cores = sum(n.cpu_pct for n in brokers) / 100.0
-        own = [n.net_bytes_s for n in brokers if n.net_bytes_s is not None]
-        net = sum(own) if own else (host.net_bytes_s if host is not None else None)
-        found["broker_net_mb_s"] = None if net is None else net / MB
-        if send_msgs_per_s:
-            found["broker_cpu_us_per_msg"] = cpu_cores * 1e6 / send_msgs_per_s
-            if written is not None:
-                found["broker_disk_bytes_per_msg"] = written / send_msgs_per_s
-    return found
+    own = [n.net_bytes_s for n in brokers if n.net_bytes_s is not None]
+    net = sum(own) if own else (host.net_bytes_s if host is not None else None)
+    threads = [n.thread_max_pct for n in brokers if n.thread_max_pct is not None]
+    broker_cores = sum(n.cpu_pct for n in brokers) / 100.0
+    client_cores = sum(n.cpu_pct for n in clients) / 100.0
+    return Resources(
+        judged.limit,
+        judged.reason,
+        broker_cpu_pct=None if busiest is None else busiest.cpu_pct,
+        broker_cpu_max_pct=None if busiest is None else busiest.cpu_max_pct,
+        broker_thread_max_pct=None if busiest is None else max(threads, default=None),
+        client_cpu_pct=None if client is None else client.cpu_pct,
+        client_process_cpu_pct=None if client is None else max(n.process_max_pct for n in clients),
+        host_cpu_pct=host.cpu_pct / host.cores if host is not None and usage.shared_host else None,
+        broker_rss_mb=None if busiest is None else busiest.rss_bytes / MB,
+        broker_gc_ms_per_s=None if busiest is None else busiest.gc_pause_ms_s,
+        broker_disk_write_mb_s=None if written is None else written / MB,
+        broker_disk_write_ops_s=None if disk is None else disk.device_write_ops_s,
+        broker_disk_busy_pct=None if disk is None else disk.device_busy_pct,
+        broker_disk_flushes_s=None if disk is None else disk.device_flushes_s,
+        broker_net_mb_s=None if net is None or not brokers else net / MB,
+        broker_cpu_us_per_msg=broker_cores * 1e6 / send if brokers and send else None,
+        client_cpu_us_per_msg=client_cores * 1e6 / send if client is not None and send else None,
+        broker_disk_bytes_per_msg=written / send if written is not None and send else None,
+    )
 
 
 def resource_table(
-    context: RunContext,
-    usages: Mapping[int, list[NodeUsage]],
-    rows: Mapping[int, Mapping[str, Any]],
-) -> dict[int, dict[str, Any]]:
+    context: RunContext, usages: Mapping[int, list[NodeUsage]], rows: Mapping[int, SummaryRow]
+) -> dict[int, Resources]:
     """Per point of the context: its resource columns (a point without telemetry: only its
-    verdict, unknown)."""
+    verdict, unknown), from its nodes' usage and its send rate as ``rows`` hold it."""
     out = {}
     for entry in context.points:
-        send = (rows.get(entry.point) or {}).get("send_msgs_per_s")
+        send = rows[entry.point].send_msgs_per_s
         load = entry.load
         usage = point_usage(
             usages.get(entry.point, []),

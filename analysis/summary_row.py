@@ -1,17 +1,19 @@
 """One sweep point's row of ``summary.csv``, typed (:class:`SummaryRow`): what the analysis
-job returns and every reader of a summary takes; reading a ``summary.csv`` back, with the
-column names of earlier summaries brought up to today's (:func:`read_summary_csv`)."""
+job returns and every reader of a summary takes; some of its columns as a step of the job
+makes them (:class:`Figures`); reading a ``summary.csv`` back, with the column names of
+earlier summaries brought up to today's (:func:`read_summary_csv`)."""
 
 from __future__ import annotations
 
 import csv
+import inspect
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from analysis.column_model import METRICS, run_column, window_column
-from analysis.columns import COLUMN, SUMMARY_COLUMNS
+from analysis.columns import COLUMNS, SUMMARY_COLUMNS
 
 #: Earlier names of columns, as summaries written before the scopes were named hold them.
 LEGACY = {
@@ -51,7 +53,7 @@ class SummaryRow(Mapping[str, Any]):
     __slots__ = ("_cells",)
 
     def __init__(self, cells: Mapping[str, Any]) -> None:
-        unknown = set(cells) - COLUMN.keys()
+        unknown = cells.keys() - COLUMNS.keys()
         if unknown:
             raise ValueError(f"not a column of summary.csv: {', '.join(sorted(unknown))}")
         self._cells: dict[str, Any] = {c: cells.get(c) for c in SUMMARY_COLUMNS}
@@ -86,6 +88,34 @@ class SummaryRow(Mapping[str, Any]):
     def point(self) -> int:
         """The sweep point's index in the run."""
         return int(self._cells["point"])
+
+    def merged(self, cells: Mapping[str, Any]) -> SummaryRow:
+        """This row with ``cells`` in place of its own (a name that is no column raises)."""
+        return SummaryRow({**self._cells, **cells})
+
+
+class Figures(Mapping[str, Any]):
+    """Some columns of one point's row as a step of the analysis job makes them: a frozen
+    dataclass (``eq=False``) whose every field is a column — one that is not raises KeyError
+    when the class is defined, at import — read as a mapping of its columns."""
+
+    #: The fields' columns, in order.
+    columns: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.columns = tuple(COLUMNS[name].name for name in inspect.get_annotations(cls))
+
+    def __getitem__(self, column: str) -> Any:
+        if column not in self.columns:
+            raise KeyError(column)
+        return getattr(self, column)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
 
 
 def read_summary_csv(path: Path) -> list[SummaryRow]:

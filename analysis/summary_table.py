@@ -14,27 +14,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from analysis.column_model import run_column, window_column
-from analysis.columns import COLUMN
+from analysis.columns import COLUMNS
 from analysis.summary_row import SummaryRow, number
 from workload.model.verdict import Verdict
 
-#: The terminal table's columns, (column, title, format) as each column declares them.
+#: The headline figures of a point, in the order the tables show them: the rates, the
+#: processing latency's worst window and whole-run p99, the send call's worst window.
+HEADLINE = (
+    "send_msgs_per_s",
+    "receive_msgs_per_s",
+    window_column("processing_latency"),
+    run_column("processing_latency", "p99"),
+    window_column("send_latency"),
+)
+#: The terminal table's columns, (column, title, format) as each column declares them: the
+#: load, the headline figures (the rates in bytes after those in messages) and delivery.
 TABLE = [
-    COLUMN[name].shown
+    COLUMNS[name].shown
     for name in (
-        "sender_threads",
-        "receiver_threads",
-        "sender_nodes",
-        "receiver_nodes",
-        "send_msgs_per_s",
-        "receive_msgs_per_s",
-        "send_mb_per_s",
-        "receive_mb_per_s",
-        window_column("processing_latency"),
-        run_column("processing_latency", "p99"),
-        window_column("send_latency"),
-        "lost",
-        "duplicated",
+        *("sender_threads", "receiver_threads", "sender_nodes", "receiver_nodes"),
+        *HEADLINE[:2],
+        *("send_mb_per_s", "receive_mb_per_s"),
+        *HEADLINE[2:],
+        *("lost", "duplicated"),
     )
 ]
 
@@ -44,12 +46,12 @@ SCOPES = "[window]: the worst latency window of the period; [run]: the whole mea
 
 
 #: Columns the table shows only where some point has them (see :func:`columns`).
-TARGET = COLUMN["target_msgs_per_s"].shown
-COST = COLUMN["cost_per_million_usd"].shown
-NOT_DRAINED = COLUMN["not_drained"].shown
-SEND_DELAY = COLUMN[run_column("send_delay", "p99")].shown
-BROKER_CPU = COLUMN["broker_cpu_pct"].shown
-LIMITED = COLUMN["limited_by"].shown
+TARGET = COLUMNS["target_msgs_per_s"].shown
+COST = COLUMNS["cost_per_million_usd"].shown
+NOT_DRAINED = COLUMNS["not_drained"].shown
+SEND_DELAY = COLUMNS[run_column("send_delay", "p99")].shown
+BROKER_CPU = COLUMNS["broker_cpu_pct"].shown
+LIMITED = COLUMNS["limited_by"].shown
 
 
 def columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:
@@ -157,7 +159,7 @@ def backlog_lines(row: SummaryRow) -> list[str]:
         return []
 
     def shown(key: str) -> str:
-        return cell(row, key, COLUMN[key].fmt)
+        return cell(row, key, COLUMNS[key].fmt)
 
     catch_up = number(row.get("catch_up_s"))
     lines = [
@@ -183,7 +185,8 @@ def backlog_lines(row: SummaryRow) -> list[str]:
 def fault_lines(row: SummaryRow) -> list[str]:
     """What a point's declared faults did, from its summary row (none without faults): the
     faults, the failover gaps, the errors, duplicates and redeliveries within the faults'
-    windows, and the point's lost, unavailable, duplicated and redelivered messages."""
+    windows, and the point's lost, unavailable, not drained (where it has any: a point
+    stopped early), duplicated and redelivered messages."""
     if not row.get("faults"):
         return []
 
@@ -200,7 +203,8 @@ def fault_lines(row: SummaryRow) -> list[str]:
         f"through the faults: {count('fault_errors')} errors, "
         f"{count('fault_duplicated')} duplicated, {count('fault_redelivered')} redelivered",
         f"whole point: lost {count('lost')}, unavailable {count('unavailable')}, "
-        f"duplicated {count('duplicated')}, redelivered {count('redelivered')}",
+        + (f"not drained {count('not_drained')}, " if number(row.get("not_drained")) else "")
+        + f"duplicated {count('duplicated')}, redelivered {count('redelivered')}",
     ]
 
 
@@ -265,7 +269,7 @@ def text_table(broker: str, rows: Sequence[SummaryRow], durability: str = "") ->
 
 
 #: Extra whole-run percentiles of processing latency in the HTML table (p99 is in TABLE).
-RUN_EXTRAS = {q: COLUMN[run_column("processing_latency", q)].shown for q in ("p50", "p999", "max")}
+RUN_EXTRAS = {q: COLUMNS[run_column("processing_latency", q)].shown for q in ("p50", "p999", "max")}
 
 
 def html_columns(rows: Sequence[SummaryRow]) -> list[tuple[str, str, str]]:

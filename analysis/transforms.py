@@ -8,8 +8,6 @@ averaging percentiles. Nothing here collects per-message data to the driver.
 
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -46,22 +44,6 @@ def bucket_ms(bucket: Column) -> Column:
         .when(bucket == CLIPPED, F.lit(MAX_US / 1000.0))
         .otherwise(value)
     )
-
-
-def first_seconds(seconds: DataFrame) -> DataFrame:
-    """Per point: its first recorded second (``first``)."""
-    return seconds.groupBy(*KEY).agg(F.min("second").alias("first"))
-
-
-def before_ends(table: DataFrame, ends: dict[int, int]) -> DataFrame:
-    """The rows of a table with a ``second`` that lie before their point's end of data
-    (``ends``: point → wall-clock second; a point not in it keeps every row)."""
-    if not ends:
-        return table
-    keep = F.lit(True)
-    for point, end in sorted(ends.items()):
-        keep = F.when(F.col("point") == point, F.col("second") < end).otherwise(keep)
-    return table.where(keep)
 
 
 def counters_per_second(seconds: DataFrame) -> DataFrame:
@@ -489,11 +471,6 @@ def whole_run(histograms: DataFrame) -> DataFrame:
     """Per point: whole-run percentiles of each metric (from :func:`run_histograms`), one
     row per metric."""
     return percentiles(histograms.drop("value_ms"), [*KEY, "metric"])
-
-
-def seconds_of(duration: float) -> int:
-    """Window lengths and steps are whole seconds (records are per second)."""
-    return max(1, math.ceil(duration))
 
 
 def node_usage(telemetry: DataFrame, periods: DataFrame) -> DataFrame:

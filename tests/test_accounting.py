@@ -522,10 +522,10 @@ def test_a_point_stopped_early_with_every_message_received_is_drained() -> None:
     from analysis.records import delivery_label
 
     stopped = PointRecords(0, tf.STOPPED, "the run failed (broker node kafka-1 died)")
-    assert delivery_label(stopped, {"not_drained": 0}) == "drained"
-    assert delivery_label(stopped, {"not_drained": 12}).startswith("not drained: the run failed")
+    assert delivery_label(stopped, 0) == "drained"
+    assert delivery_label(stopped, 12).startswith("not drained: the run failed")
     incomplete = PointRecords(1, tf.INCOMPLETE, "receiver node 0 process 0 wrote no results")
-    assert delivery_label(incomplete, {"not_drained": None}).startswith("incomplete")
+    assert delivery_label(incomplete, None).startswith("incomplete")
 
 
 def test_endpoints_never_show_a_password() -> None:

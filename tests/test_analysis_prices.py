@@ -31,7 +31,7 @@ def test_unknown_instance_or_version_is_named() -> None:
 
 
 def test_summary_prices_a_point_by_its_receive_rate() -> None:
-    from analysis.job import _summary_rows
+    from analysis.job import point_cost
     from workload.model.record import RunContext
 
     load = {"threads": 1, "sender_nodes": 1, "receiver_nodes": 2, "message_size": 100}
@@ -40,12 +40,11 @@ def test_summary_prices_a_point_by_its_receive_rate() -> None:
         "points": [{"point": 0, "label": "p", "load": load}],
         "cost": {"region": "us-east-1", "instances": {"m5.large": 10}},
     }
-    (row,) = _summary_rows(RunContext.of(context), {0: {"receive_msgs_per_s": 1000.0}})
+    cost = point_cost(RunContext.of(context), 1000.0)
     # 10 × $0.096/h = $0.96/h for 3.6 million messages an hour → $0.2667 per million
-    assert abs(row["cost_per_million_usd"] - 0.96 / 3.6) < 1e-9
+    assert cost is not None and abs(cost - 0.96 / 3.6) < 1e-9
     context["cost"]["region"] = "eu-north-9"  # no prices there: no figure, no failure
-    (row,) = _summary_rows(RunContext.of(context), {0: {"receive_msgs_per_s": 1000.0}})
-    assert row["cost_per_million_usd"] is None
+    assert point_cost(RunContext.of(context), 1000.0) is None
 
 
 def test_the_table_shows_cost_only_for_priced_runs() -> None:

@@ -373,8 +373,10 @@ def seconds_row(second, sent=0, received=0, redelivered=0, proc=None, point=0, r
 def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
     """Point 0: receivers away for seconds 100–102 (100 sent per second), the drain from
     103.5, 150 received in 103 and 104 (5 of them again: no progress), 35 in 105 while 20
-    more are sent, the last 10 in 106. Point 1: cut off with 40 left."""
-    from analysis.backlog import backlog_columns
+    more are sent, the last 10 in 106. Point 1: cut off with 40 left by the counters, 37
+    by the exact not drained count (three flagged redelivered on their first receipt):
+    backlog_left is the exact count."""
+    from analysis.backlog import backlogs, point_series
     from analysis.raw_tables import spark_schema
     from workload.engine.histogram import bucket_of
     from workload.model.results import SECONDS_SCHEMA
@@ -404,8 +406,9 @@ def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
             point=1, hold_ns=199 * 10**9, drain_ns=200 * 10**9, cut_off_ns=201 * 10**9
         ),
     }
-    columns, series = backlog_columns(spark, "r", phases, counters, hist, periods)
-    queued = {(r.point, r.second): r.queued for r in series}
+    series = point_series(phases, counters)
+    columns = backlogs(spark, "r", phases, series, hist, periods, {0: 0, 1: 37})
+    queued = {(r.point, r.second): r.queued for s in series.values() for r in s}
     assert [queued[0, s] for s in range(99, 107)] == [0, 100, 200, 300, 170, 25, 10, 0]
     first = columns[0]
     assert first["peak_backlog"] == 300 and first["backlog_left"] == 0
@@ -416,7 +419,8 @@ def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
     assert first["steady_processing_p99_ms"] == pytest.approx(5, rel=0.01)  # 99 and 106
     assert first["drain_cut_off"] is False
     cut = columns[1]
-    assert cut["peak_backlog"] == 100 and cut["backlog_left"] == 40
+    assert cut["peak_backlog"] == 100 and cut["backlog_left"] == 37
+    assert series[1][-1].queued == 40  # the counters' figure
     assert cut["catch_up_s"] is None and cut["drain_cut_off"] is True
     assert cut["drain_msgs_per_s"] == pytest.approx(60 / 1.0)
 
@@ -463,17 +467,3 @@ def test_receivers_may_idle_out_only_once_the_drain_has_nothing_queued() -> None
     assert not clock.drained(5) and clock.drained(0)
     shared.value = STEADY  # the senders finished before the backlog began
     assert clock.drained(5)
-
-
-def test_the_backlog_left_is_the_exact_not_drained_count_not_the_counters() -> None:
-    """The counters read 50 left at the cut-off point (10 of them flagged redelivered on
-    their first receipt); by identity 40 were not drained — that is what is left. A drained
-    point leaves 0, a point with incomplete records nothing known."""
-    from analysis.backlog import exact_left
-
-    columns = {p: {"peak_backlog": 100, "backlog_left": 50} for p in (0, 1, 2)}
-    accounting = {0: {"lost": 0, "not_drained": 40}, 1: {"lost": 3, "not_drained": 0}, 2: {}}
-    exact = exact_left(columns, accounting)
-    assert [exact[p]["backlog_left"] for p in (0, 1, 2)] == [40, 0, None]
-    assert all(exact[p]["peak_backlog"] == 100 for p in exact)
-    assert columns[0]["backlog_left"] == 50  # the counters' figures are left as they were

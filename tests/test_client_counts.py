@@ -10,7 +10,7 @@ import pytest
 
 from analysis.compare import _key, point_name
 from analysis.context_tables import _from_load
-from analysis.job import _summary_rows
+from analysis.job import point_rows
 from analysis.records import expected_parts
 from analysis.summary_row import SummaryRow
 from analysis.summary_table import TABLE
@@ -133,12 +133,12 @@ def _context(load: dict[str, object]) -> RunContext:
 
 def test_the_summary_shows_both_counts() -> None:
     load = {"threads": 2, "sender_threads": 6, "receiver_threads": 1, "receiver_nodes": 2}
-    (row,) = _summary_rows(_context(load), {0: {"send_msgs_per_s": 1.0}})
+    (row,) = point_rows(_context(load)).values()
     assert (row.threads, row.sender_threads, row.receiver_threads) == (2, 6, 1)
     titles = [title for _, title, _ in TABLE]
     assert titles[:2] == ["send threads", "recv threads"] and "threads" not in titles
     # A record written before the counts were apart: both are its threads.
-    (old,) = _summary_rows(_context({"threads": 3, "receiver_nodes": 2}), {0: {}})
+    (old,) = point_rows(_context({"threads": 3, "receiver_nodes": 2})).values()
     assert (old.sender_threads, old.receiver_threads) == (3, 3)
     assert _from_load("sender_threads")({"load": {"threads": 3}}) == 3
     assert _from_load("receiver_threads")({"load": {"threads": 3, "receiver_threads": 1}}) == 1

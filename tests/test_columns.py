@@ -5,15 +5,23 @@ percentile-distribution export. That docs/columns.md lists the columns as declar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from analysis import compare, overview, repeats, summary_table
-from analysis.column_model import Better, Scope, latency_columns, run_column, window_column
-from analysis.columns import COLUMN, COLUMNS, COMPARED, REPEATED, SUMMARY_COLUMNS
+from analysis.column_model import (
+    Better,
+    Columns,
+    Scope,
+    latency_columns,
+    run_column,
+    window_column,
+)
+from analysis.columns import COLUMNS, SUMMARY_COLUMNS
 from analysis.hdr import Bucket, hgrm
-from analysis.summary_row import SummaryRow, read_summary_csv, upgrade
+from analysis.summary_row import Figures, SummaryRow, read_summary_csv, upgrade
 from workload.model.layout import LAYOUT
 
 
@@ -26,10 +34,11 @@ def test_every_latency_column_names_its_scope() -> None:
 
 
 def test_every_column_is_declared_once_and_the_names_derive_from_the_declaration() -> None:
-    names = [c.name for c in COLUMNS]
-    assert len(names) == len(set(names))
-    assert names == SUMMARY_COLUMNS
-    assert all(COLUMN[name].name == name for name in names) and len(COLUMN) == len(names)
+    names = [c.name for c in COLUMNS.values()]
+    assert names == SUMMARY_COLUMNS == list(COLUMNS)
+    assert all(COLUMNS[name].name == name for name in names)
+    with pytest.raises(ValueError, match="declared twice"):
+        Columns(COLUMNS["lost"], COLUMNS["sent"], COLUMNS["lost"])
     assert compare.Better is Better
 
 
@@ -55,14 +64,11 @@ def table_names() -> dict[str, list[str]]:
 def test_every_column_a_view_uses_is_declared_and_titled() -> None:
     for view, names in table_names().items():
         for name in names:
-            assert name in COLUMN, f"{view}: {name} is no column of summary.csv"
-            assert COLUMN[name].title, f"{view}: {name} has no title"
-    for name in (*COMPARED, *REPEATED):
-        assert name in COLUMN, f"{name} is no column of summary.csv"
-    for name in COMPARED:
-        assert COLUMN[name].long and COLUMN[name].better is not None, name
-    assert [m.column for m in compare.METRICS] == list(COMPARED)
-    assert repeats.METRICS == REPEATED
+            assert name in COLUMNS, f"{view}: {name} is no column of summary.csv"
+            assert COLUMNS[name].title, f"{view}: {name} has no title"
+    for metric in compare.METRICS:
+        assert COLUMNS[metric.column].long and COLUMNS[metric.column].better is not None
+    assert all(name in COLUMNS for name in repeats.METRICS)
 
 
 def test_views_show_what_the_columns_declare() -> None:
@@ -93,17 +99,58 @@ def test_views_show_what_the_columns_declare() -> None:
     ]
     # A metric with no direction is refused by compare.
     with pytest.raises(ValueError, match="label: no better direction"):
-        compare.Metric.of(COLUMN["label"])
+        compare.Metric.of(COLUMNS["label"])
 
 
 def test_latency_columns_are_titled_by_their_scope() -> None:
     for name in latency_columns():
-        column = COLUMN[name]
+        column = COLUMNS[name]
         assert column.scope is (Scope.WINDOW if "_window_" in name else Scope.RUN), name
         assert column.title.endswith(f" ms [{column.scope.value}]"), name
         assert (column.unit, column.better) == ("ms", Better.LOWER), name
-    assert COLUMN["processing_latency_run_p50_ms"].long == "processing p50, whole run"
-    assert COLUMN["send_delay_window_p95_ms"].title == "send delay p95 ms [window]"
+    assert COLUMNS["processing_latency_run_p50_ms"].long == "processing p50, whole run"
+    assert COLUMNS["send_delay_window_p95_ms"].title == "send delay p95 ms [window]"
+
+
+def test_a_misspelt_column_fails_where_it_is_named() -> None:
+    """A column is named through COLUMNS or as a field of a step's typed figures: a name
+    that is no column fails at once — when it is looked up, when the figures' class is
+    defined (at import), when a producer makes its figures, or when a row takes cells."""
+    assert COLUMNS["broker_cpu_pct"].unit == "% of a core"
+    with pytest.raises(KeyError, match=r"not a column of summary\.csv: broker_cpu_pcct"):
+        _ = COLUMNS["broker_cpu_pcct"]
+    with pytest.raises(KeyError, match=r"not a column of summary\.csv: brokr_cpu_pct"):
+
+        @dataclass(frozen=True, eq=False)
+        class Misspelt(Figures):
+            brokr_cpu_pct: float
+
+    from analysis.resources import Resources
+
+    with pytest.raises(TypeError, match="broker_cpu_pcct"):
+        Resources("none saturated", "", broker_cpu_pcct=1.0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r"not a column of summary\.csv: lsot"):
+        SummaryRow({"point": 0}).merged({"lsot": 1})
+
+
+def test_every_step_makes_figures_of_declared_columns() -> None:
+    """Every typed figures class of the analysis job's steps (defined when their modules
+    are imported) holds columns of summary.csv only, and reads as a mapping of them."""
+    import analysis.job  # noqa: F401  (defines the steps' figures)
+
+    kinds = [k for k in Figures.__subclasses__() if k.__module__.startswith("analysis.")]
+    assert {k.__name__ for k in kinds} >= {"Resources", "FaultFigures", "Backlog", "Probe"}
+    for kind in kinds:
+        assert kind.columns and all(name in COLUMNS for name in kind.columns), kind
+    from analysis.capacity import Probe
+
+    probe = Probe(500.0, True, "p99 3 ms ≤ SLO 20 ms")
+    assert dict(probe) == {
+        "target_msgs_per_s": 500.0,
+        "slo_holds": True,
+        "slo_reason": probe.slo_reason,
+    }
+    assert SummaryRow({"point": 1}).merged(probe).slo_holds is True
 
 
 def test_an_older_summary_reads_with_todays_names() -> None:

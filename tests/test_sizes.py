@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import summary_table
-from analysis.columns import COLUMN, SUMMARY_COLUMNS
+from analysis.columns import COLUMNS, SUMMARY_COLUMNS
 from analysis.context_tables import _from_load
 from brokers.base import Adapter, Received, ReceivedBatch
 from tests.conftest import SCENARIOS
@@ -331,9 +331,9 @@ def test_stamping_keeps_every_size() -> None:
 
 def test_the_summary_declares_bytes_beside_msgs() -> None:
     for name in ("sent_bytes", "received_bytes"):
-        assert COLUMN[name].unit == "bytes"
+        assert COLUMNS[name].unit == "bytes"
     for name in ("send_mb_per_s", "receive_mb_per_s"):
-        assert COLUMN[name].unit == "MB/s" and COLUMN[name].better.value == "higher"
+        assert COLUMNS[name].unit == "MB/s" and COLUMNS[name].better.value == "higher"
     order = SUMMARY_COLUMNS
     assert order.index("received") < order.index("sent_bytes") < order.index("send_msgs_per_s")
     titles = [title for _, title, _ in summary_table.TABLE]
