@@ -181,6 +181,12 @@ def test_reads_merge_unsynced_pages_with_the_file(lazy: LazyMount) -> None:
     want = b"a" * 5_000 + b"XYZ" + b"a" * 4_997 + b"tail"
     assert path.read_bytes() == want
     assert path.stat().st_size == len(want)
+    write(lazy.mount / "tmp", b"unsynced")
+    (lazy.mount / "tmp").rename(lazy.mount / "listed")  # a listing looks each entry up anew
+    assert {e.name: e.stat().st_size for e in os.scandir(lazy.mount)} == {
+        "f": len(want),
+        "listed": 8,
+    }
     write(path, b"", "fsync")
     assert (lazy.backing / "f").read_bytes() == want
 

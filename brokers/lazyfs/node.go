@@ -105,7 +105,23 @@ func (n *node) child(ctx context.Context, st *syscall.Stat_t, out *fuse.EntryOut
 	swapped := func(d uint64) uint64 { return d<<32 | d>>32 }
 	id := fs.StableAttr{Mode: st.Mode, Ino: st.Ino ^ swapped(st.Dev) ^ swapped(n.lz.dev), Gen: 1}
 	out.Attr.FromStat(st)
+	n.lz.sized(st, &out.Attr)
 	return n.NewInode(ctx, &node{lz: n.lz, bino: st.Ino}, id)
+}
+
+// sized gives attributes of a regular file the size its readers see, which the overlay
+// knows when it holds the file.
+func (lz *lazyFS) sized(st *syscall.Stat_t, out *fuse.Attr) syscall.Errno {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0
+	}
+	held, e := lz.ov.find(st.Ino)
+	if held != nil {
+		out.Size = uint64(held.size)
+		out.Blocks = (out.Size + 511) / 512
+		held.mu.Unlock()
+	}
+	return e
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -139,19 +155,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		}
 	}
 	out.FromStat(&st)
-	if n.IsDir() {
-		return 0
-	}
-	held, e := n.lz.ov.find(st.Ino)
-	if e != 0 {
-		return e
-	}
-	if held != nil {
-		out.Size = uint64(held.size)
-		out.Blocks = (out.Size + 511) / 512
-		held.mu.Unlock()
-	}
-	return 0
+	return n.lz.sized(&st, &out.Attr)
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
