@@ -349,6 +349,31 @@ def test_a_data_directory_is_mounted_over_in_place(ready: None, tmp_path: Path) 
         assert (data / "new").read_bytes() == b"synced"
 
 
+@pytest.mark.slow
+def test_several_mounts_are_cut_at_once_and_mount_again(ready: None, tmp_path: Path) -> None:
+    nodes = [tmp_path / f"node-{n}" for n in range(3)]
+    mounts = []
+    for data in nodes:
+        data.mkdir()
+        (data / "log").write_bytes(b"")
+        mounts.append(LazyMount(data, data))
+    try:
+        for n, mount in enumerate(mounts):
+            mount.start()
+            write(nodes[n] / "log", b"synced", "fdatasync")
+            write(nodes[n] / "log", b" lost")
+        statuses = lazyfs.cut_all(mounts)
+        assert [s["state"] for s in statuses] == ["cut"] * 3
+        assert not any(lazyfs.mounted(data) for data in nodes)
+        for mount in mounts:
+            mount.start()
+        assert [(data / "log").read_bytes() for data in nodes] == [b"synced"] * 3
+    finally:
+        for mount in mounts:
+            mount.unmount()
+    assert not any(lazyfs.mounted(data) for data in nodes)
+
+
 # --- no mount left behind -------------------------------------------------------------------
 
 
