@@ -262,10 +262,12 @@ func syncAll(lz *lazyFS) {
 // cut is the power cut: from this instant every operation fails, the unsynced data is
 // dropped, the metadata changes not committed are undone, and the mount is detached.
 func cut(o options, lz *lazyFS, rep *reporter, g *guardian) {
-	bytes, files := lz.ov.drop()
+	lz.ov.cut.Store(true) // the instant: no operation starts after it
+	// A change of names under way finishes first (it may need a file's state), then a sync
+	// under way; both locks are kept: nothing changes after the cut.
 	lz.jn.mu.Lock()
+	bytes, files := lz.ov.drop()
 	undone := lz.jn.undo()
-	// The journal's lock is kept: no change after the cut.
 	rep.cut(bytes, files, undone)
 	log.Printf("lazyfs: power cut: %d bytes of %d files dropped, %d metadata changes undone", bytes, files, undone)
 	detach(o.mount)
