@@ -58,6 +58,18 @@ def run_for(found: TelemetryAgent, seconds: float) -> None:
     assert not thread.is_alive()
 
 
+def run_until(found: TelemetryAgent, done: Any, bound: float = 30.0) -> None:
+    """Run the agent until ``done()`` (an event, however slow the machine), then stop it."""
+    thread = threading.Thread(target=found.run)
+    thread.start()
+    deadline = time.monotonic() + bound
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    found.stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and done(), f"not done within {bound:g} s"
+
+
 def test_the_agent_streams_the_units_processes_and_the_machine_in_batches(s3: Any) -> None:
     store = RunStore(s3, BUCKET, RUN)
     asked: list[str] = []
@@ -66,9 +78,10 @@ def test_the_agent_streams_the_units_processes_and_the_machine_in_batches(s3: An
         asked.append(unit)
         return (os.getpid(),)
 
-    run_for(agent(store, processes), 1.6)
+    # batches uploaded while it runs (every 0.5 s; then the last one on stopping)
+    run_until(agent(store, processes), lambda: len(store.keys(LAYOUT.telemetry_stream)) >= 2)
     keys = sorted(store.keys(LAYOUT.telemetry_stream))
-    assert len(keys) >= 2  # a batch every 0.5 s, and the last one on stopping
+    assert len(keys) >= 2
     assert all(k.startswith(f"{LAYOUT.telemetry_stream}/broker-1/") for k in keys)
     rows = [
         json.loads(line)

@@ -448,20 +448,26 @@ def test_a_capacity_search_on_redis(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.redis
-def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(tmp_path: Path) -> None:
+def test_an_interrupted_search_keeps_its_probe_and_says_it_is_incomplete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workload.engine.progress import ProgressView
     from workload.engine.runner import run_scenario
 
     lines: list[str] = []
     timers: list[threading.Timer] = []
+    update = ProgressView.update
 
-    def console(line: str) -> None:
-        lines.append(line)
-        if line.startswith("point 0 (1 of ") and not timers:  # Ctrl-C while probe 0 sends
-            timers.append(threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT)))
+    def update_and_interrupt(view: ProgressView, item: Any) -> None:
+        """Ctrl-C once probe 0 has confirmed messages: an event, not a guess of when."""
+        update(view, item)
+        if view.totals()[0] > 0 and not timers:
+            timers.append(threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)))
             timers[0].start()
 
+    monkeypatch.setattr(ProgressView, "update", update_and_interrupt)
     try:
-        outcome = run_scenario(SCENARIOS / "redis-capacity.toml", tmp_path, console=console)
+        outcome = run_scenario(SCENARIOS / "redis-capacity.toml", tmp_path, console=lines.append)
     finally:
         for timer in timers:
             timer.cancel()
