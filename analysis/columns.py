@@ -18,6 +18,7 @@ from analysis.column_model import (
     Scope,
     latency_column,
 )
+from analysis.resource_columns import RESOURCE_COLUMNS
 
 #: Every column of ``summary.csv``, in the file's order.
 COLUMNS = Columns(
@@ -187,154 +188,18 @@ COLUMNS = Columns(
     ),
     Column("clock_source", "where the clock offsets come from (chrony, single host)", Scope.POINT),
     # Resource telemetry (analysis.resources): means over the measurement period.
-    Column(
-        "limited_by",
-        "what set the pace: client CPU, broker CPU, broker disk, network, shared host, "
-        "none saturated or unknown (the rules: docs/verdict.md)",
-        Scope.RUN,
-        title="limited by",
-        long="what set the pace",
-    ),
-    Column("limited_reason", "the figures the verdict rests on", Scope.RUN),
-    Column(
-        "broker_cpu_pct",
-        "the busiest broker node's CPU, mean (100 = one core busy)",
-        Scope.RUN,
-        unit="% of a core",
-        title="broker CPU %",
-        long="broker CPU, busiest node",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_cpu_max_pct",
-        "that node's busiest second",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_thread_max_pct",
-        "a broker node's busiest thread each second, mean (at 90 % a part of the broker that "
-        "runs on one thread is saturated)",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "client_cpu_pct",
-        "the busiest client node's CPU, mean",
-        Scope.RUN,
-        unit="% of a core",
-        title="client CPU %",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "client_process_cpu_pct",
-        "the busiest client process's CPU, mean (a Python process runs on about one core)",
-        Scope.RUN,
-        unit="% of a core",
-        title="client proc CPU %",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "host_cpu_pct",
-        "the machine's CPU where broker and clients share it (a local run), mean",
-        Scope.RUN,
-        unit="% of all cores",
-        title="host CPU %",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_rss_mb",
-        "the busiest broker node's resident memory, mean",
-        Scope.RUN,
-        unit="MB",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_gc_ms_per_s",
-        "the busiest broker node's GC pause time per second (JVM brokers)",
-        Scope.RUN,
-        unit="ms/s",
-        title="GC ms/s",
-        long="broker GC pause time",
-        fmt="{:,.1f}",
-        better=Better.LOWER,
-    ),
-    Column(
-        "broker_disk_write_mb_s",
-        "bytes written to the broker nodes' data devices, all nodes (locally: the machine's "
-        "disk, anything else writing to it included)",
-        Scope.RUN,
-        unit="MB/s",
-        fmt="{:,.2f}",
-    ),
-    Column(
-        "broker_disk_write_ops_s",
-        "write operations of the busiest broker data device",
-        Scope.RUN,
-        unit="ops/s",
-        title="disk writes/s",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_disk_busy_pct",
-        "the share of time the busiest broker data device was busy",
-        Scope.RUN,
-        unit="%",
-        title="disk busy %",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_disk_flushes_s",
-        "flushes (fsync reaching the device) of the busiest broker data device, where the kernel "
-        "counts them",
-        Scope.RUN,
-        unit="1/s",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "broker_net_mb_s",
-        "the broker nodes' network traffic, in and out (locally on loopback: the machine's)",
-        Scope.RUN,
-        unit="MB/s",
-        fmt="{:,.2f}",
-    ),
-    Column(
-        "broker_cpu_us_per_msg",
-        "broker CPU time per confirmed message, all broker nodes",
-        Scope.RUN,
-        unit="µs",
-        title="broker CPU µs/msg",
-        long="broker CPU per message",
-        fmt="{:,.1f}",
-        better=Better.LOWER,
-    ),
-    Column(
-        "client_cpu_us_per_msg",
-        "client CPU time per confirmed message, all sender and receiver nodes (what sending "
-        "and receiving one message cost the harness and its client library)",
-        Scope.RUN,
-        unit="µs",
-        title="client CPU µs/msg",
-        long="client CPU per message",
-        fmt="{:,.1f}",
-        better=Better.LOWER,
-    ),
-    Column(
-        "broker_disk_bytes_per_msg",
-        "bytes written to the broker's data devices per confirmed message, all broker nodes",
-        Scope.RUN,
-        unit="bytes",
-        title="disk bytes/msg",
-        long="broker disk bytes per message",
-        fmt="{:,.0f}",
-        better=Better.LOWER,
-    ),
+    *RESOURCE_COLUMNS,
     # Declared faults (empty without): see analysis.faults. The errors, duplicates and
     # redeliveries within the faults' windows; ``duplicated`` and ``redelivered`` above are
     # the point's totals.
     Column("faults", "the faults as performed: action and node", Scope.FAULT),
+    Column(
+        "fault_shortfall",
+        "how faults did not run as declared (began 1 s late or more, or down for less than "
+        "80 % of their window; empty: as declared): the point's figures are not those of the "
+        "scenario's faults",
+        Scope.FAULT,
+    ),
     Column(
         "send_gap_s",
         "the longest stretch without a confirmed send through a fault, to 0.1 s",

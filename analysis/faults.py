@@ -110,6 +110,7 @@ class FaultFigures(Figures):
     action on), and its confirmed messages not received, split (None: not known)."""
 
     faults: str
+    fault_shortfall: str
     send_gap_s: float
     receive_gap_s: float
     fault_errors: int
@@ -124,6 +125,11 @@ class FaultFigures(Figures):
         return cls(
             "; ".join(
                 f"{e.record.describe()} ({e.record.node or 'not performed'})" for e in effects
+            ),
+            "; ".join(
+                f"fault {e.record.index} {e.record.shortfall()}"
+                for e in effects
+                if e.record.shortfall()
             ),
             max((e.send_gap.seconds for e in effects), default=0),
             max((e.receive_gap.seconds for e in effects), default=0),
@@ -290,11 +296,12 @@ def timeline_lines(effects: Iterable[FaultEffect]) -> list[str]:
             lines.append(f"fault {record.index}: {record.describe()}: {record.error or 'no data'}")
             continue
         back = f", back at {e.ended_s:.1f} s" if e.ended_s is not None else ", not back"
+        short = record.shortfall()
         lines.append(
             f"fault {record.index}: {e.label} at {e.began_s:.1f} s"
             f"{back}; no confirmed send for {_gap(e.send_gap)}, no receive for "
             f"{_gap(e.receive_gap)}; {e.errors} errors, {e.duplicated} duplicated, "
-            f"{e.redelivered} redelivered"
+            f"{e.redelivered} redelivered" + (f"; not as declared: {short}" if short else "")
         )
     return lines
 

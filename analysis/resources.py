@@ -29,7 +29,7 @@ from typing import Any
 
 from analysis.summary_row import Figures, SummaryRow
 from workload.model.record import RunContext
-from workload.model.verdict import NodeUsage, Usage, point_usage, verdict
+from workload.model.verdict import NodeUsage, Split, Usage, point_usage, verdict
 
 MB = 1_000_000.0
 
@@ -48,12 +48,16 @@ class Resources(Figures):
 
     limited_by: str
     limited_reason: str
+    disturbed: bool | None = None
     broker_cpu_pct: float | None = None
     broker_cpu_max_pct: float | None = None
     broker_thread_max_pct: float | None = None
     client_cpu_pct: float | None = None
     client_process_cpu_pct: float | None = None
     host_cpu_pct: float | None = None
+    broker_nodes_cpu_pct: float | None = None
+    clients_cpu_pct: float | None = None
+    other_cpu_pct: float | None = None
     broker_rss_mb: float | None = None
     broker_gc_ms_per_s: float | None = None
     broker_disk_write_mb_s: float | None = None
@@ -82,15 +86,20 @@ def resource_columns(usage: Usage, send: float | None) -> Resources:
     threads = [n.thread_max_pct for n in brokers if n.thread_max_pct is not None]
     broker_cores = sum(n.cpu_pct for n in brokers) / 100.0
     client_cores = sum(n.cpu_pct for n in clients) / 100.0
+    split = Split.of(usage, host) if host is not None and usage.shared_host else None
     return Resources(
         judged.limit,
         judged.reason,
+        disturbed=None if split is None else judged.disturbed,
         broker_cpu_pct=None if busiest is None else busiest.cpu_pct,
         broker_cpu_max_pct=None if busiest is None else busiest.cpu_max_pct,
         broker_thread_max_pct=None if busiest is None else max(threads, default=None),
         client_cpu_pct=None if client is None else client.cpu_pct,
         client_process_cpu_pct=None if client is None else max(n.process_max_pct for n in clients),
         host_cpu_pct=host.cpu_pct / host.cores if host is not None and usage.shared_host else None,
+        broker_nodes_cpu_pct=broker_cores * 100 if brokers else None,
+        clients_cpu_pct=client_cores * 100 if clients else None,
+        other_cpu_pct=None if split is None else split.others,
         broker_rss_mb=None if busiest is None else busiest.rss_bytes / MB,
         broker_gc_ms_per_s=None if busiest is None else busiest.gc_pause_ms_s,
         broker_disk_write_mb_s=None if written is None else written / MB,

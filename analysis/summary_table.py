@@ -196,8 +196,14 @@ def fault_lines(row: SummaryRow) -> list[str]:
     def seconds(key: str) -> str:
         return cell(row, key, "{:,.1f}")
 
+    shortfall = row.get("fault_shortfall")
     return [
         f"faults: {row['faults']}",
+        *(
+            [f"not as declared: {shortfall} (the figures are not those of the declared faults)"]
+            if shortfall
+            else []
+        ),
         f"failover gap: no confirmed send for {seconds('send_gap_s')} s, "
         f"no receive for {seconds('receive_gap_s')} s",
         f"through the faults: {count('fault_errors')} errors, "

@@ -1,4 +1,4 @@
-"""The README's "On AWS" sequence, followed as written from a clean clone, with nothing
+"""The "On AWS" sequence of docs/aws.md, followed as written from a clean clone, with nothing
 reaching AWS: ``pulumi config set`` writes the stack's file, ``cloud plan`` prices it,
 ``pulumi up`` runs the program under Pulumi's mocks, what it declared is stood up in moto
 (the bucket with the run's manifest, the machines with their tags, the EMR application),

@@ -493,6 +493,7 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
     (columns,) = fault_columns(run, {0: 5}).values()
     assert columns == {
         "faults": "kill leader at 4 s until 7 s (n0)",
+        "fault_shortfall": "",
         "send_gap_s": 3.9,
         "receive_gap_s": 3.9,
         "fault_errors": 6,
@@ -510,6 +511,12 @@ def test_the_summary_and_the_terminal_say_what_the_faults_did(tmp_path: Path) ->
         "    through the faults: 6 errors, 4 duplicated, 4 redelivered",
         "    whole point: lost 5, unavailable 0, duplicated 6, redelivered 6",
     ]
+    late = {**row, "fault_shortfall": "fault 0 began 21.0 s late; lasted 0.2 s of 12 s declared"}
+    lines = run_summary({"broker": {"title": "Kafka"}}, [late]).splitlines()
+    assert (
+        "    not as declared: fault 0 began 21.0 s late; lasted 0.2 s of 12 s declared "
+        "(the figures are not those of the declared faults)"
+    ) in lines
     assert "Faults" not in run_summary({}, [{"point": 0, "faults": ""}])
 
 
