@@ -552,10 +552,16 @@ def test_kafka_keeps_every_confirmed_message_through_a_follower_and_a_leader_kil
     assert not follower.record.leader and leader.record.leader
     assert follower.record.ended_ns and leader.record.ended_ns  # both came back
     assert result.confirmed > 0 and result.missing == result.lost == result.unavailable == 0
+    (row,) = read_summary(tmp_path)
+    if leader.record.late_s >= leader.record.until_s - leader.record.at_s:
+        # A machine so slow that the follower's restart took the leader kill's whole window:
+        # the kill came after the senders' end, and the run says so rather than hide it.
+        assert f"began {leader.record.late_s:.1f} s late" in row["fault_shortfall"]
+        assert "not as declared: fault 1 began" in stdout
+        return
     # The leader's partition had no leader for a while, then sends went on.
     assert leader.send_gap.seconds > 0 and leader.send_gap.resumed
     # The summary and the printed table carry the same figures.
-    (row,) = read_summary(tmp_path)
     assert row["lost"] == "0" and row["unavailable"] == "0" and row["faults"]
     assert float(row["send_gap_s"]) == max(f.send_gap.seconds for f in result.faults) > 0
     assert f"no confirmed send for {float(row['send_gap_s']):.1f} s" in stdout
