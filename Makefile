@@ -19,7 +19,7 @@ help:
 	@echo "make test       set up everything and run the whole test suite (what CI runs; TEST_WORKERS=2)"
 	@echo "make test-fast  only the tests that start no server and no Spark"
 	@echo "make lint       ruff + mypy"
-	@echo "make bench      recording, runner, telemetry sampler and analysis benchmarks (prints figures)"
+	@echo "make bench      recording, runner, telemetry sampler, lazy filesystem and analysis benchmarks (prints figures)"
 	@echo "make bench-peers brokerbench vs each broker's own load tool on one broker (PEERS_ARGS='--quick')"
 	@echo "make bench-soak  a 10-minute soak on a local Redis: client memory growth per hour (SOAK_ARGS='--minutes 60')"
 
@@ -84,6 +84,7 @@ lint: $(VENV)/.full
 bench: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_recording.py
 	$(BIN)/python tests/benchmarks/bench_telemetry.py
+	$(BIN)/python tests/benchmarks/bench_lazyfs.py
 	$(BIN)/python tests/benchmarks/bench_analysis.py --messages $(BENCH_MESSAGES)
 
 bench-peers: $(VENV)/.full
