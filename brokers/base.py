@@ -240,6 +240,13 @@ class FaultSupport:
     #: Its nodes can run each in a network namespace of its own (:mod:`brokers.netns`), so a
     #: node can be cut off from its peers and clients (``isolate``).
     isolates: bool = False
+    #: Its nodes' data directories can be lazy filesystems (:mod:`brokers.lazyfs`), so that
+    #: every node can lose power at once and keep only what it synced (``power-loss``).
+    power_loss: bool = False
+
+
+#: The selector of a ``power-loss`` that cuts every broker node at the same instant.
+ALL_NODES = "all"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -259,6 +260,7 @@ class LazyMount:
                 start_new_session=True,
             )
         WATCHDOG.watch_group(self._proc.pid)
+        WATCHDOG.watch_mount(self.mount)  # detached should this process be killed
         deadline = time.monotonic() + self.timeout
         while not (mounted(self.mount) and self._status().get("pid") == self._proc.pid):
             if self._proc.poll() is not None or time.monotonic() > deadline:
@@ -312,6 +314,7 @@ class LazyMount:
             WATCHDOG.release_group(proc.pid)
             self._proc = None
         detach(self.mount)
+        WATCHDOG.release_mount(self.mount)
         return self._status()
 
     def cut(self) -> dict[str, Any]:
@@ -339,9 +342,48 @@ class LazyMount:
         self.unmount()
 
 
-def cut_all(mounts: list[LazyMount]) -> list[dict[str, Any]]:
+def cut_all(
+    mounts: Sequence[LazyMount], then: Callable[[], None] | None = None
+) -> list[dict[str, Any]]:
     """Cut the power of every mount at the same instant (all are signalled before any is
-    waited for), and return their final statuses in order."""
+    waited for; ``then`` is called right after the signals, e.g. to kill the processes
+    that used them), and return their final statuses in order."""
     for mount in mounts:
         mount._signal(signal.SIGUSR1)
+    if then is not None:
+        then()
     return [mount._end(None) for mount in mounts]
+
+
+@dataclass(frozen=True)
+class LazyDisks:
+    """The disks of a run whose nodes may lose power (:class:`brokers.power.Disks`): each
+    data directory a :class:`LazyMount` over itself, in this model."""
+
+    writeback: Writeback = "never"
+    metadata: Metadata = "ordered"
+    max_dirty_bytes: int = DEFAULT_MAX_DIRTY_BYTES
+
+    def describe(self) -> dict[str, Any]:
+        """The model, as the run records it."""
+        return {
+            "writeback": self.writeback,
+            "metadata": self.metadata,
+            "max_dirty_bytes": self.max_dirty_bytes,
+        }
+
+    def mount(self, directory: Path) -> LazyMount:
+        mount = LazyMount(
+            directory,
+            directory,
+            writeback=self.writeback,
+            metadata=self.metadata,
+            max_dirty_bytes=self.max_dirty_bytes,
+        )
+        mount.start()
+        return mount
+
+    def cut(self, disks: Sequence[Any], then: Callable[[], None]) -> list[dict[str, Any]]:
+        mounts = [disk for disk in disks if isinstance(disk, LazyMount)]
+        assert len(mounts) == len(disks), "only lazy mounts can be cut"
+        return [{**status, **self.describe()} for status in cut_all(mounts, then)]

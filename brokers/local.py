@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brokers.base import Destination, Endpoints, FaultTarget, LocalCluster, NodeProcesses
+from brokers.base import ALL_NODES, Destination, Endpoints, FaultTarget, LocalCluster, NodeProcesses
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.netns import LOOPBACK, NodeHosts
+from brokers.power import DISKS, PowerSupply
 from brokers.watchdog import WATCHDOG
 
 __all__ = ["LOOPBACK", "NodeHosts"]
@@ -128,6 +129,8 @@ class ManagedProcess:
     cwd: Path | None = None
     #: Whether the server answers (e.g. its port is open): awaited after a restart.
     ready: Callable[[], bool] | None = field(default=None, repr=False)
+    #: Its data directory: mounted on the run's disks (:mod:`brokers.power`) before it starts.
+    data_dir: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> ManagedProcess:
@@ -301,6 +304,9 @@ class ProcessCluster(LocalCluster):
         #: Further directories removed with the work directory (e.g. data owned by another user).
         self.cleanup: list[Path] = []
         self.endpoints = Endpoints(hosts=())
+        disks = DISKS.get()
+        #: The nodes' data directories on disks that can lose power (``power-loss``).
+        self.power = PowerSupply(disks) if disks is not None else None
         self._stopped = False
         self._watched: list[Path] = []
         self._watch(workdir)  # before anything is written into it
@@ -331,6 +337,8 @@ class ProcessCluster(LocalCluster):
             self.slots[node.name] = slot
         for directory in [self.workdir, *self.cleanup]:
             self._watch(directory)
+        if self.power is not None and node.data_dir is not None:
+            self.power.mount(node.name, node.data_dir)
         self.nodes.append(node.start())
         return node
 
@@ -381,6 +389,8 @@ class ProcessCluster(LocalCluster):
         """The leader, the first follower that runs, or the node at an index."""
         names = self.fault_nodes()
         leader = self.leader(destination)
+        if selector == ALL_NODES:
+            return FaultTarget(ALL_NODES, True)
         if selector == "leader":
             name = leader
         elif selector == "follower":
@@ -395,6 +405,8 @@ class ProcessCluster(LocalCluster):
         return FaultTarget(name, name == leader)
 
     def fault(self, name: str, action: str) -> None:
+        if action == "power-loss":
+            return self._cut_power(self._named(name))
         node = self.node(name)
         if action == "kill":
             node.kill()
@@ -408,6 +420,8 @@ class ProcessCluster(LocalCluster):
             raise BrokerError(f"{action} is not available for nodes started here")
 
     def recover(self, name: str, action: str, wait: float = 0.0) -> None:
+        if action == "power-loss":
+            return self._restore_power(self._named(name), wait)
         node = self.node(name)
         if action == "pause":
             node.resume()
@@ -415,6 +429,30 @@ class ProcessCluster(LocalCluster):
             self.hosts.mend(self._slot(name))
         else:
             node.restart(wait)
+
+    def _named(self, name: str) -> list[ManagedProcess]:
+        """The node ``name``, or every broker node for ``"all"``."""
+        return [self.node(n) for n in (self.fault_nodes() if name == ALL_NODES else [name])]
+
+    def _cut_power(self, nodes: list[ManagedProcess]) -> None:
+        """Every disk of ``nodes`` loses what was not synced at one instant, and at once
+        (nothing more can become durable) every process of theirs gets SIGKILL."""
+        if self.power is None:
+            raise BrokerError("power-loss needs the data directories on the lazy filesystem")
+        groups = [n.proc.pid for n in nodes if n.proc is not None and n.alive()]
+        self.power.cut([n.name for n in nodes], groups)
+        for node in nodes:
+            node.kill()  # reaped; what is left of a group is killed again
+
+    def _restore_power(self, nodes: list[ManagedProcess], wait: float) -> None:
+        """The disks come back with only what was synced, then the nodes start again."""
+        assert self.power is not None
+        self.power.restore([n.name for n in nodes])
+        for node in nodes:
+            node.restart()
+        for node in nodes:
+            if wait > 0 and node.ready is not None:
+                wait_until(node.ready, f"{node.name} restarting", wait, node.log_path, node)
 
     def _slot(self, name: str) -> int:
         if name not in self.slots:
@@ -432,6 +470,8 @@ class ProcessCluster(LocalCluster):
             if group:
                 with ThreadPoolExecutor(max_workers=len(group)) as pool:
                     list(pool.map(self._stop_node, group))
+        if self.power is not None:
+            self.power.unmount()
         self.hosts.close()
         if not self.keep:
             for directory in [self.workdir, *self.cleanup]:

@@ -12,13 +12,16 @@ holds open:
   stopped;
 * ``+dir <path>`` / ``-dir <path>`` — a work (or Spark scratch) directory created / removed;
 * ``+netns <name>`` / ``-netns <name>`` and ``+link <name>`` / ``-link <name>`` — a network
-  namespace and a bridge of :mod:`brokers.netns` created / removed.
+  namespace and a bridge of :mod:`brokers.netns` created / removed;
+* ``+mount <path>`` / ``-mount <path>`` — a lazy filesystem (:mod:`brokers.lazyfs`) mounted
+  over a data directory / unmounted.
 
 When the pipe closes while groups are still registered (the coordinator is gone: it
 exited, or was killed, whatever the signal), the guard kills those groups with every
 descendant of their members (a server that ``runuser`` started in a session of its own),
 waits until they are gone — a helper still writing would recreate what is deleted — then
-deletes those directories and removes those namespaces and links, and exits. A coordinator that stops its brokers itself unregisters them first,
+detaches those mounts lazily (``fusermount3 -uz``: the filesystem's own guard is one of the
+killed processes' descendants), deletes those directories and removes those namespaces and links, and exits. A coordinator that stops its brokers itself unregisters them first,
 so the guard then has nothing to do.
 """
 
@@ -66,6 +69,12 @@ class Watchdog:
 
     def release_link(self, name: str) -> None:
         self._send(f"-link {name}")
+
+    def watch_mount(self, path: Path) -> None:
+        self._send(f"+mount {path}")
+
+    def release_mount(self, path: Path) -> None:
+        self._send(f"-mount {path}")
 
     def _send(self, line: str) -> None:
         with self._lock:
@@ -139,7 +148,7 @@ def _running(pid: int) -> bool:
 def guard(lines: IO[str]) -> None:
     """Read registrations until the pipe closes, then end what is still registered."""
     groups: set[int] = set()
-    named: dict[str, set[str]] = {"dir": set(), "netns": set(), "link": set()}
+    named: dict[str, set[str]] = {"dir": set(), "netns": set(), "link": set(), "mount": set()}
     for line in lines:
         op, _, value = line.rstrip("\n").partition(" ")
         kind = op[1:]
@@ -156,6 +165,8 @@ def guard(lines: IO[str]) -> None:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(_running(pid) for pid in doomed):
         time.sleep(0.02)
+    for path in named["mount"]:  # before the directories: a dead mount cannot be deleted
+        subprocess.run(["fusermount3", "-u", "-z", path], capture_output=True, check=False)
     for path in named["dir"]:
         shutil.rmtree(path, ignore_errors=True)
     for what in ("netns", "link"):  # namespaces first: their veth ends go with them

@@ -111,6 +111,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             follower="a streaming standby",
             fails_over=False,
             isolates=True,
+            power_loss=True,
         )
 
     def missing(self) -> str | None:
@@ -254,6 +255,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             log_path=workdir / f"{name}.log",
             env=env,
             ready=lambda: port_open(host, port),
+            data_dir=data,
         )
 
 

@@ -115,6 +115,7 @@ class RedisLocal(LocalDeployment["RedisParams"]):
             follower="a replica",
             fails_over=False,
             isolates=True,
+            power_loss=True,
         )
 
     def missing(self) -> str | None:
@@ -166,6 +167,7 @@ class RedisLocal(LocalDeployment["RedisParams"]):
                 [binary, str(conf)],
                 cluster.workdir / f"{name}.log",
                 ready=lambda: port_open(host, port),
+                data_dir=data,
             ),
             slot=slot,
         )

@@ -32,11 +32,12 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal, Protocol
 
 from brokers import registry
-from brokers.base import Destination, FaultTarget, LocalCluster
+from brokers.base import ALL_NODES, Destination, FaultTarget, LocalCluster
+from brokers.local import ProcessCluster
 from workload.model.errors import first_line
 from workload.model.faults import FaultRecord, FaultSpec, PointTimeline
 from workload.model.scenario import Scenario
@@ -106,12 +107,15 @@ class FaultClock:
         fails_over: bool,
         actuator: Actuator,
         say: Console,
+        every: Collection[str] = (),
     ) -> None:
         self.point = point
         self.actuator = actuator
         self.say = say
         self.records = planned(faults, fails_over)
         self.selectors = [f.node for f in faults]
+        #: The nodes a power-loss of ``"all"`` takes down.
+        self.every = set(every)
         #: (seconds after the start of sending, fault, True to begin / False to end it).
         self.plan = schedule(faults)
         #: Problems that fail the run: a fault not performed, a node not brought back.
@@ -159,6 +163,8 @@ class FaultClock:
                 record.late_s = round(late, 1)
             if i in self._begun and record.until_s is not None:
                 heapq.heappush(due, (record.until_s + max(0.0, late), i, False))
+            elif i in self._begun and record.action == "power-loss":  # back at once
+                heapq.heappush(due, (seconds + max(0.0, late), i, False))
 
     def _begin(self, i: int) -> None:
         record = self.records[i]
@@ -166,18 +172,21 @@ class FaultClock:
             target = self.actuator.target(self.selectors[i], self.declared_down())
             record.node, record.leader = target.name, target.leader
             with self._lock:  # declared before it happens: the runner never sees it undeclared
-                self._down.add(target.name)
+                self._down |= self._nodes(target.name)
             record.began_ns = self.actuator.begin(record)
         except Exception as exc:  # no leader known, the node refused, S3 refused the marker …
             record.error = f"not performed: {first_line(exc)}"
             self.errors.append(f"fault {i} ({record.describe()}) was {record.error}")
             self.say(f"fault {i} ({record.describe()}) {record.error}")
             with self._lock:
-                self._down.discard(record.node)
+                self._down -= self._nodes(record.node)
             return
         self._begun.add(i)
         role = "leader" if record.leader else "not the leader"
         self.say(f"fault {i}: {record.action} {record.node} ({role})")
+
+    def _nodes(self, name: str) -> set[str]:
+        return set(self.every) if name == ALL_NODES else {name}
 
     def _end(self, i: int, why: Why) -> int | None:
         """Bring the node of fault ``i`` back; when it was (None: it failed, or is known
@@ -190,7 +199,7 @@ class FaultClock:
             self.errors.append(f"fault {i} ({record.describe()}): {record.error}")
             return None
         with self._lock:
-            self._down.discard(record.node)
+            self._down -= self._nodes(record.node)
         if when is not None:
             self.say(f"fault {i}: {record.node} back")
         return when
@@ -226,6 +235,9 @@ class ClusterFaults:
     def begin(self, record: FaultRecord) -> int:
         issued = time.time_ns()
         self.cluster.fault(record.node, record.action)
+        if record.action == "power-loss" and isinstance(self.cluster, ProcessCluster):
+            power = self.cluster.power
+            record.power_cut = power.last_cut if power is not None else []
         return issued
 
     def end(self, record: FaultRecord, why: Why) -> int:
@@ -254,6 +266,6 @@ def start_faults(
     support = local.fault_support(scenario.broker.topology) if local is not None else None
     assert support is not None  # the scenario was validated against it
     actuator = ClusterFaults(cluster, destination)
-    return FaultClock(
-        point, scenario.faults, support.fails_over, actuator, lambda line: console(f"  {line}")
-    )
+    say: Console = lambda line: console(f"  {line}")  # noqa: E731
+    every = [node.name for node in cluster.processes()]
+    return FaultClock(point, scenario.faults, support.fails_over, actuator, say, every)

@@ -32,10 +32,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from brokers import registry
+from brokers import lazyfs, registry
 from brokers.base import BrokerSystem, Endpoints, LocalCluster
 from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
+from brokers.power import data_on
 from brokers.watchdog import WATCHDOG
 from workload.engine.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.engine.coordinator import Coordinator, SweepPlace, places
@@ -77,7 +78,7 @@ def broker_endpoints(
         yield section.given_endpoints(), None
         return
     assert system.local is not None
-    reason = system.local.missing()
+    reason = system.local.missing() or (lazyfs.missing() if lazy_disks(scenario) else None)
     if reason:
         raise BrokerUnavailable(reason)
     workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-{system.name}-"))
@@ -86,10 +87,14 @@ def broker_endpoints(
     isolating = any(f.action == "isolate" for f in scenario.faults)
     hosts = Namespaces() if isolating else NodeHosts()
     where = "on this machine, a network namespace per node" if isolating else "on this machine"
+    disks = lazy_disks(scenario)
+    if disks is not None:
+        where += f", data on the lazy filesystem ({_model(disks)})"
     console(f"starting {system.title} ({section.topology}) {where}…")
     started = time.monotonic()
     try:
-        cluster = system.local.start(section.topology, scenario.broker_params(), workdir, hosts)
+        with data_on(disks):
+            cluster = system.local.start(section.topology, scenario.broker_params(), workdir, hosts)
     except BaseException:
         hosts.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -106,6 +111,22 @@ def broker_endpoints(
         shutil.rmtree(workdir, ignore_errors=True)
         WATCHDOG.release_dir(workdir)
         console(f"{system.title} stopped")
+
+
+def lazy_disks(scenario: Scenario) -> lazyfs.LazyDisks | None:
+    """A scenario with a power-loss fault keeps its nodes' data on the lazy filesystem, in
+    the model of a journaling filesystem (ext4, XFS: a file's sync commits its own creation
+    and renames), nothing written back unsynced; without one, data is where it is."""
+    if not any(f.action == "power-loss" for f in scenario.faults):
+        return None
+    return lazyfs.LazyDisks(writeback="never", metadata="ordered")
+
+
+def _model(disks: lazyfs.LazyDisks) -> str:
+    return (
+        f"writeback {disks.writeback}, metadata {disks.metadata}, "
+        f"at most {disks.max_dirty_bytes >> 20} MiB unsynced"
+    )
 
 
 def run_scenario(scenario_path: Path, results_root: Path, console: Console = print) -> RunOutcome:
@@ -126,6 +147,9 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     preflight(results_root, points if search is None else _search_bound(scenario))
     with broker_endpoints(scenario, system, console) as (endpoints, cluster):
         broker_info = broker_entry(scenario, system, endpoints, scenario.broker.topology)
+        disks = lazy_disks(scenario) if cluster is not None else None
+        if disks is not None:  # the model its power-loss faults were measured in
+            broker_info["lazy_fs"] = disks.describe()
         context = build_context(
             run_id,
             scenario,

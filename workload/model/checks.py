@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from brokers import registry
-from brokers.base import FAULT_ROLES, FaultSupport
+from brokers.base import ALL_NODES, FAULT_ROLES, FaultSupport
 from workload.model.bounds import MAX_RATE, MIN_RATE
 from workload.model.errors import Loc, Problem, key_path, problems_of
 from workload.model.faults import FaultSpec
@@ -285,6 +285,12 @@ def fault_support(scenario: Scenario) -> tuple[FaultSupport, str] | Problem:
             "faults need deployment = 'local' or an AWS stack's brokers: brokerbench acts "
             "only on broker nodes it started itself",
         )
+    if on_aws and any(f.action == "power-loss" for f in scenario.faults):
+        return Problem(
+            first,
+            "power-loss is not available on AWS: it needs the lazy filesystem under the nodes "
+            "brokerbench starts here (deployment = 'local'; docs/faults.md)",
+        )
     if on_aws:
         assert section.aws_topology is not None
         found = aws_fault_support(scenario, section.aws_topology)
@@ -297,7 +303,7 @@ def fault_support(scenario: Scenario) -> tuple[FaultSupport, str] | Problem:
         if local_support is None:
             return Problem(first, f"faults are not supported for {system.title} yet")
         support, topology = local_support, repr(section.topology)
-    if support.nodes < 2:
+    if support.nodes < 2 and any(f.action != "power-loss" for f in scenario.faults):
         return Problem(
             ("faults", 0, "node"),
             f"topology {topology} has one node: a fault would take the whole "
@@ -316,6 +322,15 @@ def _fault_fits(
     problems: list[Problem] = []
     if fault.action == "isolate" and not support.isolates:
         problems.append(Problem((*at, "action"), isolate_unavailable(title)))
+    if fault.action == "power-loss" and not support.power_loss:
+        problems.append(
+            Problem(
+                (*at, "action"),
+                f"power-loss is not available for {title} ({topology}) here: its nodes' data "
+                "directories are not put on the lazy filesystem yet (docs/faults.md names the "
+                "systems whose are)",
+            )
+        )
     if isinstance(fault.node, int) and fault.node >= support.nodes:
         problems.append(
             Problem(
@@ -346,6 +361,7 @@ def _fault_fits(
                 "until the point ends (leave out until)",
             )
         )
+    problems += _outage(scenario, i, fault, support.nodes)
     if fault.node == "leader" and not support.fails_over:
         # Workers keep failing while nothing leads, and give up after failure_timeout.
         limit = scenario.load.failure_timeout
@@ -362,11 +378,33 @@ def _fault_fits(
     return problems
 
 
+def _outage(scenario: Scenario, i: int, fault: FaultSpec, nodes: int) -> list[Problem]:
+    """A power-loss of every node (``"all"``, or the only one) that lasts so long that the
+    workers, failing meanwhile, give up (after ``load.failure_timeout``)."""
+    limit = scenario.load.failure_timeout
+    whole = fault.node == ALL_NODES or nodes == 1
+    if fault.action != "power-loss" or not whole or fault.until is None:
+        return []
+    if fault.until - fault.at < limit:
+        return []
+    return [
+        Problem(
+            ("faults", i, "until"),
+            f"while every node is down, workers fail and give up after load.failure_timeout "
+            f"({limit:g} s): give an until less than that after at",
+        )
+    ]
+
+
 def _overlaps(scenario: Scenario, i: int) -> list[Problem]:
     """The later faults that overlap fault ``i``: faults happen one at a time."""
     faults, duration = scenario.faults, scenario.load.duration
     fault = faults[i]
-    ends = fault.until if fault.until is not None else duration
+
+    def end(f: FaultSpec) -> float:  # a power-loss without until is back at once
+        return f.until if f.until is not None else f.at if f.action == "power-loss" else duration
+
+    ends = end(fault)
     return [
         Problem(
             ("faults", j, "at"),
@@ -374,8 +412,7 @@ def _overlaps(scenario: Scenario, i: int) -> list[Problem]:
             f"({fault.describe()}): faults happen one at a time",
         )
         for j, later in enumerate(faults[i + 1 :], start=i + 1)
-        if fault.at <= later.at < ends
-        or later.at <= fault.at < (later.until if later.until is not None else duration)
+        if fault.at <= later.at < ends or later.at <= fault.at < end(later)
     ]
 
 

@@ -11,20 +11,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from brokers.base import FAULT_ROLES
+from brokers.base import ALL_NODES, FAULT_ROLES
 from workload.model.bounds import MAX_FAULT_NODE, Duration, PositiveDuration, Strict
 from workload.model.errors import RecordsNotWritten, conflict
 from workload.model.layout import LAYOUT
 
 
 def check_selector(value: Any) -> Any:
-    """A fault's ``node``: ``"leader"``, ``"follower"`` or a node index (one message if not)."""
-    if value in FAULT_ROLES:
+    """A fault's ``node``: ``"leader"``, ``"follower"``, a node index or ``"all"`` (a
+    power-loss's alone; one message if not)."""
+    if value in FAULT_ROLES or value == ALL_NODES:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FAULT_NODE:
         return value
     raise ValueError(
-        f'expected "leader", "follower" or a node index (0 to {MAX_FAULT_NODE}), got {value!r}'
+        f'expected "leader", "follower", "all" (power-loss) or a node index '
+        f"(0 to {MAX_FAULT_NODE}), got {value!r}"
     )
 
 
@@ -41,10 +43,12 @@ class FaultSpec(Strict):
         description="When the fault begins: seconds after the start of sending of each sweep "
         "point; within load.duration."
     )
-    action: Literal["kill", "stop", "pause", "isolate"] = Field(
+    action: Literal["kill", "stop", "pause", "isolate", "power-loss"] = Field(
         description="kill (SIGKILL), stop (clean shutdown), pause (SIGSTOP until `until`), "
         "isolate (cut off from peers and clients until `until`; systems whose nodes run in "
-        "network namespaces of their own)."
+        "network namespaces of their own), power-loss (every named node at the same instant "
+        "loses what it did not sync and dies, SIGKILL; back at `until`, or at once, with only "
+        "its synced data: data directories on the lazy filesystem, docs/durability.md)."
     )
     node: Annotated[
         str | int,
@@ -52,21 +56,36 @@ class FaultSpec(Strict):
         WithJsonSchema(
             {
                 "anyOf": [
-                    {"enum": list(FAULT_ROLES)},
+                    {"enum": [*FAULT_ROLES, ALL_NODES]},
                     {"type": "integer", "minimum": 0, "maximum": MAX_FAULT_NODE},
                 ]
             }
         ),
     ] = Field(
         description='"leader", "follower" (what leads is the system\'s to say, see docs/faults.md) '
-        "or a node index from 0."
+        'or a node index from 0; a power-loss also "all", its default (every broker node).',
     )
     until: PositiveDuration | None = Field(
         None,
-        description="When the node returns (restart after kill/stop, resume after pause): "
-        "seconds after the start of sending, after `at`, at most load.duration. Unset: it "
-        "stays down until the point ends (and is brought back before the next point).",
+        description="When the node returns (restart after kill/stop/power-loss, resume after "
+        "pause): seconds after the start of sending, after `at`, at most load.duration. Unset: "
+        "it stays down until the point ends (and is brought back before the next point); a "
+        "power-loss's nodes come back at once.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _all_nodes_by_default(cls, data: Any) -> Any:
+        """A power-loss that names no node cuts every broker node."""
+        if isinstance(data, dict) and data.get("action") == "power-loss" and "node" not in data:
+            return {**data, "node": ALL_NODES}
+        return data
+
+    @model_validator(mode="after")
+    def _all_is_a_power_loss(self) -> FaultSpec:
+        if self.node == ALL_NODES and self.action != "power-loss":
+            raise conflict(("node",), f"node = \"all\" is a power-loss's, not a {self.action}'s")
+        return self
 
     @model_validator(mode="after")
     def _until_after_at(self) -> FaultSpec:
@@ -117,6 +136,11 @@ class FaultRecord(BaseModel):
     late_s: float = 0.0
     #: Why the fault was not performed or the node could not be brought back.
     error: str = ""
+    #: A power-loss: per node cut, its lazy filesystem's final status at the cut — ``node``,
+    #: the model (``writeback``, ``metadata``), ``dropped_bytes``, ``dropped_files``,
+    #: ``undone_metadata``, ``written_through_bytes`` (past its memory bound: what was lost
+    #: is then a lower bound) … (:mod:`brokers.lazyfs`).
+    power_cut: list[dict[str, Any]] = Field(default_factory=list)
     #: Not in the scenario: a broker node that died by itself (action ``"died"``; the run
     #: fails, but what the death did is analysed as a declared fault's effect is).
     undeclared: bool = False
