@@ -122,15 +122,20 @@ class PostgresAdapter(Adapter[int]):
         self.conn: psycopg.Connection[Any] | None = None
         self.cursor: psycopg.Cursor[Any] | None = None
         table = _table(destination)
-        self._insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
-        self._claim = sql.SQL(
+        # Rendered once: psycopg would compose a sql.Composed again at every execute (a
+        # tenth of a receiver's CPU in py-spy), where a query of bytes is found in its cache.
+        insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
+        claim = sql.SQL(
             "UPDATE {t} SET next_delivery = now() + make_interval(secs => %b), "
             "deliveries = {t}.deliveries + 1 "
             "FROM (SELECT id FROM {t} WHERE next_delivery <= now() ORDER BY id "
             "LIMIT %b FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
             "RETURNING {t}.id, {t}.content, {t}.deliveries"
         ).format(t=table)
-        self._delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
+        delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
+        self._insert, self._claim, self._delete = (
+            statement.as_bytes(None) for statement in (insert, claim, delete)
+        )
         self._open()
 
     def _open(self) -> psycopg.Cursor[Any]:
@@ -141,7 +146,7 @@ class PostgresAdapter(Adapter[int]):
         self.cursor = self.conn.cursor(binary=True)
         return self.cursor
 
-    def _execute(self, statement: sql.Composed, values: tuple[Any, ...]) -> psycopg.Cursor[Any]:
+    def _execute(self, statement: bytes, values: tuple[Any, ...]) -> psycopg.Cursor[Any]:
         cursor = self.cursor if self.cursor is not None else self._open()
         try:
             return cursor.execute(statement, values, prepare=True)
