@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
+from brokers.golang import go_binary
 from brokers.jvm import cache_dir
 from brokers.local import run_checked
 from brokers.watchdog import WATCHDOG
@@ -62,14 +63,6 @@ def binary() -> Path:
 
 def built() -> bool:
     return binary().is_file()
-
-
-def go_binary() -> str | None:
-    found = shutil.which("go")
-    if found:
-        return found
-    fallback = Path("/usr/local/go/bin/go")
-    return str(fallback) if fallback.is_file() else None
 
 
 def missing() -> str | None:

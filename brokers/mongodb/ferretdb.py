@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brokers.errors import BrokerStartError, BrokerUnavailable
+from brokers.golang import go_binary
 from brokers.jvm import cache_dir
 from brokers.local import run_checked
 
@@ -62,14 +63,6 @@ def binary() -> Path:
 
 def built() -> bool:
     return (build_dir() / ".complete").exists() and binary().is_file()
-
-
-def go_binary() -> str | None:
-    found = shutil.which("go")
-    if found:
-        return found
-    fallback = Path("/usr/local/go/bin/go")
-    return str(fallback) if fallback.is_file() else None
 
 
 def apply_patches(src: Path) -> None:
