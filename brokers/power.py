@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol
 
 from brokers.errors import BrokerError
+from brokers.watchdog import processes_of
 
 
 class Disk(Protocol):
@@ -78,15 +80,20 @@ class PowerSupply:
             self.mounted[name] = self.disks.mount(directory)
 
     def cut(self, names: Sequence[str], groups: Sequence[int]) -> list[dict[str, Any]]:
-        """Cut the power of the nodes ``names`` at one instant, and at once SIGKILL their
-        process ``groups``."""
+        """Cut the power of the nodes ``names`` at one instant, and at once SIGKILL every
+        process of their process ``groups`` and every descendant of one — also those in
+        sessions of their own (PostgreSQL's backends: one left alive may wait for ever on
+        a lock a killed process held)."""
         unmounted = [name for name in names if name not in self.mounted]
         if unmounted:
             raise BrokerError(
                 f"{', '.join(unmounted)} keeps no data directory on the lazy filesystem: "
                 "it cannot lose power here"
             )
-        statuses = self.disks.cut([self.mounted[name] for name in names], lambda: _kill(groups))
+        doomed = processes_of(set(groups))  # found before the cut: it must not wait for this
+        disks = [self.mounted[name] for name in names]
+        statuses = self.disks.cut(disks, lambda: _kill(doomed, groups))
+        _gone(doomed)
         self.last_cut = [
             {"node": name, **status} for name, status in zip(names, statuses, strict=True)
         ]
@@ -102,7 +109,19 @@ class PowerSupply:
             disk.unmount()
 
 
-def _kill(groups: Sequence[int]) -> None:
+def _kill(pids: set[int], groups: Sequence[int]) -> None:
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _gone(pids: set[int], timeout: float = 10.0) -> None:
+    """Wait until no process of ``pids`` exists, reaped zombies included: a server that
+    finds the process of its lock file (``postmaster.pid``) still there refuses to start.
+    One never reaped (by an init that reaps nothing) is waited for ``timeout`` at most."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+        time.sleep(0.02)
