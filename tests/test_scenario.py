@@ -641,7 +641,13 @@ def test_faults_are_in_the_json_schema() -> None:
     assert "faults" in schema["properties"]
     fault = schema["$defs"]["FaultSpec"]
     assert set(fault["properties"]) == {"at", "action", "node", "until"}
-    assert fault["properties"]["action"]["enum"] == ["kill", "stop", "pause", "isolate"]
+    assert fault["properties"]["action"]["enum"] == [
+        "kill",
+        "stop",
+        "pause",
+        "isolate",
+        "power-loss",
+    ]
     assert fault["additionalProperties"] is False
 
 

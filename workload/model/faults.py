@@ -25,8 +25,8 @@ def check_selector(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FAULT_NODE:
         return value
     raise ValueError(
-        f'expected "leader", "follower", "all" (power-loss) or a node index '
-        f"(0 to {MAX_FAULT_NODE}), got {value!r}"
+        f'expected "leader", "follower" or a node index (0 to {MAX_FAULT_NODE}) — or, for a '
+        f'power-loss, "all" — got {value!r}'
     )
 
 
