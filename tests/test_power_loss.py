@@ -82,6 +82,23 @@ def test_power_loss_is_checked_against_the_system_the_outage_and_the_deployment(
     assert "power-loss is not available on AWS" in problems(aws)
 
 
+def test_without_fuse_a_power_loss_run_is_one_line_and_starts_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workload.shell.cli import main
+
+    monkeypatch.setattr(registry.get("redis").local, "missing", lambda: None)
+    line = "fusermount3 not found: install the Debian package fuse3 (apt-get install fuse3)"
+    monkeypatch.setattr(lazyfs, "missing", lambda: line)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    results = tmp_path / "results"
+    code = main(["run", str(SCENARIOS / "redis-power-loss.toml"), "--results", str(results)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"brokerbench: a power-loss fault needs the lazy filesystem: {line}"]
+    assert not list(tmp_path.glob("brokerbench-*")) and not list(results.glob("*/context.json"))
+
+
 # -- real runs (slow) ---------------------------------------------------------------------
 
 

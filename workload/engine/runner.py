@@ -53,7 +53,7 @@ from workload.engine.search import (
     unjudged,
 )
 from workload.engine.search import estimated_seconds as search_seconds
-from workload.model.errors import RecordsNotWritten, one_line
+from workload.model.errors import RecordsNotWritten, UserError, one_line
 from workload.model.layout import LAYOUT
 from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
 from workload.model.scenario import Scenario, expand
@@ -78,9 +78,12 @@ def broker_endpoints(
         yield section.given_endpoints(), None
         return
     assert system.local is not None
-    reason = system.local.missing() or (lazyfs.missing() if lazy_disks(scenario) else None)
+    reason = system.local.missing()
     if reason:
         raise BrokerUnavailable(reason)
+    reason = lazyfs.missing() if lazy_disks(scenario) else None
+    if reason:  # exit 2, nothing started
+        raise UserError(f"a power-loss fault needs the lazy filesystem: {reason}")
     workdir = Path(tempfile.mkdtemp(prefix=f"brokerbench-{system.name}-"))
     WATCHDOG.watch_dir(workdir)  # at once: a coordinator killed during start-up leaves nothing
     # Nodes a fault isolates need hosts of their own (a network namespace each).
