@@ -387,10 +387,10 @@ class ProcessCluster(LocalCluster):
 
     def fault_target(self, selector: str | int, destination: Destination) -> FaultTarget:
         """The leader, the first follower that runs, or the node at an index."""
+        if selector == ALL_NODES:  # a power-loss of every node: the leader's among them
+            return FaultTarget(ALL_NODES, True)
         names = self.fault_nodes()
         leader = self.leader(destination)
-        if selector == ALL_NODES:
-            return FaultTarget(ALL_NODES, True)
         if selector == "leader":
             name = leader
         elif selector == "follower":

@@ -123,5 +123,15 @@ def _gone(pids: set[int], timeout: float = 10.0) -> None:
     finds the process of its lock file (``postmaster.pid``) still there refuses to start.
     One never reaped (by an init that reaps nothing) is waited for ``timeout`` at most."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+    while time.monotonic() < deadline and any(_exists(pid) for pid in pids):
         time.sleep(0.02)
+
+
+def _exists(pid: int) -> bool:
+    """Whether ``pid`` still exists, but for a zombie child of this process (the node's
+    leader: its :class:`~brokers.local.ManagedProcess` reaps it)."""
+    try:
+        state, ppid = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[:2]
+    except (OSError, ValueError):
+        return False
+    return not (state == b"Z" and int(ppid) == os.getpid())

@@ -22,7 +22,8 @@ import tempfile
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,11 @@ import pytest
 import toml
 
 from brokers import lazyfs, registry
+from brokers.base import Destination
+from brokers.local import ManagedProcess, ProcessCluster
+from brokers.power import data_on
 from tests.conftest import ROOT, SCENARIOS, brokerbench
+from workload.engine.faults import ClusterFaults, FaultClock
 from workload.model.errors import ScenarioError
 from workload.model.faults import FaultSpec, PointTimeline, read_timelines
 from workload.model.layout import LAYOUT
@@ -97,6 +102,73 @@ def test_without_fuse_a_power_loss_run_is_one_line_and_starts_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"brokerbench: a power-loss fault needs the lazy filesystem: {line}"]
     assert not list(tmp_path.glob("brokerbench-*")) and not list(results.glob("*/context.json"))
+
+
+class FakeDisks:
+    """Disks that log what is done to them (no FUSE needed)."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, ...]] = []
+
+    def mount(self, directory: Path) -> FakeDisk:
+        self.log.append(("mount", directory.name))
+        return FakeDisk(self.log, directory.name)
+
+    def cut(self, disks: Sequence[Any], then: Callable[[], None]) -> list[dict[str, Any]]:
+        self.log.append(("cut", *(disk.name for disk in disks)))
+        then()
+        return [{"dropped_bytes": 1} for _ in disks]
+
+
+@dataclass
+class FakeDisk:
+    log: list[tuple[str, ...]]
+    name: str
+
+    def start(self) -> None:
+        self.log.append(("start", self.name))
+
+    def unmount(self) -> dict[str, Any]:
+        self.log.append(("unmount", self.name))
+        return {}
+
+
+def test_a_cluster_cuts_every_node_at_once_and_starts_them_again(tmp_path: Path) -> None:
+    disks = FakeDisks()
+    with data_on(disks):
+        cluster = ProcessCluster("cluster", tmp_path / "work")
+    assert data_on is not None and ProcessCluster("other", tmp_path / "w2").power is None
+    for name in ("a", "b"):
+        cluster.add(
+            ManagedProcess(
+                name, ["sleep", "60"], tmp_path / f"{name}.log", data_dir=tmp_path / name
+            )
+        )
+    before = [n.proc.pid for n in cluster.nodes if n.proc is not None]
+    spec = FaultSpec.model_validate({"at": 0, "action": "power-loss"})  # back at once
+    clock = FaultClock(
+        0, [spec], False, ClusterFaults(cluster, Destination("d")), print, ["a", "b"]
+    )
+    clock.start()
+    deadline = time.monotonic() + 10
+    while clock.records[0].ended_ns is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (record,) = clock.finish(restore=False).faults
+    assert (record.node, record.leader, record.error) == ("all", True, "")
+    assert record.power_cut == [
+        {"node": "a", "dropped_bytes": 1},
+        {"node": "b", "dropped_bytes": 1},
+    ]
+    assert disks.log == [
+        ("mount", "a"),
+        ("mount", "b"),
+        ("cut", "a", "b"),
+        ("start", "a"),
+        ("start", "b"),
+    ]
+    assert cluster.dead_nodes() == [] and all(not Path(f"/proc/{pid}").exists() for pid in before)
+    cluster.stop()
+    assert disks.log[-2:] == [("unmount", "a"), ("unmount", "b")]
 
 
 # -- real runs (slow) ---------------------------------------------------------------------
