@@ -45,6 +45,10 @@ CONSUMER = "brokerbench"
 CONNECT_TIMEOUT = 15.0
 #: Lifetime of one pull request on the server.
 PULL_EXPIRES = 1.0
+#: A pull request asks for this many receive batches at once: a receiver whose request
+#: brought only one batch waited a round trip to the server for each (receivers fell
+#: behind the senders); what arrives ahead waits in the worker's queue, as a prefetch.
+PULL_AHEAD = 4
 #: JetStream API calls made while a (new) cluster elects leaders are retried this long.
 API_RETRY = 60.0
 
@@ -259,10 +263,10 @@ def _value(item: Any) -> Any:
 class PullConsumer:
     """Pull requests to the durable consumer, answered into a private inbox.
 
-    One request (``batch`` = ``max_n``, expiring after :data:`PULL_EXPIRES`) is in flight
-    at a time; messages it brings are queued and handed out as soon as one is there
-    (nats-py's ``fetch`` waits for the whole batch or its timeout, which would add up to a
-    second to the measured latency at low rates).
+    One request (``batch`` = :data:`PULL_AHEAD` × ``max_n``, expiring after
+    :data:`PULL_EXPIRES`) is in flight at a time; messages it brings are queued and handed
+    out as soon as one is there (nats-py's ``fetch`` waits for the whole batch or its
+    timeout, which would add up to a second to the measured latency at low rates).
     """
 
     def __init__(self, client: Client, stream: str) -> None:
@@ -306,7 +310,7 @@ class PullConsumer:
             if now >= deadline:
                 return []
             if now >= self.active_until:
-                await self._request(max_n)
+                await self._request(PULL_AHEAD * max_n)
             self.arrived.clear()
             timeout = max(0.0, min(deadline, self.active_until) - time.monotonic())
             with contextlib.suppress(TimeoutError):
