@@ -376,7 +376,13 @@ def _entry(system: str, label: str, ours: float, theirs: float, **peer: Any) -> 
         "notes": ["a note"],
         "rows": [
             row("brokerbench", ours / 2, (9.0, 9.0, 9.0)),  # a slower run: not shown
-            row("brokerbench", ours, (1.0, 2.0, 3.0), remark="everything received"),
+            row(
+                "brokerbench",
+                ours,
+                (1.0, 2.0, 3.0),
+                remark="everything received",
+                receive_msgs_per_s=ours,
+            ),
             row("peer-tool", theirs, (0.5, None, 1.5), **peer),
             row("peer-tool", theirs / 4, (0.1, 0.1, 0.1), reference=True),
         ],
@@ -387,21 +393,25 @@ def test_the_table_shows_each_systems_fastest_run_of_both_tools_and_their_ratios
     results = {"format": 1, "notes": ["Said under the table."], "systems": []}
     results["systems"] = [
         _entry("redis", "Redis", 1000.0, 4000.0, receives=False, shown_as="`tool -P 8`"),
-        _entry("kafka", "Kafka", 300.0, 200.0, cpu_over="whole run"),
+        _entry("kafka", "Kafka", 300.0, 200.0, cpu_over="whole run", receive_msgs_per_s=150.0),
     ]
     text = peers_doc.render(results)
     assert text.splitlines()[:6] == [
-        "| system | tool | send msgs/s | µs per message sent / received / all client CPU "
-        "| other CPU |",
-        "|---|---|---|---|---|",
-        "| Redis | brokerbench (everything received) | 1,000 | 1.00 / 2.00 / 3.00 | 2 % |",
-        "| | `tool -P 8` | 4,000 | 0.50 / – / 1.50 | 2 % |",
-        "| Kafka | brokerbench (everything received) | 300 | 1.00 / 2.00 / 3.00 | 2 % |",
-        "| | peer-tool | 200 | 0.50 / – / 1.50 (whole run) | 2 % |",
+        "| system | tool | send msgs/s | receive msgs/s | µs per message sent / received / all "
+        "client CPU | other CPU |",
+        "|---|---|---|---|---|---|",
+        "| Redis | brokerbench (everything received) | 1,000 | 1,000 | 1.00 / 2.00 / 3.00 | 2 % |",
+        "| | `tool -P 8` | 4,000 | – | 0.50 / – / 1.50 | 2 % |",
+        "| Kafka | brokerbench (everything received) | 300 | 300 | 1.00 / 2.00 / 3.00 | 2 % |",
+        "| | peer-tool | 200 | 150 | 0.50 / – / 1.50 (whole run) | 2 % |",
     ]
-    # The peer only sends: the sending side is compared (1.0 ÷ 0.5); else all client CPU.
-    assert "| Redis | 0.250 | 2.00× (the sending side's: the peer only sends) |" in text
-    assert "| Kafka | 1.500 | 2.00× (all client CPU) |" in text
+    # The peer only sends: the sending side is compared (1.0 ÷ 0.5); else all client CPU;
+    # whether the receivers kept up, the peer's beside ours where the peer receives.
+    assert "| Redis | 0.250 | 2.00× (the sending side's: the peer only sends) | kept up |" in text
+    assert (
+        "| Kafka | 1.500 | 2.00× (all client CPU) | kept up (the peer's: behind: 75% of the "
+        "send rate) |" in text
+    )
     assert "\n\nSaid under the table.\n\n" in text
     assert (
         "**Kafka** — run at commit `abc1234` on 2026-12-01 (UTC); its rows measured by this run."

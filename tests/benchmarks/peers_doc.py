@@ -33,9 +33,11 @@ BEGIN = (
 END = "<!-- end of peers -->"
 MISSING = "–"
 HEADER = (
-    "| system | tool | send msgs/s | µs per message sent / received / all client CPU "
-    "| other CPU |\n|---|---|---|---|---|"
+    "| system | tool | send msgs/s | receive msgs/s | µs per message sent / received / all "
+    "client CPU | other CPU |\n|---|---|---|---|---|---|"
 )
+#: Receivers that took at least this share of what was sent kept up with the senders.
+KEPT_UP = 0.95
 
 Entry = dict[str, Any]
 Row = dict[str, Any]
@@ -111,7 +113,7 @@ def _cells(label: str, row: Row) -> list[str]:
         tool = f"{tool} ({row['remark']})"
     if row.get("send_msgs_per_s") is None:
         failed = f"failed: {row.get('error') or 'no figures'}"
-        return [label, tool, failed, MISSING, MISSING]
+        return [label, tool, failed, MISSING, MISSING, MISSING]
     per_message = " / ".join(
         _us(row.get(k)) for k in ("send_us_per_msg", "receive_us_per_msg", "client_us_per_msg")
     )
@@ -119,10 +121,12 @@ def _cells(label: str, row: Row) -> list[str]:
     if scope:
         per_message += f" ({scope})"
     other = row.get("other_cpu_pct")
+    received = row.get("receive_msgs_per_s")
     return [
         label,
         tool,
         f"{row['send_msgs_per_s']:,.0f}",
+        MISSING if received is None else f"{received:,.0f}",
         per_message,
         MISSING if other is None else f"{other:.0f} %",
     ]
@@ -162,10 +166,33 @@ def ratios(entry: Entry) -> tuple[str, str]:
     return send, cpu
 
 
+def _kept_up(row: Row | None) -> str:
+    """Whether a row's receivers took what its senders sent: "kept up", or their share."""
+    if row is None or not row.get("receive_msgs_per_s") or not row.get("send_msgs_per_s"):
+        return MISSING
+    share = row["receive_msgs_per_s"] / row["send_msgs_per_s"]
+    return "kept up" if share >= KEPT_UP else f"behind: {share:.0%} of the send rate"
+
+
+def receivers(entry: Entry) -> str:
+    """Whether brokerbench's receivers kept up, and beside it the peer's receivers (where the
+    peer receives): receivers of both tools behind says the broker's delivery set the pace."""
+    ours, theirs = shown_rows(entry)
+    said = _kept_up(ours)
+    if theirs is not None and theirs.get("receives"):
+        peer = _kept_up(theirs)
+        if peer != MISSING:
+            said += f" (the peer's: {peer})"
+    return said
+
+
 def ratio_table(results: Mapping[str, Any]) -> str:
-    lines = ["| system | send rate ÷ peer | client CPU per message ÷ peer |", "|---|---|---|"]
+    lines = [
+        "| system | send rate ÷ peer | client CPU per message ÷ peer | receivers |",
+        "|---|---|---|---|",
+    ]
     for entry in results["systems"]:
-        lines.append(_line([entry["label"], *ratios(entry)]))
+        lines.append(_line([entry["label"], *ratios(entry), receivers(entry)]))
     return "\n".join(lines)
 
 
