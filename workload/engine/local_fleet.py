@@ -2,8 +2,8 @@
 through a sweep point by the coordinator (:class:`workload.engine.coordinator.Fleet`).
 
 A point is released by starting its processes and the resource sampler
-(:mod:`workload.engine.telemetry`: every broker node's process group, every client node's
-processes, the machine); while they run, the live progress view
+(:mod:`workload.engine.point_telemetry`: every broker node's process group, every client
+node's processes, the machine); while they run, the live progress view
 merges what they report, the senders' end is passed on to the receivers, the point's
 faults (:mod:`workload.engine.faults`) start their clock at the first confirmed message, and a
 broker node that died — unless down by a declared fault — fails the run. Ctrl-C (or a
@@ -31,23 +31,17 @@ from workload.engine.faults import FaultClock, start_faults
 from workload.engine.naming import destination_name
 from workload.engine.node import NodeSpec, node_process, prepare_point, split
 from workload.engine.node_progress import Progress
+from workload.engine.point_telemetry import PointTelemetry, sampler_targets
 from workload.engine.progress import ProgressView
 from workload.engine.signals import signal_name
 from workload.engine.start_gate import StartGate
-from workload.engine.telemetry import Sampler, Target, node_means, process_groups
+from workload.engine.telemetry import Sampler
 from workload.model.backlog import HOLD, write_phases
 from workload.model.errors import RecordsNotWritten
 from workload.model.faults import FaultRecord, PointTimeline, undeclared_death, write_timeline
-from workload.model.results import (
-    NodeStatus,
-    read_statuses,
-    read_telemetry_chunks,
-    write_status,
-    write_telemetry,
-)
+from workload.model.results import NodeStatus, read_statuses, write_status
 from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
-from workload.model.verdict import NodeUsage, point_usage, verdict
 
 Console = Callable[[str], None]
 
@@ -79,7 +73,7 @@ class _Running:
     view: ProgressView
     faults: FaultClock | None
     load: LoadSection
-    sampler: Sampler | None = None
+    telemetry: PointTelemetry
     #: When the senders were seen done (monotonic; 0 while they send).
     senders_done_at: float = 0.0
     dead_reported: set[str] = field(default_factory=set)
@@ -87,12 +81,6 @@ class _Running:
     deaths: list[tuple[str, int]] = field(default_factory=list)
     #: When the coordinator first heard of a confirmed send (wall-clock ns; the faults' clock).
     sending_ns: int | None = None
-    #: When the sampler's rows were last written as a chunk (monotonic), and rows whose
-    #: chunk could not be written (they go into the final file).
-    flushed_at: float = field(default_factory=time.monotonic)
-    unflushed: list[dict[str, Any]] = field(default_factory=list)
-    #: Whether a chunk of telemetry was written (the closing line reads them back).
-    flushed: bool = False
     #: The point's backlog phases, with ``[backlog]``.
     backlog: BacklogClock | None = None
     #: The phase shared with the node processes: held here for as long as they run (a
@@ -182,8 +170,18 @@ class LocalFleet:
         label = f"{place.position} {point.label}"
         view = ProgressView(label, point=point, remaining_s=place.remaining_s)
         faults = start_faults(self.scenario, self.cluster, destination, point.index, self.console)
+        telemetry = PointTelemetry(self.outcome.run_dir)
         running = self._running = _Running(
-            destination, specs, processes, stop, senders_done, progress, view, faults, point.load
+            destination,
+            specs,
+            processes,
+            stop,
+            senders_done,
+            progress,
+            view,
+            faults,
+            point.load,
+            telemetry,
         )
         running.phase, running.gate = phase, gate
         if section is not None:
@@ -193,39 +191,13 @@ class LocalFleet:
         with self._guard(place, running):
             for process in processes:
                 process.start()
-            running.sampler = Sampler(
+            telemetry.sampler = Sampler(
                 self.outcome.run_id,
                 point.index,
-                lambda: self._targets(running),
+                lambda: sampler_targets(self.cluster, running.specs, running.processes),
                 self.scenario.measurement.telemetry_interval,
                 host_data_dir=self.outcome.run_dir,
             ).start()
-
-    def _targets(self, running: _Running) -> list[Target]:
-        """What the sampler reads now: each broker node's process group and each client
-        node's processes."""
-        targets = []
-        if self.cluster is not None:
-            groups = process_groups()
-            targets += [
-                Target(
-                    "broker",
-                    node.name,
-                    tuple(groups.get(node.group, ()) if node.group is not None else ()),
-                    node.data_dir,
-                    node.interface,
-                )
-                for node in self.cluster.processes()
-            ]
-        clients: dict[tuple[str, int], list[int]] = {}
-        for spec, process in zip(running.specs, running.processes, strict=True):
-            pids = clients.setdefault((spec.role, spec.node), [])
-            if process.pid is not None and process.is_alive():
-                pids.append(process.pid)
-        targets += [
-            Target(role, f"{role}-{node}", tuple(pids)) for (role, node), pids in clients.items()
-        ]
-        return targets
 
     def run(self, place: SweepPlace) -> None:
         """Watch the processes until they end: progress, the senders' end, the faults'
@@ -267,8 +239,8 @@ class LocalFleet:
             gate = running.gate
             view.receivers_joining(None if gate is None or gate.open() else gate.count())
             view.tick()
-            if time.monotonic() - running.flushed_at >= flush_interval:
-                self._flush_telemetry(running)
+            if time.monotonic() - running.telemetry.flushed_at >= flush_interval:
+                running.telemetry.flush()
             if not running.senders_done_at and not any(p.is_alive() for p in senders):
                 running.senders_done_at = time.time()
             # Receivers may idle out once the senders are done — with a backlog, only once
@@ -404,63 +376,17 @@ class LocalFleet:
 
     def _stop(self, running: _Running) -> None:
         _drain(running.progress, running.view, timeout=0)
-        running.view.close(self._end_telemetry(running))
+        warmup = self.scenario.measurement.warmup or 0.0
+        judged = running.telemetry.end(
+            running.view, running.senders_done_at, running.load, warmup, self.console
+        )
+        running.view.close(judged)
         running.stop.set()
         _join(running.processes, timeout=5)
         for process in running.processes:
             if process.is_alive():
                 process.kill()  # nodes ignore SIGTERM: stopping them is the coordinator's
                 process.join(timeout=5)
-
-    def _flush_telemetry(self, running: _Running) -> None:
-        """Write the sampler's rows so far as a chunk (a run killed later keeps them) and
-        drop them from memory; rows that cannot be written wait for the final file."""
-        running.flushed_at = time.monotonic()
-        sampler = running.sampler
-        if sampler is None:
-            return
-        rows = sampler.take()
-        if not rows:
-            return
-        try:
-            write_telemetry(self.outcome.run_dir, rows, cut=int(time.time()))
-            running.flushed = True
-        except RecordsNotWritten:
-            running.unflushed += rows
-
-    def _end_telemetry(self, running: _Running) -> str:
-        """Stop the sampler, keep its rows, and judge from them what set the pace (the
-        analysis judges again over the exact measurement period)."""
-        sampler, running.sampler = running.sampler, None
-        if sampler is None:
-            return ""
-        rows = [*running.unflushed, *sampler.stop()]
-        running.unflushed = []
-        if sampler.failure:
-            self.console(f"  note: {sampler.failure} (the rows before it are kept)")
-        try:
-            write_telemetry(self.outcome.run_dir, rows)
-        except RecordsNotWritten as exc:
-            self.console(f"  note: telemetry not kept: {exc}")
-        if running.flushed:  # the closing line judges the whole point
-            rows = read_telemetry_chunks(self.outcome.run_dir, sampler.point) + rows
-        first, last = running.view.sending_span()
-        if not first:
-            return ""
-        load = running.load
-        warmup = self.scenario.measurement.warmup or 0.0
-        start, end = int(first + warmup) + 1, int(running.senders_done_at or last) - 1
-        if end < start:  # a point too short for whole seconds after its warm-up
-            start, end = int(first), int(running.senders_done_at or last)
-        usage = point_usage(
-            (NodeUsage.of_row(r) for r in node_means(rows, start, end)),
-            rate=load.rate,
-            workers=load.sender_workers,
-            max_in_flight=load.max_in_flight,
-            send_msgs_per_s=running.view.send_rate(),
-        )
-        judged = verdict(usage)
-        return f"{judged.limit} ({judged.reason})"
 
 
 def _record_missing(run_dir: Path, spec: NodeSpec, process: Any, who: str) -> str:
