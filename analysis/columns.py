@@ -109,6 +109,17 @@ COLUMNS = Columns(
         better=Better.LOWER,
     ),
     Column(
+        "lost_on_power_loss",
+        "confirmed by the point's power-loss cut (in a second at or before the cut's) and never "
+        "received: what the cut destroyed; counted apart from lost and not drained (empty: no "
+        "power-loss fault, or incomplete)",
+        Scope.FAULT,
+        unit="msgs",
+        title="lost (power cut)",
+        long="lost on power loss",
+        better=Better.LOWER,
+    ),
+    Column(
         "duplicated",
         "copies received beyond a message's first",
         Scope.TOTAL,
