@@ -1,12 +1,14 @@
 """Cost per million messages from on-demand instance prices.
 
 Prices are a versioned table shipped with the package (``analysis/prices/<version>.json``,
-USD per instance-hour by region and instance type), read through :mod:`importlib.resources`
-so that it is found wherever the package is imported from: a source tree, an installed
-wheel, or the wheel itself on ``sys.path`` (Spark's ``--py-files`` on EMR). A run is priced
-only when its context says which instances ran for how long. The newest table is used
-unless a version is named. The table also says how many vCPUs each of its instance types
-has (the same in every region), what EC2's vCPU quotas count.
+USD per instance-hour by region and instance type; the version ends with the year and month
+the prices were published, all regions of a table from one snapshot), read through
+:mod:`importlib.resources` so that it is found wherever the package is imported from: a
+source tree, an installed wheel, or the wheel itself on ``sys.path`` (Spark's
+``--py-files`` on EMR). A run is priced only when its context says which instances ran for
+how long. The newest table is used unless a version is named. The table also says how many
+vCPUs each of its instance types has (the same in every region), what EC2's vCPU quotas
+count.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class PriceTable:
     source: str = ""
 
     def hourly(self, region: str, instance_type: str) -> float:
+        if region not in self.regions:
+            raise KeyError(
+                f"no on-demand prices for region {region or '(none)'} in table {self.version} "
+                f"(it prices {', '.join(self.regions)})"
+            )
         try:
             return self.regions[region][instance_type]
         except KeyError:

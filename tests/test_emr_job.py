@@ -29,6 +29,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from analysis.prices import load_prices
 from analysis.storage import hadoop_aws_jars, s3a_settings
 from infra.plan import BucketLayout
 from infra.userdata import analysis_entry
@@ -145,7 +146,7 @@ def test_the_wheel_alone_gives_the_job_its_code_and_package_data(
     """
     job, version, log_config, pom = run_python(job_python, probe, wheel).splitlines()
     assert job == f"{wheel}/analysis/job.py"
-    assert version == "aws-on-demand-2024-06"
+    assert version == load_prices().version  # the newest table, from the wheel's data
     assert log_config == pom == "True"
 
 
