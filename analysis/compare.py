@@ -69,6 +69,7 @@ METRICS: tuple[Metric, ...] = tuple(
         run_column("send_delay", "p99"),
         "lost",
         "not_drained",
+        "lost_on_power_loss",
         "duplicated",
         "redelivered",
         "errors",

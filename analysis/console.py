@@ -12,7 +12,7 @@ from typing import Any
 from analysis import repeats
 from analysis.capacity import capacity
 from analysis.summary_row import SummaryRow
-from analysis.summary_table import backlog_lines, fault_lines, text_table
+from analysis.summary_table import backlog_lines, durability_line, fault_lines, text_table
 from workload.model.record import RunContext
 
 #: How ``delivery`` begins for a point whose records end in flushed chunks
@@ -25,8 +25,7 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     ``context`` typed or as read from ``context.json``."""
     record = RunContext.of(context)
     broker = record.broker
-    durability = broker.durability
-    lines = [text_table(broker.name, list(rows), durability.line if durability else "")]
+    lines = [text_table(broker.name, list(rows), durability_line(record, rows))]
     if record.status == "running" and record.records_its_end:
         lines.append(f"  note: the run {_ended(record)}")
         if any(str(row.get("delivery") or "").startswith(DATA_ENDS) for row in rows):

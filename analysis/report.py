@@ -36,6 +36,7 @@ from analysis.summary_table import (
     bound_label,
     cell,
     delivery,
+    durability_line,
     fault_lines,
     html_columns,
     kept_up,
@@ -270,7 +271,7 @@ def write_html(
     ]
     content = "\n".join(
         (
-            _heading(record, run_id),
+            _heading(record, run_id, rows),
             _summary(rows, record.scenario.measurement),
             pace_block(rows),
             "".join(sections),
@@ -286,11 +287,11 @@ def write_html(
     return path
 
 
-def _heading(record: RunContext, run_id: str) -> str:
+def _heading(record: RunContext, run_id: str, rows: Sequence[SummaryRow]) -> str:
     """The report's title, where and when the run ran, the broker, what a confirmed message
-    survives (its durability line), and its caveats."""
+    survives (its durability line, with what a power cut measured of it), and its caveats."""
     broker, scenario = record.broker, record.scenario
-    durability = broker.durability
+    durability = durability_line(record, rows)
     caveats = "".join(f"<li>{html.escape(c)}</li>" for c in broker.caveats)
     stand_in = broker.stand_in
     title = f"{broker.name} — {scenario.name}"
@@ -299,7 +300,7 @@ def _heading(record: RunContext, run_id: str) -> str:
 <p class=where><b>Where it ran:</b> {html.escape(where_it_ran(record))}</p>
 <p>Run <code>{html.escape(run_id)}</code>, {html.escape(str(record.started))} → {html.escape(str(record.finished))}, status <b>{html.escape(record.state)}</b>.
 {html.escape(broker.title or "?")} {html.escape(version)}, topology {html.escape(str(broker.topology))} ({html.escape(str(broker.deployment))}).</p>
-<p class=durability><b>Durability:</b> {html.escape(durability.line if durability else "not derived for this system: see the settings read back in the run context")}</p>
+<p class=durability><b>Durability:</b> {html.escape(durability or "not derived for this system: see the settings read back in the run context")}</p>
 {f"<p><b>Local stand-in:</b> {html.escape(stand_in)}</p>" if stand_in else ""}
 {f"<ul>{caveats}</ul>" if caveats else ""}"""
 

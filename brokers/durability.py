@@ -5,8 +5,9 @@ from the running servers and from the run's parameters (``BrokerSystem.durabilit
 its own folder: whether a confirmed message is on more than one node, whether it was
 fsynced before the confirmation, and what the confirmation means. The run context records
 it beside the settings (``broker.durability``); the terminal table, the report and
-``compare`` show its :attr:`Durability.line`, and ``compare`` warns when two runs' lines
-differ.
+``compare`` show its :attr:`Durability.line` — after a power-loss fault, with what the run
+measured beside it (:meth:`Durability.measured`) — and ``compare`` warns when two runs'
+lines differ.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class Durability:
         """The one line the reader sees, e.g. "single node, not replicated; fsync per
         commit; confirmed = committed locally"."""
         return f"{self.replication}; {self.fsync}; confirmed = {self.confirmed}"
+
+    def measured(self, measurement: str) -> str:
+        """The line with what a run measured of the claim beside it (the line alone without
+        a measurement), e.g. "claimed: single node, not replicated; fsync every second: …;
+        confirmed = … — measured: 1,103 of 18,523 confirmed messages lost on a power cut of
+        every node"."""
+        return f"claimed: {self.line} — measured: {measurement}" if measurement else self.line
 
     def record(self) -> dict[str, Any]:
         """As the run context records it (:meth:`of` reads it back)."""
