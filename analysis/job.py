@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis import backlog, capacity, faults, hdr, repeats, resources
+from analysis import backlog, capacity, faults, hdr, repeats, resources, timeline
 from analysis import transforms as tf
 from analysis.backlog import BacklogSecond
 from analysis.column_model import METRICS, RUN_QUANTILES, run_column, window_column
@@ -63,8 +63,8 @@ class Run:
     """A run as the steps read it: where it is, its context and records, how each point's
     records stand, its backlog phases and series, and its frames — per second (counters,
     merged histograms), per point (measurement periods), per window (the series), per
-    point and metric (the whole run's histograms), per node (its telemetry's means), and
-    the delivery tables."""
+    point and metric (the whole run's histograms), per node (its telemetry's means), every
+    node's telemetry, and the delivery tables."""
 
     spark: SparkSession
     location: RunLocation
@@ -79,6 +79,7 @@ class Run:
     series: DataFrame
     histograms: DataFrame
     usage: DataFrame
+    telemetry: DataFrame
     sent_ranges: DataFrame
     received: DataFrame
 
@@ -104,9 +105,10 @@ def read_run(spark: SparkSession, location: RunLocation) -> Run:
     window, step = (_whole(_seconds(d)) for d in (measurement.window, measurement.step))
     series = tf.window_series(counters, hist, tf.window_starts(periods, window, step)).cache()
     histograms = tf.run_histograms(hist, periods).cache()
-    usage = tf.node_usage(read_telemetry(spark, location), periods).cache()
+    telemetry = read_telemetry(spark, location).cache()
+    usage = tf.node_usage(telemetry, periods).cache()
     stock = (spark, location, context, records, points, phases)
-    frames = (counters, hist, periods, series, histograms, usage, *delivery)
+    frames = (counters, hist, periods, series, histograms, usage, telemetry, *delivery)
     return Run(*stock, backlog.point_series(phases, counters), *frames)
 
 
@@ -284,6 +286,12 @@ def usages(run: Run, rows: Rows) -> Mapping[int, Figures]:
     return resources.resource_table(run.context, found, rows)
 
 
+def over_time(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    """Trends, each phase judged and stalls; a rising trend noted in the verdict's reason."""
+    frames = (run.counters, run.telemetry, run.periods)
+    return timeline.over_time(run.context, frames, (run.phases, run.backlogs), rows)
+
+
 def probes(run: Run, rows: Rows) -> Mapping[int, Figures]:
     return capacity.probe_columns(run.context, rows)
 
@@ -311,6 +319,7 @@ STEPS: tuple[Step, ...] = (
     fault_effects,
     backlogs,
     usages,
+    over_time,
     probes,
     costs,
 )
@@ -328,7 +337,7 @@ def analyse(spark: SparkSession, run_dir: Path | str) -> list[SummaryRow]:
         rows = {p: row.merged(found[p]) if p in found else row for p, row in rows.items()}
     summary = list(rows.values())
     write_results(run, summary)
-    for cached in (run.counters, run.hist, run.series, run.histograms, run.usage):
+    for cached in (run.counters, run.hist, run.series, run.histograms, run.usage, run.telemetry):
         cached.unpersist()
     return summary
 

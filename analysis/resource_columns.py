@@ -1,6 +1,8 @@
 """The resource columns of ``summary.csv`` (:mod:`analysis.resources` produces them): the
 verdict and the figures it rests on — CPU of the broker and the clients, the shared
-machine split three ways, memory, disk, network, and what a message costs."""
+machine split three ways, memory, disk, network, and what a message costs — and the point
+over time (:mod:`analysis.timeline`): how that cost moved through the measurement period,
+its stalls, and each phase after it judged."""
 
 from __future__ import annotations
 
@@ -179,5 +181,45 @@ RESOURCE_COLUMNS = (
         long="broker disk bytes per message",
         fmt="{:,.0f}",
         better=Better.LOWER,
+    ),
+    Column(
+        "broker_cpu_trend",
+        "broker CPU per confirmed message in the last third of the measurement period over "
+        "the first third, all broker nodes (1: steady; from 1.5 the verdict's reason notes it; "
+        "empty for a period under 9 s)",
+        Scope.RUN,
+        unit="×",
+        title="broker CPU/msg trend",
+        long="broker CPU per message, last third over first",
+        fmt="{:,.2f}",
+        better=Better.LOWER,
+    ),
+    Column(
+        "client_cpu_trend",
+        "client CPU per confirmed message in the last third of the measurement period over the "
+        "first third, all sender and receiver nodes (as broker_cpu_trend)",
+        Scope.RUN,
+        unit="×",
+        long="client CPU per message, last third over first",
+        fmt="{:,.2f}",
+        better=Better.LOWER,
+    ),
+    Column(
+        "stall_s",
+        "the longest stall: seconds in a row, at least 5, with messages outstanding (confirmed, "
+        "not yet received) and no new message received, the backlog's build left out (0: none)",
+        Scope.TOTAL,
+        unit="s",
+        title="stall s",
+        long="longest stall",
+        fmt="{:,.0f}",
+        better=Better.LOWER,
+    ),
+    Column(
+        "phase_verdicts",
+        "each phase beside the measurement period judged over its own seconds — the backlog's "
+        "build, its drain, the time after the senders stopped — and each stall with what was "
+        "busy during it, one line each, joined by a vertical bar (the rules: docs/verdict.md)",
+        Scope.TOTAL,
     ),
 )

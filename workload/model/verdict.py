@@ -138,6 +138,8 @@ class Usage:
     target_ratio: float | None = None
     #: Batches a sender worker may keep in flight.
     max_in_flight: int = 1
+    #: The senders were sending (a phase after they stopped: a drain, what they left).
+    sending: bool = True
 
     def of(self, *roles: str) -> list[NodeUsage]:
         return [n for n in self.nodes if n.role in roles]
@@ -289,7 +291,7 @@ def _shared_or_client(usage: Usage, split: Split | None) -> Verdict:
         return Verdict(SHARED_HOST, f"the machine was {_pct(host_busy)} busy: {split.words()}")
     hint = (
         ": one batch in flight per worker, the round trip sets the pace"
-        if usage.max_in_flight <= 1 and usage.target_ratio is None
+        if usage.max_in_flight <= 1 and usage.target_ratio is None and usage.sending
         else ""
     )
     return Verdict(NONE, f"no resource reached {SATURATED:.0%}{hint}{tail}")
