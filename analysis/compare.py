@@ -83,6 +83,8 @@ METRICS: tuple[Metric, ...] = tuple(
         "client_cpu_us_per_msg",
         "broker_disk_bytes_per_msg",
         "broker_gc_ms_per_s",
+        "broker_cpu_trend",
+        "stall_s",
     )
 )
 

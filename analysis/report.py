@@ -47,6 +47,7 @@ from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import Measurement, RunContext
 from workload.model.verdict import RULES
+from workload.model.verdict_time import TIME_RULES, lines_of
 
 NS = 1_000_000_000
 
@@ -201,7 +202,9 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
             "broker_disk_busy_pct",
             "broker_gc_ms_per_s",
             "broker_cpu_us_per_msg",
+            "broker_cpu_trend",
             "broker_disk_bytes_per_msg",
+            "stall_s",
         )
     ]
     head = "<th>point</th><th>limited by</th>" + "".join(
@@ -218,14 +221,25 @@ def pace_block(rows: Sequence[SummaryRow]) -> str:
     )
     reasons = "".join(
         f"<li>Point {int(r['point'])}: <b>{html.escape(str(r.get('limited_by')))}</b> — "
-        f"{html.escape(str(r.get('limited_reason') or ''))}</li>"
+        f"{html.escape(str(r.get('limited_reason') or ''))}{phase_list(r)}</li>"
         for r in rows
         if r.get("limited_by")
     )
     return (
         "<h2>What set the pace</h2>"
         f"<table><tr>{head}</tr>{body}</table><ul>{reasons}</ul>"
-        f"<p class=muted>{RULES}</p>"
+        f"<p class=muted>{RULES}</p><p class=muted>{TIME_RULES}</p>"
+    )
+
+
+def phase_list(row: SummaryRow) -> str:
+    """A point's phases beside its measurement period and its stalls, each judged on its
+    line ("" without any)."""
+    lines = lines_of(row.get("phase_verdicts"))
+    return (
+        "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+        if lines
+        else ""
     )
 
 

@@ -114,7 +114,21 @@ def notes(row: SummaryRow) -> list[str]:
         found.append(slo)
     if label := bound_label(row):
         found.append(f"{label} ({row.get('limited_reason')})")
+    if stall := stall_note(row):
+        found.append(stall)
     return found
+
+
+def stall_note(row: SummaryRow) -> str:
+    """The note on a point that stalled ("" without a stall): its longest (the report's
+    "What set the pace" names each with what was busy during it)."""
+    stall = number(row.get("stall_s"))
+    if not stall:
+        return ""
+    return (
+        f"stalled {stall:,.0f} s: messages outstanding, none received (what was busy: the "
+        "report's What set the pace)"
+    )
 
 
 def lost_note(row: SummaryRow) -> str:

@@ -28,9 +28,6 @@ from workload.model.telemetry import HOST, USAGE_MEANS
 from workload.model.verdict import NodeUsage
 from workload.model.verdict_time import Span, Tick, Timeline, TimeVerdict, judge_time
 
-#: How the lines of :attr:`PointTime.phase_verdicts` are joined in one cell.
-SEPARATOR = " | "
-
 
 @dataclass(frozen=True, eq=False)
 class PointTime(Figures):
@@ -131,7 +128,7 @@ def time_columns(judged: TimeVerdict, row: SummaryRow) -> PointTime:
         None if judged.broker_trend is None else judged.broker_trend.ratio,
         None if judged.client_trend is None else judged.client_trend.ratio,
         judged.stall_s,
-        SEPARATOR.join(judged.lines),
+        judged.cell,
     )
 
 

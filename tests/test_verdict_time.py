@@ -8,17 +8,21 @@ from collections.abc import Callable
 
 import pytest
 
+from analysis.report import pace_block
 from analysis.summary_row import SummaryRow
-from analysis.timeline import SEPARATOR, time_columns
-from workload.model.verdict import BROKER_CPU, CLIENT_CPU, NONE, NodeUsage
+from analysis.summary_table import notes
+from analysis.timeline import time_columns
+from workload.model.verdict import BROKER_CPU, CLIENT_CPU, NONE, RULES, NodeUsage
 from workload.model.verdict_time import (
     BUILD,
     DRAIN,
     TAIL,
+    TIME_RULES,
     Span,
     Tick,
     Timeline,
     judge_time,
+    lines_of,
     stalls,
     trend,
 )
@@ -225,6 +229,9 @@ def test_four_quiet_seconds_or_nothing_outstanding_is_no_stall() -> None:
         Tick(T0 + 16, 10, 10),
     )
     assert stalls(Timeline(quiet, {})) == []
+    # received in the second before its confirmation reached the sender: none outstanding
+    early = (Tick(T0, 10, 19), Tick(T0 + 1, 9, 0), Tick(T0 + 9, 1, 1))
+    assert stalls(Timeline(early, {})) == []
     # seconds without records count as seconds with nothing: 6 missing seconds stall
     gap = (Tick(T0, 100, 50), Tick(T0 + 7, 0, 50))
     (stall,) = stalls(Timeline(gap, {}))
@@ -238,7 +245,25 @@ def test_the_phases_and_stalls_make_one_cell() -> None:
     judged = judge_time(Timeline(ticks, {}))
     cell = time_columns(judged, SummaryRow({"limited_reason": "r"})).phase_verdicts
     # receivers stalled 6 s after the senders stopped, then took the rest: both named
-    tail, stall = cell.split(SEPARATOR)
+    tail, stall = lines_of(cell)
     assert tail.startswith("after the senders stopped (1 to 8 s on the charts, 7 s, 50 received")
     assert tail.endswith("unknown — no telemetry was recorded")
     assert stall.startswith("stall: nothing received for 6 s with 50 outstanding")
+
+
+def test_the_report_prints_each_line_and_the_rules_and_the_table_notes_a_stall() -> None:
+    row = SummaryRow(
+        {
+            "point": 0,
+            "label": "threads=1",
+            "limited_by": NONE,
+            "limited_reason": "no resource reached 90%",
+            "stall_s": 100,
+            "phase_verdicts": "drain (…): broker CPU — b0 | stall: nothing received for 100 s",
+        }
+    )
+    page = pace_block([row])
+    assert "<li>drain (…): broker CPU — b0</li><li>stall: nothing received for 100 s</li>" in page
+    assert RULES in page and TIME_RULES in page
+    assert any(n.startswith("stalled 100 s: messages outstanding") for n in notes(row))
+    assert not any("stalled" in n for n in notes(row.merged({"stall_s": 0})))

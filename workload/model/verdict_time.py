@@ -39,6 +39,8 @@ STALL_S = 5
 TAIL_S = 3
 
 BUILD, DRAIN, TAIL = "backlog build", "drain", "after the senders stopped"
+#: How a point's lines (its phases and stalls) are joined in one cell of ``summary.csv``.
+SEPARATOR = " | "
 BROKER_ROLES, CLIENT_ROLES = ("broker",), ("sender", "receiver")
 
 TIME_RULES = (
@@ -298,7 +300,10 @@ def stalls(timeline: Timeline) -> list[Stall]:
     build = dict(phases(timeline)).get(BUILD)
     found: list[Stall] = []
     run: list[Tick] = []
-    queued = 0  # at the end of the second before (a run's last: its most, none received)
+    # Confirmed less received, up to the end of the second before (a run's last second: its
+    # most, none received). From totals, as the backlog counts: a message received a second
+    # before its sender saw the confirmation leaves none falsely outstanding.
+    queued = confirmed = received = 0
     for tick in [*timeline.seconds(), None]:  # None: the end closes a run
         away = build is not None and tick is not None and tick.second in build
         if tick is not None and not tick.received and queued > 0 and not away:
@@ -310,7 +315,8 @@ def stalls(timeline: Timeline) -> list[Stall]:
                 found.append(Stall(span, queued, again, busy(timeline, span)))
             run = []
         if tick is not None:
-            queued = max(0, queued + tick.confirmed - tick.received)
+            confirmed, received = confirmed + tick.confirmed, received + tick.received
+            queued = max(0, confirmed - received)
     return found
 
 
@@ -373,6 +379,11 @@ class TimeVerdict:
         return "; ".join(t.words() for t in rising)
 
     @property
+    def cell(self) -> str:
+        """The lines as one cell (:func:`lines_of` splits it)."""
+        return SEPARATOR.join(self.lines)
+
+    @property
     def stall_s(self) -> int:
         """The longest stall's seconds (0: none)."""
         return max((s.span.seconds for s in self.stalls), default=0)
@@ -388,3 +399,8 @@ def judge_time(timeline: Timeline) -> TimeVerdict:
         tuple(stalls(timeline)),
         timeline.origin,
     )
+
+
+def lines_of(cell: object) -> list[str]:
+    """A ``phase_verdicts`` cell's lines (none for an empty cell)."""
+    return [line for line in str(cell or "").split(SEPARATOR) if line]
