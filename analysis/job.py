@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis import backlog, capacity, faults, hdr, repeats, resources, timeline
+from analysis import backlog, capacity, faults, hdr, power_loss, repeats, resources, timeline
 from analysis import transforms as tf
 from analysis.backlog import BacklogSecond
 from analysis.column_model import METRICS, RUN_QUANTILES, run_column, window_column
@@ -52,6 +52,7 @@ from analysis.storage import RunLocation, cluster_mode, hadoop_aws_jars, s3a_set
 from analysis.summary_row import Figures, SummaryRow
 from workload.model.backlog import BacklogPhases, read_phases
 from workload.model.errors import RecordsNotWritten
+from workload.model.faults import read_timelines
 from workload.model.layout import LAYOUT
 from workload.model.record import RunContext
 
@@ -223,6 +224,16 @@ def accounting(run: Run, rows: Rows) -> dict[int, Accounting]:
     return collect(counts.withColumnRenamed("confirmed", "sent"), Accounting)
 
 
+def power_losses(run: Run, rows: Rows) -> Mapping[int, Figures]:
+    """What a power cut lost, taken out of lost or not drained (:mod:`analysis.power_loss`)."""
+    if run.location.s3:  # faults are declared for local runs only
+        return {}
+    timelines = read_timelines(run.location.local).values()
+    states = {p.point: p.state for p in run.points}
+    frames = (run.sent_ranges, run.received)
+    return power_loss.power_losses(run.spark, frames, timelines, states, rows)
+
+
 @dataclass(frozen=True, eq=False)
 class Delivery(Figures):
     """How a point's records stand, in words (:func:`analysis.records.delivery_label`)."""
@@ -314,6 +325,7 @@ STEPS: tuple[Step, ...] = (
     out_of_range,
     clocks,
     accounting,
+    power_losses,
     deliveries,
     reorderings,
     fault_effects,
