@@ -117,6 +117,7 @@ COLUMNS = Columns(
         unit="msgs",
         title="lost (power cut)",
         long="lost on power loss",
+        fmt="{:,.0f}",
         better=Better.LOWER,
     ),
     Column(

@@ -193,9 +193,11 @@ def backlog_lines(row: SummaryRow) -> list[str]:
         f"{shown('steady_processing_p50_ms')} ms, p99 {shown('steady_processing_p99_ms')} ms",
     ]
     if str(row.get("drain_cut_off") or "").lower() == "true":
+        cut = number(row.get("lost_on_power_loss"))
         lines.append(
             f"the drain limit ended the point with {shown('backlog_left')} message(s) still "
             "queued: not drained, not lost"
+            + (f" ({cut:,.0f} the power cut lost are counted apart)" if cut else "")
         )
     return lines
 
