@@ -6,6 +6,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -14,6 +15,8 @@ from brokers.local import free_ports
 from tests.conftest import SCENARIOS, brokerbench, read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+CLIENTS = ("sender", "receiver")
 
 
 def assert_clean_run(results: Path, broker: str) -> list[dict[str, str]]:
@@ -116,6 +119,52 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
         expected = {"client CPU", "none saturated", "broker disk"}
     assert row["limited_by"] in (expected if isinstance(expected, set) else {expected})
     assert row["limited_reason"]
+    assert_time_recomputed(row, seconds, telemetry, (start, end))
+
+
+def assert_time_recomputed(
+    row: dict[str, str],
+    seconds: list[dict[str, Any]],
+    telemetry: list[dict[str, Any]],
+    period: tuple[int, int],
+) -> None:
+    """The columns over time, worked out again from the raw rows as docs/verdict.md states
+    them: CPU per confirmed message in the last third of the measurement period over the
+    first (a period of 9 s or more), and the longest stall — 5 s or more in a row with
+    messages confirmed and not received (first receipts) and none received."""
+    start, end = period
+    third = (end - start + 1) // 3
+
+    def cost(roles: tuple[str, ...], lo: int, hi: int) -> float:
+        cpu = 0.0
+        for node in {t["node"] for t in telemetry if t["role"] in roles}:
+            mine = [
+                t["cpu_pct"] for t in telemetry if t["node"] == node and lo <= t["second"] <= hi
+            ]
+            cpu += sum(mine) / len(mine) / 100
+        sent = sum(r["sent"] for r in seconds if lo <= r["second"] <= hi)
+        return cpu * 1e6 / (sent / (hi - lo + 1))
+
+    for column, roles in (("broker_cpu_trend", ("broker",)), ("client_cpu_trend", CLIENTS)):
+        if third < 3:
+            assert row[column] == "", "a period under 9 s has no trend"
+            continue
+        ratio = cost(roles, end - third + 1, end) / cost(roles, start, start + third - 1)
+        assert float(row[column]) == pytest.approx(ratio, rel=1e-3)
+        assert (f"per message rose {ratio:.1f}×" in row["limited_reason"]) == (ratio >= 1.5)
+    per_second: dict[int, list[int]] = {}
+    for r in seconds:
+        counts = per_second.setdefault(r["second"], [0, 0])
+        counts[0] += r["sent"]
+        counts[1] += r["received"] - r["redelivered"]
+    confirmed = received = longest = run = 0
+    for second in range(min(per_second), max(per_second) + 1):
+        sent, got = per_second.get(second, [0, 0])
+        run = run + 1 if not got and confirmed > received else 0
+        longest = max(longest, run if run >= 5 else 0)
+        confirmed, received = confirmed + sent, received + got
+    assert int(row["stall_s"]) == longest
+    assert ("stall: " in row["phase_verdicts"]) == bool(longest)
 
 
 @pytest.mark.postgresql
