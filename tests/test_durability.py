@@ -69,6 +69,11 @@ def test_postgresql_standbys_synchronous_or_not() -> None:
     assert "fsync off: a confirmed message can be lost on a crash" in postgres(
         {**SINGLE, "fsync": "off"}, []
     )
+    # asynchronous_commit: the workers' commits return before their WAL is flushed.
+    assert postgres(SINGLE, [], asynchronous_commit=True).endswith(
+        "commit returns before its WAL is fsynced (synchronous_commit=off): a confirmed "
+        "message can be lost on a crash; confirmed = accepted by the primary"
+    )
 
 
 def test_redis_says_what_appendfsync_and_asynchronous_replication_cost() -> None:

@@ -76,7 +76,9 @@ def test_power_loss_is_checked_against_the_system_the_outage_and_the_deployment(
     assert problems(scenario("redis")) == ""
     assert problems(scenario("postgresql")) == ""
     assert problems(scenario("redis", "cluster")) == ""
-    assert "power-loss is not available for Apache Kafka" in problems(scenario("kafka", "cluster"))
+    assert problems(scenario("kafka", "cluster")) == ""
+    assert problems(scenario("nats", "cluster")) == ""
+    assert "power-loss is not available for RabbitMQ" in problems(scenario("rabbitmq", "cluster"))
     long = scenario("redis")
     long["faults"][0]["until"] = "9s"
     long["load"]["failure_timeout"] = "3s"

@@ -188,6 +188,7 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
             follower="a node that does not lead partition 0",
             fails_over=True,
             isolates=True,
+            power_loss=True,
         )
 
     def param_problems(self, topology: str, params: KafkaParams) -> list[ParamProblem]:
@@ -245,6 +246,7 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
                     cluster.workdir / f"node{node.node_id}.log",
                     cwd=Path(node.log_dir).parent,
                     ready=lambda n=node: port_open(n.bind, n.port),  # type: ignore[misc]
+                    data_dir=Path(node.log_dir),
                 ),
                 slot=i,
             )

@@ -162,6 +162,7 @@ class NatsLocal(LocalDeployment["NatsParams"]):
             follower="a server that does not lead the stream",
             fails_over=True,
             isolates=True,
+            power_loss=True,
         )
 
     def missing(self) -> str | None:
@@ -217,6 +218,7 @@ def _build(cluster: NatsCluster, size: int) -> None:
                     [binary, "-c", str(conf)],
                     cluster.workdir / f"{name}.log",
                     ready=lambda m=monitor: healthy(m[0], m[1], size > 1),  # type: ignore[misc]
+                    data_dir=node_dir / "jetstream",
                 ),
                 slot=i,
             )

@@ -140,7 +140,9 @@ class PostgresAdapter(Adapter[int]):
 
     def _open(self) -> psycopg.Cursor[Any]:
         self.conn = _connect(self.endpoints, autocommit=True)
-        if self.params.replication == "asynchronous":
+        if self.params.asynchronous_commit:
+            self.conn.execute("SET synchronous_commit = off")
+        elif self.params.replication == "asynchronous":
             self.conn.execute("SET synchronous_commit = local")
         # Binary parameters and results: bytea and integer arrays travel unescaped.
         self.cursor = self.conn.cursor(binary=True)

@@ -2,9 +2,10 @@
 
 A send is one ``INSERT`` committed on the primary (autocommit). Whether the commit waits
 for a standby is ``synchronous_commit`` (``replication = "asynchronous"`` sets it to
-``local`` on the workers' connections) together with ``synchronous_standby_names``: with
-no standby named, or none streaming, the commit is the primary's alone, whatever the
-scenario's ``replication`` asked for.
+``local`` on the workers' connections, ``asynchronous_commit = true`` to ``off``: the WAL
+is then not flushed before the commit returns) together with
+``synchronous_standby_names``: with no standby named, or none streaming, the commit is the
+primary's alone, whatever the scenario's ``replication`` asked for.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def durability(described: Mapping[str, Any], params: PostgresParams) -> Durabili
     names = str(settings.get("synchronous_standby_names") or "").strip()
     fsync_on = str(settings.get("fsync") or "on") == "on"
     commit = (
-        "local" if params.replication == "asynchronous" else str(settings.get("synchronous_commit"))
+        "off"
+        if params.asynchronous_commit
+        else "local"
+        if params.replication == "asynchronous"
+        else str(settings.get("synchronous_commit"))
     )
     standbys = [s for s in described.get("standbys") or [] if s.get("state") == "streaming"]
     waits_for_standby = bool(names) and bool(standbys) and commit in STANDBY_WAITS

@@ -16,6 +16,12 @@ class PostgresParams(BrokerParams):
         description="synchronous: commit waits for ANY 1 standby (remote_write); "
         "asynchronous: the primary alone (the reference study's async variant).",
     )
+    asynchronous_commit: bool = Field(
+        False,
+        description="true: SET synchronous_commit = off on the workers' connections "
+        "(PostgreSQL's asynchronous commit): a commit returns before its WAL is flushed, "
+        "so a crash can lose the last confirmed messages.",
+    )
     visibility_timeout: float = Field(
         30.0,
         ge=0.1,
