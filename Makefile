@@ -12,7 +12,7 @@ BENCH_MESSAGES ?= 100000000
 # network namespaces for isolated nodes, fusermount3 for the lazy filesystem.
 TOOL_PACKAGES ?= cloud-init chromium iproute2 fuse3
 
-.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-soak clean
+.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-soak durability clean
 
 help:
 	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench      recording, runner, telemetry sampler, lazy filesystem and analysis benchmarks (prints figures)"
 	@echo "make bench-peers brokerbench vs each broker's own load tool on one broker (PEERS_ARGS='--quick')"
 	@echo "make bench-soak  a 10-minute soak on a local Redis: client memory growth per hour (SOAK_ARGS='--minutes 60')"
+	@echo "make durability  every power-loss scenario 3 times; writes docs/durability.md's table (DURABILITY_ARGS='--repeats 1')"
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv $(VENV)"
@@ -92,6 +93,11 @@ bench-peers: $(VENV)/.full
 
 bench-soak: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_soak.py $(SOAK_ARGS)
+
+# The power-loss table of docs/durability.md: every power-loss scenario, 3 runs each (about
+# 40 minutes on a 2-core machine), merged into docs/durability-results.json.
+durability: $(VENV)/.full
+	$(BIN)/python tests/benchmarks/bench_durability.py --write-results $(DURABILITY_ARGS)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .mypy_cache .ruff_cache

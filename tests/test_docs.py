@@ -15,7 +15,8 @@ import pytest
 
 from analysis.columns import SUMMARY_COLUMNS, glossary
 from tests import docs_pages
-from tests.benchmarks import peers_doc
+from tests.benchmarks import durability_doc, peers_doc
+from tests.conftest import SCENARIOS
 from workload.model.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,6 +196,18 @@ def test_the_peer_table_is_rendered_from_its_results_file() -> None:
     for entry in results["systems"]:
         assert entry.get("date") and entry.get("commit"), entry["system"]
         assert all(row.get("source") for row in entry["rows"]), entry["system"]
+
+
+def test_the_power_loss_table_is_rendered_from_its_results_file() -> None:
+    page = (DOCS_DIR / "durability.md").read_text(encoding="utf-8")
+    results = durability_doc.load(durability_doc.RESULTS)
+    assert durability_doc.generated_part(page) == durability_doc.render(results), (
+        "docs/durability.md's table differs from docs/durability-results.json: run "
+        "`python tests/benchmarks/durability_doc.py`"
+    )
+    for entry in results["scenarios"]:
+        assert entry.get("date") and entry.get("commit"), entry["scenario"]
+        assert (SCENARIOS / f"{entry['scenario']}.toml").exists(), entry["scenario"]
 
 
 def _keys(schema: dict, node: dict) -> set[str]:
