@@ -29,7 +29,7 @@ from typing import Any
 
 from analysis.summary_row import Figures, SummaryRow
 from workload.model.record import RunContext
-from workload.model.verdict import NodeUsage, Split, Usage, point_usage, verdict
+from workload.model.verdict import NodeUsage, Split, Usage, pinned_cores, point_usage, verdict
 
 MB = 1_000_000.0
 
@@ -128,6 +128,7 @@ def resource_table(
             workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=send,
+            pinned=pinned_cores(context.broker.given("cpus")),
         )
         out[entry.point] = resource_columns(usage, send)
     return out

@@ -25,7 +25,7 @@ from analysis.summary_row import Figures, SummaryRow
 from workload.model.backlog import BacklogPhases
 from workload.model.record import RunContext
 from workload.model.telemetry import HOST, USAGE_MEANS
-from workload.model.verdict import NodeUsage
+from workload.model.verdict import NodeUsage, pinned_cores
 from workload.model.verdict_time import Span, Tick, Timeline, TimeVerdict, judge_time
 
 
@@ -114,6 +114,7 @@ def timelines(
             max_in_flight=entry.load.max_in_flight or 1,
             broker=context.broker.name,
             zero=zero,
+            pinned=pinned_cores(context.broker.given("cpus")),
         )
     return out
 

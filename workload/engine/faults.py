@@ -38,6 +38,7 @@ from typing import Literal, Protocol
 from brokers import registry
 from brokers.base import ALL_NODES, Destination, FaultTarget, LocalCluster
 from brokers.local import ProcessCluster
+from workload.engine.cpu_pins import CpuPins, broker_side
 from workload.model.errors import first_line
 from workload.model.faults import FaultRecord, FaultSpec, PointTimeline
 from workload.model.scenario import Scenario
@@ -225,16 +226,21 @@ class ClusterFaults:
     """The actuator of a local run: acts on the node processes of the cluster, where
     ``"leader"`` and ``"follower"`` are what the cluster says about ``destination``."""
 
-    def __init__(self, cluster: LocalCluster, destination: Destination) -> None:
+    def __init__(
+        self, cluster: LocalCluster, destination: Destination, pins: CpuPins | None = None
+    ) -> None:
         self.cluster = cluster
         self.destination = destination
+        #: ``[broker] cpus``: a node started again starts on the broker's cores.
+        self.pins = pins
 
     def target(self, selector: str | int, down: set[str]) -> FaultTarget:
         return self.cluster.fault_target(selector, self.destination)
 
     def begin(self, record: FaultRecord) -> int:
         issued = time.time_ns()
-        self.cluster.fault(record.node, record.action)
+        with broker_side(self.pins):  # a power-loss without until restarts the node at once
+            self.cluster.fault(record.node, record.action)
         if record.action == "power-loss" and isinstance(self.cluster, ProcessCluster):
             power = self.cluster.power
             record.power_cut = power.last_cut if power is not None else []
@@ -245,7 +251,8 @@ class ClusterFaults:
         fault planned meanwhile begins once it is — a node still starting when the next
         fault strikes its peers may fail to start at all. The time is the restart's."""
         issued = time.time_ns()
-        self.cluster.recover(record.node, record.action, RESTORE_TIMEOUT)
+        with broker_side(self.pins):
+            self.cluster.recover(record.node, record.action, RESTORE_TIMEOUT)
         return issued
 
     def settle(self, records: list[FaultRecord]) -> None:
@@ -265,7 +272,7 @@ def start_faults(
     local = registry.get(scenario.broker.system).local
     support = local.fault_support(scenario.broker.topology) if local is not None else None
     assert support is not None  # the scenario was validated against it
-    actuator = ClusterFaults(cluster, destination)
+    actuator = ClusterFaults(cluster, destination, CpuPins.of(scenario.broker.cpus))
     say: Console = lambda line: console(f"  {line}")  # noqa: E731
     every = [node.name for node in cluster.processes()]
     return FaultClock(point, scenario.faults, support.fails_over, actuator, say, every)

@@ -170,7 +170,7 @@ class LocalFleet:
         label = f"{place.position} {point.label}"
         view = ProgressView(label, point=point, remaining_s=place.remaining_s)
         faults = start_faults(self.scenario, self.cluster, destination, point.index, self.console)
-        telemetry = PointTelemetry(self.outcome.run_dir)
+        telemetry = PointTelemetry.of(self.outcome.run_dir, self.scenario)
         running = self._running = _Running(
             destination,
             specs,

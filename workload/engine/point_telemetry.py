@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from brokers.base import LocalCluster
+from workload.engine.cpu_pins import CpuPins
 from workload.engine.node import NodeSpec
 from workload.engine.progress import ProgressView
 from workload.engine.telemetry import Sampler, Target, node_means, process_groups
 from workload.model.errors import RecordsNotWritten
 from workload.model.results import read_telemetry_chunks, write_telemetry
+from workload.model.scenario import Scenario
 from workload.model.sections import LoadSection
 from workload.model.verdict import NodeUsage, point_usage, verdict
 
@@ -73,6 +75,16 @@ class PointTelemetry:
     unflushed: list[dict[str, Any]] = field(default_factory=list)
     #: Whether a chunk of telemetry was written (the closing line reads them back).
     flushed: bool = False
+    #: ``[broker] cpus``: the cores of the broker and of the clients (the closing line
+    #: judges each side against its own).
+    pinned: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, run_dir: Path, scenario: Scenario) -> PointTelemetry:
+        """A point's telemetry, knowing the cores ``[broker] cpus`` pinned each side to."""
+        local = scenario.broker.deployment == "local"
+        pins = CpuPins.of(scenario.broker.cpus) if local else None
+        return cls(run_dir, pinned=None if pins is None else pins.cores)
 
     def flush(self) -> None:
         """Write the sampler's rows so far as a chunk (a run killed later keeps them) and
@@ -125,6 +137,7 @@ class PointTelemetry:
             workers=load.sender_workers,
             max_in_flight=load.max_in_flight,
             send_msgs_per_s=view.send_rate(),
+            pinned=self.pinned,
         )
         judged = verdict(usage)
         return f"{judged.limit} ({judged.reason})"

@@ -40,6 +40,7 @@ from brokers.power import data_on
 from brokers.watchdog import WATCHDOG
 from workload.engine.context import broker_entry, build_context, now_iso, point_entry, write_context
 from workload.engine.coordinator import Coordinator, SweepPlace, places
+from workload.engine.cpu_pins import CpuPins, broker_side
 from workload.engine.local_fleet import LocalFleet, RunOutcome
 from workload.engine.naming import run_tag
 from workload.engine.preflight import preflight
@@ -96,7 +97,7 @@ def broker_endpoints(
     console(f"starting {system.title} ({section.topology}) {where}…")
     started = time.monotonic()
     try:
-        with data_on(disks):
+        with data_on(disks), broker_side(CpuPins.of(section.cpus)):
             cluster = system.local.start(section.topology, scenario.broker_params(), workdir, hosts)
     except BaseException:
         hosts.close()
@@ -148,11 +149,17 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
     outcome = RunOutcome(run_id, run_dir)
     tag = run_tag(run_id)
     preflight(results_root, points if search is None else _search_bound(scenario))
-    with broker_endpoints(scenario, system, console) as (endpoints, cluster):
+    pins = CpuPins.of(scenario.broker.cpus) if scenario.broker.deployment == "local" else None
+    with (
+        broker_endpoints(scenario, system, console) as (endpoints, cluster),
+        pins.clients_side() if pins is not None else contextlib.nullcontext(),
+    ):
         broker_info = broker_entry(scenario, system, endpoints, scenario.broker.topology)
         disks = lazy_disks(scenario) if cluster is not None else None
         if disks is not None:  # the model its power-loss faults were measured in
             broker_info["lazy_fs"] = disks.describe()
+        if pins is not None:  # the broker's cores and the clients'
+            broker_info["cpus"] = pins.describe()
         context = build_context(
             run_id,
             scenario,

@@ -1,6 +1,7 @@
 """What a run on this host may ask without a word more from its user (``brokerbench run``,
 ``validate``; not the client machines of an AWS stack, each of which runs its own nodes):
-how many workers a point runs at once (:func:`host_problems`, ``--max-workers``) and how
+how many workers a point runs at once (:func:`host_problems`, ``--max-workers``), the cores
+``[broker] cpus`` may take (:func:`cpus_problems`), and how
 many runs a sweep starts without being asked (:func:`length_problems`, ``--yes``), and the
 sweep's own word on its length (:func:`max_points_problems`, checked for every scenario).
 Each returns problems (key path and message) as :mod:`workload.model.checks` does.
@@ -8,7 +9,8 @@ Each returns problems (key path and message) as :mod:`workload.model.checks` doe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -41,6 +43,8 @@ class HostLimits:
 
     max_workers: int = MAX_LOCAL_WORKERS
     yes: bool = False
+    #: The cores a run here may use (``[broker] cpus`` leaves the clients at least one).
+    cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
 
 #: The load keys that set how many workers a point runs.
@@ -72,7 +76,21 @@ def host_problems(scenario: Scenario, limits: HostLimits) -> list[Problem]:
             "--max-workers N if this host takes more"
         )
         found[Problem(where, message)] = None
-    return list(found)
+    return list(found) + cpus_problems(scenario, limits)
+
+
+def cpus_problems(scenario: Scenario, limits: HostLimits) -> list[Problem]:
+    """``[broker] cpus`` that leaves the clients no core of this machine."""
+    cpus = scenario.broker.cpus
+    if cpus is None or cpus < limits.cores:
+        return []
+    return [
+        Problem(
+            ("broker", "cpus"),
+            f"{cpus} cores for the broker leave the clients none: this machine has "
+            f"{limits.cores}; at most {limits.cores - 1}, or leave cpus out to share them all",
+        )
+    ]
 
 
 def length_problems(scenario: Scenario, limits: HostLimits) -> list[Problem]:

@@ -77,6 +77,14 @@ class BrokerSection(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict, description="System parameters, checked against the system's model."
     )
+    cpus: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PROCESSES,
+        description="With deployment = 'local': pin the broker's processes to this many cores "
+        "of this machine and the client nodes to the rest (fewer than its cores; "
+        "docs/verdict.md); unset: they share every core.",
+    )
     aws_topology: dict[Word, Annotated[int, Field(ge=0, le=MAX_FAULT_NODE + 1)]] | None = Field(
         None,
         description="Written by brokerbench into the scenario of an AWS stack's client "
@@ -104,6 +112,12 @@ class BrokerSection(Strict):
                 ("options",),
                 "options are connection extras for deployment = 'endpoints': a broker "
                 "started here takes none; leave them out",
+            )
+        if self.deployment == "endpoints" and self.cpus is not None:
+            raise conflict(
+                ("cpus",),
+                "cpus pins a broker started here to its cores: with deployment = 'endpoints' "
+                "the broker runs elsewhere; leave it out",
             )
         if self.deployment == "local" and self.aws_topology is not None:
             raise ValueError("aws_topology is only used with deployment = 'endpoints'")

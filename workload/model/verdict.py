@@ -65,7 +65,11 @@ RULES = (
     "every reason splits its use three ways — the broker nodes summed, the clients summed, "
     "everything else — and a point where everything else took more than "
     f"{DISTURBED_SHARE:.0%} of the machine is <b>disturbed</b>: its figures are not the "
-    "benchmark's alone. A point without telemetry is <b>unknown</b>."
+    "benchmark's alone. With <code>[broker] cpus = N</code> (a local run pinned: the broker "
+    "on N cores, the clients on the rest) each side is judged against its own cores: "
+    f"<b>{BROKER_CPU}</b> when the broker nodes together used ≥ {SATURATED:.0%} of N, "
+    f"<b>{CLIENT_CPU}</b> when the clients together used ≥ {SATURATED:.0%} of the rest, and "
+    "the shared machine's rule does not apply. A point without telemetry is <b>unknown</b>."
 )
 
 
@@ -140,6 +144,9 @@ class Usage:
     max_in_flight: int = 1
     #: The senders were sending (a phase after they stopped: a drain, what they left).
     sending: bool = True
+    #: ``[broker] cpus``: the cores the broker's processes and the clients' were pinned to
+    #: (None: they shared every core).
+    pinned: tuple[int, int] | None = None
 
     def of(self, *roles: str) -> list[NodeUsage]:
         return [n for n in self.nodes if n.role in roles]
@@ -155,15 +162,29 @@ def point_usage(
     workers: int,
     max_in_flight: int | None,
     send_msgs_per_s: float | None,
+    pinned: tuple[int, int] | None = None,
 ) -> Usage:
     """A point's :class:`Usage`: its nodes, whether they shared one machine (the sampler of
-    a local run names its machine ``host``), and in open loop (``rate`` per sender worker)
-    the share of the target rate its ``workers`` reached."""
+    a local run names its machine ``host``), in open loop (``rate`` per sender worker) the
+    share of the target rate its ``workers`` reached, and the cores the broker and the
+    clients were ``pinned`` to (``[broker] cpus``)."""
     nodes = tuple(nodes)
     target = (rate or 0.0) * workers
     ratio = (send_msgs_per_s or 0.0) / target if target else None
     shared = any(n.role == "host" and n.node == "host" for n in nodes)
-    return Usage(nodes, shared_host=shared, target_ratio=ratio, max_in_flight=max_in_flight or 1)
+    in_flight = max_in_flight or 1
+    return Usage(nodes, shared, ratio, in_flight, pinned=pinned if shared else None)
+
+
+def pinned_cores(recorded: object) -> tuple[int, int] | None:
+    """The cores of the broker and of the clients as the run context records them (the
+    broker's ``cpus``: ``{"broker": [...], "clients": [...]}``), None where not pinned."""
+    if not isinstance(recorded, dict):
+        return None
+    broker, clients = recorded.get("broker"), recorded.get("clients")
+    if not isinstance(broker, list) or not isinstance(clients, list) or not broker or not clients:
+        return None
+    return len(broker), len(clients)
 
 
 @dataclass(frozen=True)
@@ -227,6 +248,10 @@ def _pct(value: float) -> str:
     return f"{value:.0f} %"
 
 
+def _cores(n: int) -> str:
+    return "1 core" if n == 1 else f"{n} cores"
+
+
 def verdict(usage: Usage) -> Verdict:
     """Which resource set the pace (see :data:`RULES`); on a shared machine, whether others
     disturbed the point."""
@@ -241,7 +266,15 @@ def verdict(usage: Usage) -> Verdict:
 def _judge(usage: Usage, split: Split | None) -> Verdict:
     """The rules, in order (:data:`RULES`)."""
     broker = usage.busiest("broker")
-    if broker is not None and broker.cpu_pct >= SATURATED * 100 * broker.usable_cores:
+    if usage.pinned is not None:
+        own = sum(n.cpu_pct for n in usage.of("broker"))
+        if own >= SATURATED * 100 * usage.pinned[0]:
+            return Verdict(
+                BROKER_CPU,
+                f"the broker nodes used {_pct(own)} of a core, of the {_cores(usage.pinned[0])} "
+                "pinned to them",
+            )
+    elif broker is not None and broker.cpu_pct >= SATURATED * 100 * broker.usable_cores:
         return Verdict(
             BROKER_CPU,
             f"broker node {broker.node} used {_pct(broker.cpu_pct)} of a core, of "
@@ -281,7 +314,8 @@ def _shared_or_client(usage: Usage, split: Split | None) -> Verdict:
             f"senders reached only {usage.target_ratio:.0%} of the target rate with no client "
             f"busy: they waited on the broker{tail}",
         )
-    if split is not None and host_busy is not None and host_busy >= SATURATED * 100:
+    shared = usage.pinned is None  # pinned, each side was judged against its own cores
+    if shared and split is not None and host_busy is not None and host_busy >= SATURATED * 100:
         if split.broker >= BROKER_SHARE * split.machine and split.broker > split.clients:
             return Verdict(
                 BROKER_CPU,
@@ -302,6 +336,13 @@ def _client_limit(usage: Usage) -> str:
     saturated (in open loop, short of the target too)."""
     short = usage.target_ratio is not None and usage.target_ratio < TARGET_RATIO
     prefix = f"senders reached only {usage.target_ratio:.0%} of the target rate: " if short else ""
+    if usage.pinned is not None:
+        own = sum(n.cpu_pct for n in usage.of("sender", "receiver"))
+        if own >= SATURATED * 100 * usage.pinned[1]:
+            return (
+                f"{prefix}the clients used {_pct(own)} of a core, of the "
+                f"{_cores(usage.pinned[1])} pinned to them"
+            )
     for node in sorted(usage.of("sender", "receiver"), key=lambda n: -n.cpu_pct):
         if node.cpu_pct >= SATURATED * 100 * node.usable_cores:
             return (

@@ -105,6 +105,8 @@ class Timeline:
     broker: str = "the broker"
     #: Time 0 of the point's charts (the end of its warm-up), else its first second.
     zero: int | None = None
+    #: ``[broker] cpus``: the cores of the broker and of the clients.
+    pinned: tuple[int, int] | None = None
 
     @property
     def origin(self) -> int:
@@ -267,6 +269,7 @@ def judge_phase(timeline: Timeline, phase: str, span: Span) -> PhaseVerdict:
         shared_host=timeline.shared_host,
         max_in_flight=timeline.max_in_flight,
         sending=phase == BUILD or any(t.confirmed for t in ticks if t.second > span.first),
+        pinned=timeline.pinned if timeline.shared_host else None,
     )
     return PhaseVerdict(phase, span, sum(t.received for t in ticks), verdict(usage))
 
