@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
-from brokers.batches import keys_of
+from brokers.batches import ReceivedBatch, keys_of
 from brokers.errors import BrokerConnectionError, BrokerError
 from brokers.pulsar.admin import SUBSCRIPTION, topic_url
 from brokers.pulsar.params import PulsarParams
@@ -148,7 +148,7 @@ class PulsarAdapter(Adapter[int]):
         self._producers: list[Any] = []
         self._next_partition = itertools.count()
         self._consumer: Any = None
-        self._tokens = itertools.count()
+        self._next_token = 0
         self._unacked: dict[int, Any] = {}
 
     def _producers_for_send(self) -> list[Any]:
@@ -201,9 +201,13 @@ class PulsarAdapter(Adapter[int]):
         callback = confirmations.callback
         for (producer, bodies, run_keys), big in zip(runs, alone, strict=True):
             send_async, last = producer.send_async, len(bodies) - 1
-            if run_keys is None:
-                for i, body in enumerate(bodies):
-                    send_async(body, callback if big or i == last else None)
+            if run_keys is None and not big:
+                for body in bodies[:last]:
+                    send_async(body, None)
+                send_async(bodies[last], callback)
+            elif run_keys is None:
+                for body in bodies:
+                    send_async(body, callback)
             else:
                 for i, (body, key) in enumerate(zip(bodies, run_keys, strict=True)):
                     send_async(body, callback if big or i == last else None, partition_key=key)
@@ -219,24 +223,40 @@ class PulsarAdapter(Adapter[int]):
                 f"within {self.params.send_timeout + 5:.0f} s"
             )
 
-    def receive(self, max_n: int) -> list[Received[int]]:
+    def _receive(self, max_n: int) -> list[Any]:
         consumer = self._consumer_for_receive()
         timeout = self._pulsar.Timeout
         try:
             messages = [consumer.receive(timeout_millis=RECEIVE_WAIT_MS)]
         except timeout:
             return []
+        receive = consumer.receive
         while len(messages) < max_n:
             try:
-                messages.append(consumer.receive(timeout_millis=0))
+                messages.append(receive(timeout_millis=0))
             except timeout:
                 break
-        received = []
-        for message in messages:
-            token = next(self._tokens)
-            self._unacked[token] = message
-            received.append(Received(message.data(), token, message.redelivery_count() > 0))
-        return received
+        return messages
+
+    def receive(self, max_n: int) -> list[Received[int]]:
+        received = self.receive_batch(max_n)
+        again = set(received.redelivered)
+        return [
+            Received(body, receipt, i in again)
+            for i, (body, receipt) in enumerate(
+                zip(received.bodies, received.receipts, strict=True)
+            )
+        ]
+
+    def receive_batch(self, max_n: int) -> ReceivedBatch[int]:
+        """What the worker calls: the messages as columns, with no object per message."""
+        messages = self._receive(max_n)
+        first = self._next_token
+        self._next_token = first + len(messages)
+        tokens = range(first, self._next_token)
+        self._unacked.update(zip(tokens, messages, strict=True))
+        again = [i for i, message in enumerate(messages) if message.redelivery_count()]
+        return ReceivedBatch([message.data() for message in messages], tokens, again)
 
     def ack(self, receipts: Sequence[int]) -> None:
         consumer = self._consumer_for_receive()
