@@ -29,6 +29,7 @@ METRICS = tuple(
         "receive_msgs_per_s",
         *latency_columns(),
         "lost",
+        "lost_on_power_loss",
         "duplicated",
         "redelivered",
         "errors",
