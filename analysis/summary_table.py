@@ -18,6 +18,7 @@ from analysis.columns import COLUMNS
 from analysis.summary_row import SummaryRow, number
 from workload.model.record import RunContext
 from workload.model.verdict import Verdict
+from workload.model.verdict_time import TREND_RATIO
 
 #: The headline figures of a point, in the order the tables show them: the rates, the
 #: processing latency's worst window and whole-run p99, the send call's worst window.
@@ -116,6 +117,18 @@ def notes(row: SummaryRow) -> list[str]:
         found.append(f"{label} ({row.get('limited_reason')})")
     if stall := stall_note(row):
         found.append(stall)
+    found.extend(trend_notes(row))
+    return found
+
+
+def trend_notes(row: SummaryRow) -> list[str]:
+    """A note per cost per message that rose through the measurement period by
+    :data:`~workload.model.verdict_time.TREND_RATIO` or more (the reason has its figures)."""
+    found = []
+    for column, what in (("broker_cpu_trend", "broker"), ("client_cpu_trend", "client")):
+        ratio = number(row.get(column))
+        if ratio is not None and ratio >= TREND_RATIO:
+            found.append(f"{what} CPU per message rose {ratio:.1f}× during the point")
     return found
 
 

@@ -267,3 +267,6 @@ def test_the_report_prints_each_line_and_the_rules_and_the_table_notes_a_stall()
     assert RULES in page and TIME_RULES in page
     assert any(n.startswith("stalled 100 s: messages outstanding") for n in notes(row))
     assert not any("stalled" in n for n in notes(row.merged({"stall_s": 0})))
+    rising = row.merged({"broker_cpu_trend": 3.9, "client_cpu_trend": 1.2})
+    assert "broker CPU per message rose 3.9× during the point" in notes(rising)
+    assert not any("client CPU" in n for n in notes(rising))
