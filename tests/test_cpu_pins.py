@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from brokers.connection import Destination
 from tests.test_scenario import error_lines, write
 from workload.engine.cpu_pins import STARTED_ON, CpuPins
+from workload.engine.faults import ClusterFaults
 from workload.model.errors import ScenarioError
+from workload.model.faults import FaultRecord
 from workload.model.host_limits import HostLimits
 from workload.model.scenario_file import load_scenario
 from workload.model.verdict import (
@@ -50,6 +53,13 @@ def test_cpus_is_checked_against_this_machine_in_one_line(tmp_path: Path) -> Non
         + 'endpoints = ["127.0.0.1:6379"]\ncpus = 1\n',
     )
     assert "broker.cpus: cpus pins a broker started here" in line
+
+
+def test_the_split_in_words_and_in_the_run_context() -> None:
+    pins = CpuPins((0,), (1, 2, 3))
+    assert pins.words() == "the broker on core 0, the clients on cores 1, 2, 3"
+    assert pins.describe() == {"broker": [0], "clients": [1, 2, 3]}
+    assert pinned_cores(pins.describe()) == (1, 3) == pins.cores
 
 
 def test_the_broker_side_and_the_clients_side_are_inherited_by_what_they_start() -> None:
@@ -122,3 +132,26 @@ def test_the_pins_reach_the_verdict_from_the_run_context() -> None:
         apart, rate=None, workers=1, max_in_flight=1, send_msgs_per_s=1.0, pinned=(1, 1)
     )
     assert usage.pinned is None
+
+
+def test_a_node_a_fault_stops_and_starts_again_starts_on_the_brokers_cores() -> None:
+    if len(STARTED_ON) < 2:
+        pytest.skip("one core: nothing to split")
+    pins = CpuPins.of(1)
+    assert pins is not None
+    seen: list[set[int]] = []
+
+    class Cluster:  # what ClusterFaults calls of a local cluster
+        def fault(self, node: str, action: str) -> None:
+            seen.append(os.sched_getaffinity(0))
+
+        def recover(self, node: str, action: str, timeout: float) -> None:
+            seen.append(os.sched_getaffinity(0))
+
+    actuator = ClusterFaults(Cluster(), Destination("q"), pins)  # type: ignore[arg-type]
+    record = FaultRecord(index=0, action="kill", selector="0", at_s=1.0, until_s=2.0, node="n0")
+    with pins.clients_side():  # where the fault clock's thread runs
+        actuator.begin(record)
+        actuator.end(record, "until")
+        assert os.sched_getaffinity(0) == set(pins.clients)
+    assert seen == [set(pins.broker)] * 2

@@ -6,7 +6,7 @@ children too. So the runner starts the broker from a thread pinned to the broker
 (:meth:`CpuPins.broker_side`), then pins its own thread to the clients' cores for the rest
 of the run (:meth:`CpuPins.clients_side`): the node processes it starts afterwards, and the
 threads it starts (the sampler, the fault clock), run there. A fault that restarts a broker
-node does so on the broker's cores again (:func:`workload.engine.faults.ClusterFaults`).
+node does so on the broker's cores again (:class:`workload.engine.faults.ClusterFaults`).
 ``os.sched_setaffinity`` sets one thread's set, not a process's: nothing else of this
 process moves.
 """
@@ -67,9 +67,17 @@ class CpuPins:
         """How many cores each side has: the broker's, the clients'."""
         return len(self.broker), len(self.clients)
 
+    def words(self) -> str:
+        """The split as the run's first lines say it."""
+        return f"the broker on {_list(self.broker)}, the clients on {_list(self.clients)}"
+
     def describe(self) -> dict[str, Any]:
         """What the run context records (the broker's ``cpus``): the cores of each side."""
         return {"broker": list(self.broker), "clients": list(self.clients)}
+
+
+def _list(cores: tuple[int, ...]) -> str:
+    return ("core " if len(cores) == 1 else "cores ") + ", ".join(str(c) for c in cores)
 
 
 @contextlib.contextmanager

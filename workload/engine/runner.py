@@ -94,10 +94,13 @@ def broker_endpoints(
     disks = lazy_disks(scenario)
     if disks is not None:
         where += f", data on the lazy filesystem ({_model(disks)})"
+    pins = CpuPins.of(section.cpus)
+    if pins is not None:
+        where += f", {pins.words()}"
     console(f"starting {system.title} ({section.topology}) {where}…")
     started = time.monotonic()
     try:
-        with data_on(disks), broker_side(CpuPins.of(section.cpus)):
+        with data_on(disks), broker_side(pins):
             cluster = system.local.start(section.topology, scenario.broker_params(), workdir, hosts)
     except BaseException:
         hosts.close()
