@@ -12,7 +12,7 @@ BENCH_MESSAGES ?= 100000000
 # network namespaces for isolated nodes, fusermount3 for the lazy filesystem.
 TOOL_PACKAGES ?= cloud-init chromium iproute2 fuse3
 
-.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-soak durability clean
+.PHONY: help demo setup setup-core test test-fast lint typecheck bench bench-peers bench-floor bench-soak durability clean
 
 help:
 	@echo "make demo       set up (virtualenv, packages) and run a small PostgreSQL + Redis sweep with report"
@@ -21,6 +21,7 @@ help:
 	@echo "make lint       ruff + mypy"
 	@echo "make bench      recording, runner, telemetry sampler, lazy filesystem and analysis benchmarks (prints figures)"
 	@echo "make bench-peers brokerbench vs each broker's own load tool on one broker (PEERS_ARGS='--quick')"
+	@echo "make bench-floor each client library alone vs brokerbench's adapter, CPU per message (FLOOR_ARGS='--systems nats')"
 	@echo "make bench-soak  a 10-minute soak on a local Redis: client memory growth per hour (SOAK_ARGS='--minutes 60')"
 	@echo "make durability  every power-loss scenario 3 times; writes docs/durability.md's table (DURABILITY_ARGS='--repeats 1')"
 
@@ -90,6 +91,9 @@ bench: $(VENV)/.full
 
 bench-peers: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_peers.py $(PEERS_ARGS)
+
+bench-floor: $(VENV)/.full
+	$(BIN)/python tests/benchmarks/bench_library_floor.py $(FLOOR_ARGS)
 
 bench-soak: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_soak.py $(SOAK_ARGS)
