@@ -33,7 +33,7 @@ from workload.engine.node import NodeSpec, node_process, prepare_point, split
 from workload.engine.node_progress import Progress
 from workload.engine.point_telemetry import PointTelemetry, sampler_targets
 from workload.engine.progress import ProgressView
-from workload.engine.signals import signal_name
+from workload.engine.signals import held, signal_name
 from workload.engine.start_gate import StartGate
 from workload.engine.telemetry import Sampler
 from workload.model.backlog import HOLD, write_phases
@@ -214,18 +214,37 @@ class LocalFleet:
         try:
             yield
         except KeyboardInterrupt as exc:
-            self.outcome.interrupted = True
-            self.outcome.signal = signal_name(exc)
-            running.stop.set()
-            self.console(
-                f"\ninterrupted ({self.outcome.signal}): stopping the workers and keeping "
-                "what was recorded…"
-            )
+            self._interrupted(exc, running)
             _join(running.processes, timeout=60)
         except BaseException:
             self._stop(running)
             self.finish_faults(place, restore=not place.last)
             raise
+
+    def _interrupted(self, exc: BaseException, running: _Running | None) -> None:
+        """A stopping signal: the run ends after this point, its workers told to stop."""
+        if running is not None:
+            running.stop.set()
+        if self.outcome.interrupted:
+            return
+        self.outcome.interrupted = True
+        self.outcome.signal = signal_name(exc)
+        self.console(
+            f"\ninterrupted ({self.outcome.signal}): stopping the workers and keeping "
+            "what was recorded…"
+        )
+
+    @contextlib.contextmanager
+    def _step(self) -> Iterator[None]:
+        """A step of a point's end (its nodes stopping, its faults ending, its statuses
+        read) runs to its end; a stopping signal that came meanwhile takes effect after it:
+        the run is interrupted and no further point runs (it was lost inside the wait for
+        the nodes before)."""
+        try:
+            with held():
+                yield
+        except KeyboardInterrupt as exc:
+            self._interrupted(exc, self._running)
 
     def _watch(self, running: _Running) -> None:
         processes, view, faults = running.processes, running.view, running.faults
@@ -309,11 +328,16 @@ class LocalFleet:
     def await_nodes(self, place: SweepPlace) -> None:
         """Stop the node processes still running (nodes ignore SIGTERM: a last one is
         killed) and close the progress view."""
-        self._stop(self._current())
+        with self._step():
+            self._stop(self._current())
 
     def finish_faults(self, place: SweepPlace, restore: bool) -> None:
         """End the point's faults (bringing nodes back when ``restore`` and the point was
         not interrupted) and keep the timeline."""
+        with self._step():
+            self._finish_faults(place, restore)
+
+    def _finish_faults(self, place: SweepPlace, restore: bool) -> None:
         running = self._current()
         faults = running.faults
         if faults is None and not running.deaths:
@@ -346,6 +370,10 @@ class LocalFleet:
     def collect(self, place: SweepPlace) -> None:
         """Every node part's status: a failed one is an error, a missing one is written
         (it exited without results) and named; the backlog's phases are kept."""
+        with self._step():
+            self._collect(place)
+
+    def _collect(self, place: SweepPlace) -> None:
         running, self._running = self._current(), None
         run_dir, point = self.outcome.run_dir, place.point
         if running.backlog is not None:

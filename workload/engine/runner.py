@@ -54,6 +54,7 @@ from workload.engine.search import (
     unjudged,
 )
 from workload.engine.search import estimated_seconds as search_seconds
+from workload.engine.signals import signal_name
 from workload.model.errors import RecordsNotWritten, UserError, one_line
 from workload.model.layout import LAYOUT
 from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
@@ -185,6 +186,8 @@ def run_scenario(scenario_path: Path, results_root: Path, console: Console = pri
                 Coordinator(fleet).run(places(points))
             else:
                 Probes(scenario, system, Coordinator(fleet), outcome, console).run(search, context)
+        except KeyboardInterrupt as exc:  # between two points: no node runs
+            outcome.interrupted, outcome.signal = True, signal_name(exc)
         finally:
             context.finished = now_iso()
             context.status = (
