@@ -74,6 +74,9 @@ MESSAGE_SIZE = 100
 TAG = "floor000.0"
 #: A receive leg that gets nothing for this long ends short (its count says so).
 IDLE_END = 3.0
+#: A floor that waits this long for a batch's confirmation fails (NATS: for its whole leg).
+CONFIRM_WAIT = 60.0
+LEG_LIMIT = 600.0
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,11 @@ class Floor:
         raise NotImplementedError
 
 
+def confirmed_in_time(done: threading.Event) -> None:
+    if not done.wait(CONFIRM_WAIT):
+        raise RuntimeError(f"a batch not confirmed within {CONFIRM_WAIT:.0f} s")
+
+
 class PulsarFloor(Floor):
     how = (
         "send_async per message, a callback on each batch's last, 8 batches in flight; "
@@ -300,9 +308,9 @@ class PulsarFloor(Floor):
             send_async(bodies[-1], confirmed)
             pending.append(done)
             if len(pending) >= in_flight:
-                pending.popleft().wait()
+                confirmed_in_time(pending.popleft())
         while pending:
-            pending.popleft().wait()
+            confirmed_in_time(pending.popleft())
         leg = meter.stop(messages)
         producer.close()
         client.close()
@@ -371,7 +379,8 @@ class NatsFloor(Floor):
         )
 
     def send(self, target: Target, messages: int, batch: int, in_flight: int) -> Leg:
-        return asyncio.run(self._send(target, messages, batch, in_flight))
+        leg = self._send(target, messages, batch, in_flight)
+        return asyncio.run(asyncio.wait_for(leg, LEG_LIMIT))
 
     async def _send(self, target: Target, messages: int, batch: int, in_flight: int) -> Leg:
         from brokers.nats.adapter import subject
@@ -418,7 +427,7 @@ class NatsFloor(Floor):
         return leg
 
     def receive(self, target: Target, messages: int) -> Leg:
-        return asyncio.run(self._receive(target, messages))
+        return asyncio.run(asyncio.wait_for(self._receive(target, messages), LEG_LIMIT))
 
     async def _receive(self, target: Target, messages: int) -> Leg:
         if self.fetch:
