@@ -284,7 +284,8 @@ class PullConsumer:
         self.subscription: Any = None
 
     async def _on_message(self, msg: Msg) -> None:
-        status = (msg.headers or {}).get("Status", "")
+        headers = msg.headers  # a message has none; a status from the server has
+        status = headers.get("Status", "") if headers else ""
         if status == "100":  # idle heartbeat
             return
         if status:  # 408 expired, 409 refused (e.g. max waiting), 404 none (no_wait)
@@ -317,8 +318,10 @@ class PullConsumer:
                 await self._request(PULL_AHEAD * max_n)
             self.arrived.clear()
             timeout = max(0.0, min(deadline, self.active_until) - time.monotonic())
+            # asyncio.timeout, not wait_for: no task made for every wait.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.arrived.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.arrived.wait()
         return [self.queue.popleft() for _ in range(min(max_n, len(self.queue)))]
 
 
