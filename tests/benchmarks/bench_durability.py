@@ -117,10 +117,16 @@ def _last_line(text: str) -> str:
 
 
 def entry(
-    scenario: str, system: str, setting: str, runs: list[dict[str, Any]], when: str
+    scenario: str,
+    system: str,
+    setting: str,
+    runs: list[dict[str, Any]],
+    when: str,
+    checkout: tuple[str | None, bool | None],
 ) -> dict[str, Any]:
-    """One scenario's entry of the results file."""
-    commit, dirty = durability_doc.git_state()
+    """One scenario's entry of the results file (``checkout``: the commit when its first
+    run began, and whether tracked files differed from it)."""
+    commit, dirty = checkout
     claimed = next((r for r in runs if r.get("fsync")), {})
     return {
         "scenario": scenario,
@@ -168,11 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = RESULTS_DIR / stamp.strftime("%Y%m%dT%H%M%SZ")
     entries = []
     for scenario in chosen:
-        runs = []
+        runs, checkout = [], durability_doc.git_state()
         for i in range(args.repeats):
             runs.append(run_once(scenario, out / scenario / f"run{i + 1}"))
             _say(_said(scenario, i, runs[-1]))
-        entries.append(entry(scenario, *known[scenario], runs, stamp.strftime("%Y-%m-%d")))
+        when = stamp.strftime("%Y-%m-%d")
+        entries.append(entry(scenario, *known[scenario], runs, when, checkout))
         durability_doc.write(
             {"format": durability_doc.FORMAT, "scenarios": entries}, out / "results.json"
         )
