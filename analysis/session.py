@@ -24,11 +24,10 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import py4j
@@ -38,6 +37,7 @@ from pyspark.sql import SparkSession
 from analysis.class_archive import ClassArchive, class_archive
 from analysis.storage import cluster_mode
 from brokers.watchdog import WATCHDOG, processes_of
+from workload.model.held_signals import held
 
 #: A Spark session, for the callers that hold one but import no Spark.
 Session = SparkSession
@@ -45,8 +45,6 @@ Session = SparkSession
 LOG_CONFIG = files("analysis") / "log4j2.properties"
 #: Driver heap for local mode (every JVM gets an explicit -Xmx).
 DEFAULT_DRIVER_MEMORY = os.environ.get("BROKERBENCH_SPARK_MEMORY", "2g")
-#: Signals held while the JVM starts (the ones a coordinator turns into an orderly stop).
-_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long a JVM told to exit (its stdin closed) may take before it is killed.
 _EXIT_WAIT_S = 15.0
 #: ... and one that writes the class archive as it exits (:mod:`analysis.class_archive`).
@@ -269,7 +267,7 @@ def _local_session(
             + (" -XX:TieredStopAtLevel=1" if quick else "")
             + (f" {archive.java_options}" if archive is not None else ""),
         )
-        with _held_signals():
+        with held():  # the stopping signals wait until the JVM is up and watched
             WATCHDOG.watch_dir(scratch)
             try:
                 gateway = _launch_gateway(conf)
@@ -289,33 +287,6 @@ def _launch_gateway(conf: SparkConf) -> Any:
     from pyspark.java_gateway import launch_gateway
 
     return launch_gateway(conf, popen_kwargs={"start_new_session": True})
-
-
-@contextlib.contextmanager
-def _held_signals() -> Iterator[None]:
-    """Hold the stopping signals (those with a Python handler) for the block, then act on
-    the first that arrived as its handler would have."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    arrived: list[signal.Signals] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        arrived.append(signal.Signals(signum))
-
-    handlers: dict[signal.Signals, Callable[[int, FrameType | None], Any]] = {}
-    for held in _HELD:
-        handler = signal.getsignal(held)
-        if callable(handler):
-            handlers[held] = handler
-            signal.signal(held, hold)
-    try:
-        yield
-    finally:
-        for held, handler in handlers.items():
-            signal.signal(held, handler)
-    if arrived:
-        handlers[arrived[0]](arrived[0], None)
 
 
 class _NotFromPy4j(logging.Filter):
