@@ -4,7 +4,7 @@ explicit acks; publishing waits for the stream's acknowledgement. A 3-server clu
 from __future__ import annotations
 
 from brokers.base import BrokerSystem, KeySupport, Topology
-from brokers.nats import adapter, durability
+from brokers.nats import adapter, admin, durability
 from brokers.nats.cloud import NatsCloud
 from brokers.nats.local import NatsLocal
 from brokers.nats.params import NatsParams
@@ -15,8 +15,8 @@ SYSTEM = BrokerSystem(
     params_model=NatsParams,
     connect=adapter.connect,
     adapters=(adapter.NatsAdapter,),  # an asyncio client: workers run as tasks
-    prepare=adapter.prepare,
-    describe=adapter.describe,
+    prepare=admin.prepare,
+    describe=admin.describe,
     durability=durability.durability,
     reference_topology=Topology(
         roles={"server": 3},
