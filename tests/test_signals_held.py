@@ -37,10 +37,9 @@ def handlers() -> Any:
 def test_a_held_ctrl_c_comes_after_the_step_and_not_inside_it(handlers: Any) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     steps = []
-    with pytest.raises(KeyboardInterrupt):
-        with held():
-            _kill_self(signal.SIGINT)
-            steps.append("the step ran to its end")
+    with pytest.raises(KeyboardInterrupt), held():
+        _kill_self(signal.SIGINT)
+        steps.append("the step ran to its end")
     assert steps == ["the step ran to its end"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
@@ -50,9 +49,8 @@ def test_held_signals_reach_the_coordinators_handler_in_order(handlers: Any) -> 
     one in a later step is only remembered — as when neither was held."""
     stopping = Stopping()
     stopping.install()
-    with pytest.raises(Terminated):
-        with held():
-            _kill_self(signal.SIGTERM)
+    with pytest.raises(Terminated), held():
+        _kill_self(signal.SIGTERM)
     assert stopping.first == signal.SIGTERM and stopping.again is None
     with held():
         _kill_self(signal.SIGINT)
