@@ -155,6 +155,19 @@ def test_a_backlogs_build_and_drain_are_judged_over_their_own_seconds() -> None:
     assert judged.stalls == () and judged.stall_s == 0
 
 
+def test_a_drain_that_ended_at_once_is_no_phase() -> None:
+    """A drain whose last second comes before its first (a power cut lost the backlog, the
+    drain ended at once) has no seconds to judge: it is left out, not divided by."""
+    ticks = (*steady(10, 1000), *(Tick(T0 + 10 + i, 1000, 0) for i in range(10)))
+    timeline = Timeline(
+        ticks, seconds(20, lambda i: {("broker", "b0"): 30.0}), Span(T0 + 1, T0 + 8),
+        hold=T0 + 10, drain=Span(T0 + 20, T0 + 19),
+    )  # fmt: skip
+    judged = judge_time(timeline)
+    assert [p.phase for p in judged.phases] == [BUILD]
+    assert all("drain" not in line for line in judged.lines)
+
+
 def test_the_time_after_the_senders_stopped_is_judged_from_three_seconds() -> None:
     # senders stop after 10 s; receivers, a process at a whole core, need 4 s more
     ticks = (

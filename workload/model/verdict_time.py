@@ -248,7 +248,7 @@ def phases(timeline: Timeline) -> list[tuple[str, Span]]:
         build_end = timeline.drain.first - 1 if timeline.drain else seconds[-1].second
         if build_end >= build:
             found.append((BUILD, Span(build, build_end)))
-    if timeline.drain is not None:
+    if timeline.drain is not None and timeline.drain.seconds > 0:  # a drain ended at once has none
         found.append((DRAIN, timeline.drain))
     sent = [t.second for t in seconds if t.confirmed]
     received = [t.second for t in seconds if t.received]
