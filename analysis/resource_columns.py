@@ -96,6 +96,14 @@ RESOURCE_COLUMNS = (
         fmt="{:,.0f}",
     ),
     Column(
+        "steal_pct",
+        "of other_cpu_pct: what the hypervisor took for other guests (steal), mean; a virtual "
+        "machine's neighbours disturb a point as other processes do",
+        Scope.RUN,
+        unit="% of a core",
+        fmt="{:,.1f}",
+    ),
+    Column(
         "broker_rss_mb",
         "the busiest broker node's resident memory, mean",
         Scope.RUN,

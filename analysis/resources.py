@@ -58,6 +58,7 @@ class Resources(Figures):
     broker_nodes_cpu_pct: float | None = None
     clients_cpu_pct: float | None = None
     other_cpu_pct: float | None = None
+    steal_pct: float | None = None
     broker_rss_mb: float | None = None
     broker_gc_ms_per_s: float | None = None
     broker_disk_write_mb_s: float | None = None
@@ -100,6 +101,7 @@ def resource_columns(usage: Usage, send: float | None) -> Resources:
         broker_nodes_cpu_pct=broker_cores * 100 if brokers else None,
         clients_cpu_pct=client_cores * 100 if clients else None,
         other_cpu_pct=None if split is None else split.others,
+        steal_pct=None if split is None else split.steal,
         broker_rss_mb=None if busiest is None else busiest.rss_bytes / MB,
         broker_gc_ms_per_s=None if busiest is None else busiest.gc_pause_ms_s,
         broker_disk_write_mb_s=None if written is None else written / MB,

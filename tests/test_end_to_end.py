@@ -78,7 +78,7 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
         mine = [t for t in telemetry if t["node"] == node and start <= t["second"] <= end]
         assert mine, f"no telemetry of {node} in the measurement period"
         means[role, node] = {"cores": mine[0]["cores"]}
-        for c in ("cpu_pct", "device_write_bytes_s"):
+        for c in ("cpu_pct", "device_write_bytes_s", "cpu_steal_pct"):
             known = [t[c] for t in mine if t[c] is not None]  # the clients have no device
             means[role, node][c] = sum(known) / len(known) if known else 0.0
     brokers = {n: m for (role, n), m in means.items() if role == "broker"}
@@ -109,6 +109,8 @@ def assert_resources_recomputed(run_dir: Path, row: dict[str, str]) -> None:
     assert float(row["clients_cpu_pct"]) == pytest.approx(clients_sum, abs=1e-3)
     assert float(row["other_cpu_pct"]) == pytest.approx(others, abs=1e-3)
     assert row["disturbed"] == str(others > 0.10 * 100 * host["cores"])
+    # of the others, the hypervisor's steal (only the host row reads it)
+    assert float(row["steal_pct"]) == pytest.approx(min(others, host["cpu_steal_pct"]), abs=1e-3)
     # the verdict, by the rules as docs/verdict.md states them
     if busiest["cpu_pct"] >= 90 * busiest["cores"]:
         expected = "broker CPU"

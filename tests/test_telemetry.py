@@ -3,6 +3,7 @@ and the verdict rule over what it measured."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -424,6 +425,10 @@ def test_a_shared_machine_is_split_three_ways_and_others_mark_the_point_disturbe
     assert "others 111 %" in judged.reason and "disturbed" in judged.reason
     apart = verdict(Usage((node("broker", "b0", 10.0),), False, None, 1))
     assert not apart.disturbed and "others" not in apart.reason
+    # a virtual machine's neighbours: the hypervisor's steal is said as part of the others
+    host = dataclasses.replace(node("host", "host", 191.0), steal_pct=15.0)
+    stolen = verdict(Usage((*hog[:2], host), True, None, 8))
+    assert "others 111 % (steal 15 %)" in stolen.reason and stolen.disturbed
 
 
 def test_the_machine_counts_as_shared_only_where_one_sampler_saw_it_all() -> None:

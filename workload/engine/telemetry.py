@@ -425,6 +425,7 @@ class Sampler:
             "cpu_user_pct": busy * user_share,
             "cpu_system_pct": busy * (1.0 - user_share),
             "cpu_iowait_pct": 100.0 * spent("iowait") / elapsed,
+            "cpu_steal_pct": 100.0 * spent("steal") / elapsed,
             "rss_bytes": psutil.virtual_memory().used,
             "net_in_bytes_s": (net[0] - before_net[0]) / elapsed,
             "net_out_bytes_s": (net[1] - before_net[1]) / elapsed,

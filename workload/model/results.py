@@ -81,6 +81,8 @@ TELEMETRY_SCHEMA = pa.schema(
         ("cpu_user_pct", pa.float64()),
         ("cpu_system_pct", pa.float64()),
         ("cpu_iowait_pct", pa.float64()),
+        # The machine's CPU taken by the hypervisor for other guests (the host row; else null).
+        ("cpu_steal_pct", pa.float64()),
         ("cpu_process_max_pct", pa.float64()),
         # A broker node's busiest thread, % of one core (else null).
         ("cpu_thread_max_pct", pa.float64()),

@@ -14,6 +14,7 @@ USAGE_MEANS = (
     "cores",
     "processes",
     "cpu_pct",
+    "cpu_steal_pct",
     "cpu_process_max_pct",
     "cpu_thread_max_pct",
     "rss_bytes",

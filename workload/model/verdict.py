@@ -93,6 +93,8 @@ class NodeUsage:
     device_flushes_s: float | None = None
     net_bytes_s: float | None = None
     gc_pause_ms_s: float | None = None
+    #: The machine's CPU the hypervisor took for other guests (the host's row; else None).
+    steal_pct: float | None = None
     #: Link capacity in bytes/s where known (never for loopback).
     link_bytes_s: float | None = None
 
@@ -120,6 +122,7 @@ class NodeUsage:
             device_flushes_s=r.get("device_flushes_s"),
             net_bytes_s=net,
             gc_pause_ms_s=r.get("gc_pause_ms_s"),
+            steal_pct=r.get("cpu_steal_pct"),
         )
 
     @property
@@ -200,13 +203,23 @@ class Split:
     brokers: int
     #: The whole machine's use (what its own sampler saw).
     busy: float
+    #: Of ``others``: what the hypervisor took for other guests (steal).
+    steal: float = 0.0
 
     @classmethod
     def of(cls, usage: Usage, host: NodeUsage) -> Split:
         broker = sum(n.cpu_pct for n in usage.of("broker"))
         clients = sum(n.cpu_pct for n in usage.of("sender", "receiver"))
         others = max(0.0, host.cpu_pct - broker - clients)
-        return cls(broker, clients, others, 100 * host.cores, len(usage.of("broker")), host.cpu_pct)
+        return cls(
+            broker,
+            clients,
+            others,
+            100 * host.cores,
+            len(usage.of("broker")),
+            host.cpu_pct,
+            min(others, host.steal_pct or 0.0),
+        )
 
     @property
     def disturbed(self) -> bool:
@@ -217,6 +230,7 @@ class Split:
         text = (
             f"{nodes} used {_pct(self.broker)} of {_pct(self.machine)}, the clients "
             f"{_pct(self.clients)}, others {_pct(self.others)}"
+            + (f" (steal {_pct(self.steal)})" if self.steal >= 0.5 else "")
         )
         return text + (" (disturbed: others took over a tenth)" if self.disturbed else "")
 
