@@ -173,6 +173,8 @@ class Comparison:
     #: How each run ended where it did not complete ("" where it did, or its context
     #: does not say): a run stopped early compares what it ran.
     states: tuple[str, str] = ("", "")
+    #: Points a side ran disturbed (processes outside it took over a tenth of the machine).
+    disturbed: list[str] = field(default_factory=list)
 
 
 def summary_path(run_dir: Path) -> Path:
@@ -236,11 +238,13 @@ def compare_rows(
     declared faults."""
     base = _runs(baseline)
     cont = _runs(contender)
-    changes = []
-    limits = []
+    changes, limits, disturbed = [], [], []
     for key in base:
         if key not in cont:
             continue
+        for name, side in ((baseline_name, base[key]), (contender_name, cont[key])):
+            if any(str(r.get("disturbed")) == "True" for r in side):
+                disturbed.append(f"{point_name(base[key][0])} ({name})")
         limited = [
             "/".join(dict.fromkeys(str(r.get("limited_by") or "unknown") for r in side))
             for side in (base[key], cont[key])
@@ -261,6 +265,7 @@ def compare_rows(
         [point_name(base[k][0]) for k in base if k not in cont],
         [point_name(cont[k][0]) for k in cont if k not in base],
         limits,
+        disturbed=disturbed,
     )
 
 
@@ -456,6 +461,10 @@ def text_report(comparison: Comparison) -> str:
             f"what set the pace differs at {point}: {was} (baseline) vs {now} (contender) — "
             "the figures measure different limits"
         )
+    for point in comparison.disturbed:
+        out.append(
+            f"disturbed: {point} — processes outside the run took over a tenth of the machine"
+        )
     for name in comparison.only_baseline:
         out.append(f"only in baseline:  {name}")
     for name in comparison.only_contender:
@@ -470,18 +479,7 @@ def text_report(comparison: Comparison) -> str:
 def write_csv(comparison: Comparison, path: Path) -> None:
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            [
-                "point",
-                "metric",
-                "better",
-                "baseline",
-                "contender",
-                "absolute",
-                "relative",
-                "verdict",
-            ]
-        )
+        f.write("point,metric,better,baseline,contender,absolute,relative,verdict\r\n")
         for c in comparison.changes:
             writer.writerow(
                 [

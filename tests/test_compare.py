@@ -193,3 +193,18 @@ def test_compare_warns_when_the_runs_are_different_setups(tmp_path: Path) -> Non
     assert "different setups — system: postgresql vs redis" in text_report(comparison)
     same = compare_runs(tmp_path / "a", tmp_path / "a")
     assert same.differences == [] and "different setups" not in text_report(same)
+
+
+def test_a_disturbed_point_is_marked_in_the_comparison() -> None:
+    """A point one side ran disturbed (others took over a tenth of the machine) says so."""
+    comparison = compare_rows(
+        [row(1, send_msgs_per_s=1000, disturbed=True), row(2, send_msgs_per_s=2000)],
+        [row(1, send_msgs_per_s=900), row(2, send_msgs_per_s=2100, disturbed=False)],
+        "base",
+        "new",
+    )
+    assert [p.split(" ", 1)[0] for p in comparison.disturbed] == ["threads=1"]
+    assert comparison.disturbed[0].endswith("(base)")
+    report = text_report(comparison)
+    assert "disturbed: threads=1" in report and "took over a tenth of the machine" in report
+    assert "(new)" not in report.split("disturbed:", 1)[1]
