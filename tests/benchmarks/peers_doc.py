@@ -14,12 +14,15 @@ Standard library only: ``bench_peers.py`` imports this as ``peers_doc``, the tes
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+try:  # in the tests, and wherever the repository's root is importable
+    from tests.benchmarks import generated_page
+except ImportError:  # as a benchmark script's neighbour
+    import generated_page  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "peers-results.json"
@@ -43,49 +46,27 @@ Entry = dict[str, Any]
 Row = dict[str, Any]
 
 
+FILE = generated_page.ResultsFile(FORMAT, "systems", "system", (("notes", []),))
+MARKERS = generated_page.Markers(BEGIN, END, "docs/peers.md")
+
+
 def git_state(root: Path = ROOT) -> tuple[str | None, bool | None]:
-    """The checkout's commit (seven hex digits) and whether tracked files differ from it;
-    (None, None) where git cannot say."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=7", "HEAD"],
-            cwd=root, capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root, capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
-    return commit or None, bool(status.strip())
+    return generated_page.git_state(root)
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """The results file, or an empty one where there is none yet."""
-    if not path.exists():
-        return {"format": FORMAT, "notes": [], "systems": []}
-    results = json.loads(path.read_text(encoding="utf-8"))
-    if results.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {results.get('format')!r}, expected {FORMAT}")
-    return results
+    return FILE.load(path)
 
 
 def write(results: Mapping[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    generated_page.write(results, path)
 
 
 def merge(results: Mapping[str, Any], entries: Iterable[Entry]) -> dict[str, Any]:
     """``results`` with each of ``entries`` in place of the entry of the same system (a
     system not there yet comes last); the other systems and the notes stay."""
-    systems: list[Entry] = list(results.get("systems", []))
-    for entry in entries:
-        at = next((i for i, e in enumerate(systems) if e["system"] == entry["system"]), None)
-        if at is None:
-            systems.append(entry)
-        else:
-            systems[at] = entry
-    return {**results, "format": FORMAT, "systems": systems}
+    return FILE.merge(results, entries)
 
 
 def _best(rows: Iterable[Row]) -> Row | None:
@@ -238,18 +219,12 @@ def render(results: Mapping[str, Any]) -> str:
 
 def generated_part(page: str) -> str:
     """The text between the markers of a page (without them)."""
-    if BEGIN not in page or END not in page:
-        raise ValueError("docs/peers.md lost its markers of the generated table")
-    start = page.index(BEGIN) + len(BEGIN)
-    return page[start : page.index(END, start)].strip("\n")
+    return MARKERS.part(page)
 
 
 def update_page(page: str, results: Mapping[str, Any]) -> str:
     """``page`` with its generated part rendered again from ``results``."""
-    generated_part(page)  # both markers present
-    head, _, rest = page.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{render(results)}\n{END}{tail}"
+    return MARKERS.replace(page, render(results))
 
 
 def render_page(results_path: Path = RESULTS, page_path: Path = PAGE) -> Path:
