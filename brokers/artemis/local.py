@@ -150,6 +150,9 @@ class ArtemisLocal(LocalDeployment["ArtemisParams"]):
             "a synchronised backup",
             follower="the other broker of that pair (its backup)",
             fails_over=True,
+            # The brokers' data directories (journal, bindings, paging, large messages) are
+            # on the lazy filesystem (measured on one broker).
+            power_loss=topology == "single",
         )
 
     def start(
@@ -183,6 +186,7 @@ class ArtemisLocal(LocalDeployment["ArtemisParams"]):
                         # Empty JAVA_ARGS: artemis.profile's own (with its -Xmx) applies.
                         env={"JAVA_ARGS": "", "ARTEMIS_INSTANCE": str(workdir / node.name)},
                         ready=lambda node=node: port_open(node.host, node.http_port),  # type: ignore[misc]
+                        data_dir=workdir / node.name / node.data_dir,
                     )
                 )
                 for node in nodes

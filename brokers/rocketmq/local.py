@@ -151,6 +151,8 @@ class RocketMQLocal(LocalDeployment[RocketMQParams]):
             leader="the master (node 0), as the name server lists it",
             follower="its slave (node 1); while it is down the master confirms alone",
             fails_over=False,
+            # The brokers' stores are on the lazy filesystem (measured on one broker).
+            power_loss=topology == "single",
         )
 
     def start(
@@ -215,9 +217,10 @@ def _launch(
     heap: str,
     direct: str | None,
     conf: str,
+    data_dir: Path | None = None,
 ) -> ManagedProcess:
     """Write one node's configuration into its home and start its JVM there, bound to
-    loopback by ``library``."""
+    loopback by ``library``; ``data_dir`` is what a power cut may take."""
     home = cluster.workdir / name
     (home / "conf").mkdir(parents=True, exist_ok=True)
     path = home / ("proxy.json" if role == "proxy" else f"{role}.conf")
@@ -231,7 +234,9 @@ def _launch(
     )
     env = {"ROCKETMQ_HOME": str(home), "LD_PRELOAD": str(library)}
     return cluster.add(
-        ManagedProcess(name, command, cluster.workdir / f"{name}.log", env=env, cwd=home)
+        ManagedProcess(
+            name, command, cluster.workdir / f"{name}.log", env=env, cwd=home, data_dir=data_dir
+        )
     )
 
 
@@ -270,7 +275,15 @@ def _launch_broker(
     name = f"{node.broker_name}-{'master' if node.broker_id == 0 else 'slave'}"
     conf = render_broker(node, params.flush_disk_type, namesrv, LOCAL_SIZES)
     process = _launch(
-        cluster, library, name, "broker", LOCAL_SIZES.broker_heap, LOCAL_SIZES.broker_direct, conf
+        cluster,
+        library,
+        name,
+        "broker",
+        LOCAL_SIZES.broker_heap,
+        LOCAL_SIZES.broker_direct,
+        conf,
+        # Its store: the commit log, the consume queues, the topics' and offsets' files.
+        data_dir=Path(node.store),
     )
     process.ready = lambda port=node.port: port_open(LOOPBACK, port)
     cluster.ports[name] = node.port

@@ -40,6 +40,9 @@ SCENARIOS = (
     ("kafka-power-loss", "Kafka", "3 nodes, acks=all, default flush"),
     ("kafka-power-loss-flush", "Kafka", "3 nodes, acks=all, flush.messages=1"),
     ("nats-power-loss", "NATS JetStream", "3 servers, 3 replicas, default sync interval"),
+    ("rocketmq-power-loss", "RocketMQ", "single broker, ASYNC_FLUSH"),
+    ("rocketmq-power-loss-sync-flush", "RocketMQ", "single broker, SYNC_FLUSH"),
+    ("artemis-power-loss", "ActiveMQ Artemis", "single broker, NIO journal synced per send"),
 )
 #: A run that takes longer than this failed.
 RUN_TIMEOUT = 900
