@@ -99,7 +99,7 @@ bench-soak: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_soak.py $(SOAK_ARGS)
 
 # The power-loss table of docs/durability.md: every power-loss scenario, 3 runs each (about
-# 40 minutes on a 2-core machine), merged into docs/durability-results.json.
+# an hour for the ten scenarios on a 2-core machine), merged into docs/durability-results.json.
 durability: $(VENV)/.full
 	$(BIN)/python tests/benchmarks/bench_durability.py --write-results $(DURABILITY_ARGS)
 
