@@ -106,6 +106,25 @@ def describe(endpoints: Endpoints, params: PostgresParams) -> dict[str, Any]:
     }
 
 
+def statements(destination: Destination) -> tuple[bytes, bytes, bytes]:
+    """The queue's three statements on ``destination``'s table — insert a batch, claim up to
+    n due rows (SKIP LOCKED, in key order, hidden for the visibility timeout), delete acked
+    rows — rendered once: psycopg would compose a sql.Composed again at every execute (a
+    tenth of a receiver's CPU in py-spy), where a query of bytes is found in its cache."""
+    table = _table(destination)
+    insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
+    claim = sql.SQL(
+        "UPDATE {t} SET next_delivery = now() + make_interval(secs => %b), "
+        "deliveries = {t}.deliveries + 1 "
+        "FROM (SELECT id FROM {t} WHERE next_delivery <= now() ORDER BY id "
+        "LIMIT %b FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
+        "RETURNING {t}.id, {t}.content, {t}.deliveries"
+    ).format(t=table)
+    delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
+    insert_b, claim_b, delete_b = (s.as_bytes(None) for s in (insert, claim, delete))
+    return insert_b, claim_b, delete_b
+
+
 class PostgresAdapter(Adapter[int]):
     """One worker's connection (autocommit: every statement is its own transaction); a
     received message's receipt is its row's id.
@@ -121,21 +140,7 @@ class PostgresAdapter(Adapter[int]):
         self.params = params
         self.conn: psycopg.Connection[Any] | None = None
         self.cursor: psycopg.Cursor[Any] | None = None
-        table = _table(destination)
-        # Rendered once: psycopg would compose a sql.Composed again at every execute (a
-        # tenth of a receiver's CPU in py-spy), where a query of bytes is found in its cache.
-        insert = sql.SQL("INSERT INTO {} (content) SELECT unnest(%b::bytea[])").format(table)
-        claim = sql.SQL(
-            "UPDATE {t} SET next_delivery = now() + make_interval(secs => %b), "
-            "deliveries = {t}.deliveries + 1 "
-            "FROM (SELECT id FROM {t} WHERE next_delivery <= now() ORDER BY id "
-            "LIMIT %b FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
-            "RETURNING {t}.id, {t}.content, {t}.deliveries"
-        ).format(t=table)
-        delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(table)
-        self._insert, self._claim, self._delete = (
-            statement.as_bytes(None) for statement in (insert, claim, delete)
-        )
+        self._insert, self._claim, self._delete = statements(destination)
         self._open()
 
     def _open(self) -> psycopg.Cursor[Any]:

@@ -564,18 +564,9 @@ class PostgresFloor(Floor):
         return leg
 
     def receive(self, target: Target, messages: int) -> Leg:
-        from psycopg import sql
+        from brokers.postgresql.adapter import statements
 
-        t = sql.Identifier(target.destination.name)
-        claim = sql.SQL(
-            "UPDATE {t} SET next_delivery = now() + make_interval(secs => %b), "
-            "deliveries = {t}.deliveries + 1 "
-            "FROM (SELECT id FROM {t} WHERE next_delivery <= now() ORDER BY id "
-            "LIMIT %b FOR UPDATE SKIP LOCKED) AS due WHERE {t}.id = due.id "
-            "RETURNING {t}.id, {t}.content, {t}.deliveries"
-        ).format(t=t)
-        delete = sql.SQL("DELETE FROM {} WHERE id = ANY(%b::bigint[])").format(t)
-        claim_b, delete_b = claim.as_bytes(None), delete.as_bytes(None)
+        _, claim_b, delete_b = statements(target.destination)  # the adapter's claim and delete
         conn = self._connect(target)
         cursor = conn.cursor(binary=True)
         execute = cursor.execute
