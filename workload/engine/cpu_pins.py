@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,25 +42,13 @@ class CpuPins:
             raise ValueError(f"broker.cpus = {cpus}: this process may use {len(STARTED_ON)} cores")
         return cls(STARTED_ON[:cpus], STARTED_ON[cpus:])
 
-    @contextlib.contextmanager
-    def broker_side(self) -> Iterator[None]:
+    def broker_side(self) -> contextlib.AbstractContextManager[None]:
         """This thread on the broker's cores meanwhile (what it starts stays there)."""
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, self.broker)
-        try:
-            yield
-        finally:
-            os.sched_setaffinity(0, before)
+        return _on(self.broker)
 
-    @contextlib.contextmanager
-    def clients_side(self) -> Iterator[None]:
+    def clients_side(self) -> contextlib.AbstractContextManager[None]:
         """This thread on the clients' cores meanwhile (what it starts stays there)."""
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, self.clients)
-        try:
-            yield
-        finally:
-            os.sched_setaffinity(0, before)
+        return _on(self.clients)
 
     @property
     def cores(self) -> tuple[int, int]:
@@ -88,3 +76,14 @@ def broker_side(pins: CpuPins | None) -> Iterator[None]:
         return
     with pins.broker_side():
         yield
+
+
+@contextlib.contextmanager
+def _on(cores: Iterable[int]) -> Iterator[None]:
+    """The calling thread on ``cores`` for the block, then back where it was."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
