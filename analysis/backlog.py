@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -45,8 +44,8 @@ from analysis import transforms as tf
 from analysis.records import PointRecords
 from analysis.summary_row import Figures
 from workload.model.backlog import BacklogPhases
-from workload.model.errors import RecordsNotWritten
 from workload.model.layout import LAYOUT
+from workload.model.results import write_table_file
 
 NS = 1_000_000_000
 LATENCY = "processing_latency"
@@ -272,14 +271,8 @@ SERIES_SCHEMA = pa.schema(
 def write_series(run_dir: Path, series: list[BacklogSecond]) -> None:
     """Write the backlog series (a local run's: backlogs run locally) or raise
     :class:`~workload.model.errors.RecordsNotWritten`."""
-    path = run_dir / LAYOUT.backlog_series / "part-0.parquet"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table = pa.Table.from_pylist([asdict(s) for s in series], SERIES_SCHEMA)
-        pq.write_table(table, path, compression="zstd")
-    except OSError as exc:
-        path.unlink(missing_ok=True)
-        raise RecordsNotWritten(path, exc) from exc
+    table = pa.Table.from_pylist([asdict(s) for s in series], SERIES_SCHEMA)
+    write_table_file(run_dir / LAYOUT.backlog_series / "part-0.parquet", table)
 
 
 def cut_off_records(

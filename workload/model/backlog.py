@@ -24,7 +24,7 @@ from workload.model.bounds import (
     Strict,
     at_least,
 )
-from workload.model.errors import RecordsNotWritten, conflict
+from workload.model.errors import conflict, write_whole
 from workload.model.layout import LAYOUT
 
 #: The phases a point's workers read from the coordinator: before the backlog (receivers
@@ -145,15 +145,10 @@ def phases_path(run_dir: Path, point: int) -> Path:
 def write_phases(run_dir: Path, phases: BacklogPhases) -> None:
     """Write a point's phases whole (through a renamed temporary file) or raise
     :class:`~workload.model.errors.RecordsNotWritten`."""
-    path = phases_path(run_dir, phases.point)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(phases.model_dump_json(indent=1))
-        tmp.rename(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RecordsNotWritten(path, exc) from exc
+    write_whole(
+        phases_path(run_dir, phases.point),
+        lambda tmp: tmp.write_text(phases.model_dump_json(indent=1)),
+    )
 
 
 def read_phases(run_dir: Path) -> dict[int, BacklogPhases]:

@@ -9,12 +9,14 @@ and every line printable. A results file that cannot be written is
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import json
 import os
 import re
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -218,6 +220,21 @@ class RecordsNotWritten(RunFailed):
     def __init__(self, path: Path | str, exc: OSError) -> None:
         super().__init__(f"{write_problem(exc)} writing {path}")
         self.path = Path(path)
+
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """Write through a hidden temporary file renamed into place, so that a file is there
+    whole or not at all; an error (a full disk, a read-only directory) removes the partial
+    file, freeing its space, and is raised as :class:`RecordsNotWritten` naming ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        tmp.rename(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise RecordsNotWritten(path, exc) from exc
 
 
 def write_problem(exc: OSError) -> str:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from brokers.base import ALL_NODES, FAULT_ROLES
 from workload.model.bounds import MAX_FAULT_NODE, Duration, PositiveDuration, Strict
-from workload.model.errors import RecordsNotWritten, conflict
+from workload.model.errors import conflict, write_whole
 from workload.model.layout import LAYOUT
 
 
@@ -216,15 +216,10 @@ def timeline_path(run_dir: Path, point: int) -> Path:
 def write_timeline(run_dir: Path, timeline: PointTimeline) -> None:
     """Write a point's timeline whole (through a renamed temporary file) or raise
     :class:`~workload.model.errors.RecordsNotWritten`."""
-    path = timeline_path(run_dir, timeline.point)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(timeline.model_dump_json(indent=1))
-        tmp.rename(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RecordsNotWritten(path, exc) from exc
+    write_whole(
+        timeline_path(run_dir, timeline.point),
+        lambda tmp: tmp.write_text(timeline.model_dump_json(indent=1)),
+    )
 
 
 def read_timelines(run_dir: Path) -> dict[int, PointTimeline]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workload.model.errors import RecordsNotWritten
+from workload.model.errors import RecordsNotWritten, write_whole
 from workload.model.layout import LAYOUT
 
 HIST = pa.map_(pa.int32(), pa.int64())
@@ -219,27 +218,12 @@ def node_file(point: int, role: str, node: int, part: int = 0) -> str:
 
 def write_table_file(path: Path, table: pa.Table) -> None:
     """Write one Parquet file whole or not at all (:class:`RecordsNotWritten` names it)."""
-    _atomically(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
-
-
-def _atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """Write through a hidden temporary file renamed into place, so that a file is there
-    whole or not at all; an error (a full disk, a read-only directory) removes the partial
-    file, freeing its space, and is raised as :class:`RecordsNotWritten` naming ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        tmp.rename(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise RecordsNotWritten(path, exc) from exc
+    write_whole(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def write_status(run_dir: Path, status: NodeStatus) -> None:
     path = run_dir / status.key.status_file
-    _atomically(path, lambda tmp: tmp.write_text(json.dumps(asdict(status), indent=1)))
+    write_whole(path, lambda tmp: tmp.write_text(json.dumps(asdict(status), indent=1)))
 
 
 def read_statuses(run_dir: Path) -> list[NodeStatus]:
