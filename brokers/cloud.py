@@ -8,7 +8,7 @@ in place of broker machines. Each system's ``brokers/<name>/cloud.py`` implement
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic
 
@@ -38,6 +38,18 @@ class CloudSecret:
     def shell(self) -> str:
         """The value in a recipe command, quoted for the shell."""
         return f'"${self.variable}"'
+
+
+def machine_java_command(
+    main: str,
+    classpath: str,
+    heap: str,
+    args: Sequence[str] = (),
+    jvm: Sequence[str] = (),
+    java: str = "/usr/bin/java",
+) -> list[str]:
+    """A broker machine's ``java`` command line: the heap fixed at ``heap``, G1 collector."""
+    return [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm, "-cp", classpath, main, *args]
 
 
 #: What clients authenticate with (also read by client machines).

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
+from brokers import templating
+from brokers.cloud import machine_java_command
 from brokers.jvm import java_command
 
 PACKAGE = "activemq"
@@ -22,7 +22,6 @@ RUN_JAR = HOME / "bin" / "activemq.jar"
 #: libxstream-java and libjettison-java), added as the start script's ``activemq.classpath``.
 EXTRA_JARS = (Path("/usr/share/java/xstream.jar"), Path("/usr/share/java/jettison.jar"))
 MAIN_CLASS = "org.apache.activemq.console.Main"
-TEMPLATES = Path(__file__).parent / "templates"
 USER = "brokerbench"
 PASSWORD = "brokerbench"
 
@@ -71,21 +70,8 @@ class NodeConfig:
         return f"{self.host}:{self.port}"
 
 
-def _environment() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
 def render_activemq_xml(node: NodeConfig, password: str = PASSWORD) -> str:
-    return (
-        _environment()
-        .get_template("activemq.xml.j2")
-        .render(node=node, user=USER, password=password)
-    )
+    return templating.render(__file__, "activemq.xml.j2", node=node, user=USER, password=password)
 
 
 def write_configuration(node: NodeConfig) -> Path:
@@ -103,9 +89,7 @@ def configuration_files(node: NodeConfig, password: str = PASSWORD) -> dict[str,
     """Absolute path → content of the broker's configuration files (``USER`` gets ``password``)."""
     return {
         f"{node.conf_dir}/activemq.xml": render_activemq_xml(node, password),
-        f"{node.conf_dir}/log4j.properties": _environment()
-        .get_template("log4j.properties.j2")
-        .render(),
+        f"{node.conf_dir}/log4j.properties": templating.render(__file__, "log4j.properties.j2"),
     }
 
 
@@ -128,15 +112,4 @@ def broker_command(node: NodeConfig, java: str | None = None) -> list[str]:
     args = ["start", f"xbean:file:{node.conf_dir}/activemq.xml"]
     if java is None:
         return java_command(MAIN_CLASS, [RUN_JAR], node.heap, args=args, jvm=jvm)
-    heap = f"-Xmx{node.heap}"
-    return [
-        java,
-        heap,
-        f"-Xms{node.heap}",
-        "-XX:+UseG1GC",
-        *jvm,
-        "-cp",
-        str(RUN_JAR),
-        MAIN_CLASS,
-        *args,
-    ]
+    return machine_java_command(MAIN_CLASS, str(RUN_JAR), node.heap, args, jvm, java=java)

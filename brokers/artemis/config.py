@@ -10,16 +10,13 @@ paths and sizes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
+from brokers import templating
 from brokers.base import Endpoints
 
 ARTEMIS_VERSION = "2.39.0"
 DISTRIBUTION = f"apache-artemis-{ARTEMIS_VERSION}"
-TEMPLATES = Path(__file__).parent / "templates"
 #: Credentials brokerbench sets on every instance it creates (loopback / private subnet only).
 USER = "brokerbench"
 PASSWORD = "brokerbench"
@@ -103,16 +100,13 @@ def pair_nodes(
 
 
 def render_broker_xml(node: NodeConfig, cluster_password: str = CLUSTER_PASSWORD) -> str:
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
+    return templating.render(
+        __file__,
+        "broker.xml.j2",
         trim_blocks=True,
-        lstrip_blocks=False,
-        autoescape=False,
-    )
-    return env.get_template("broker.xml.j2").render(
-        node=node, cluster_user=CLUSTER_USER, cluster_password=cluster_password
+        node=node,
+        cluster_user=CLUSTER_USER,
+        cluster_password=cluster_password,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 
 from brokers.base import Endpoints
-from brokers.cloud import CloudRecipe
+from brokers.cloud import CloudRecipe, machine_java_command
 from brokers.pulsar.config import (
     MAIN,
     REPLICATED,
@@ -62,18 +62,8 @@ def zookeeper_addresses(cluster: dict[str, list[str]]) -> list[str]:
 
 
 def java_line(role: str, heap: str, direct: str | None, args: list[str]) -> str:
-    command = [
-        "/usr/bin/java",
-        f"-Xmx{heap}",
-        f"-Xms{heap}",
-        "-XX:+UseG1GC",
-        *jvm_options(PULSAR_HOME, direct),
-        "-cp",
-        f"{PULSAR_HOME}/lib/*",
-        MAIN[role],
-        *args,
-    ]
-    return shlex.join(command)
+    jvm = jvm_options(PULSAR_HOME, direct)
+    return shlex.join(machine_java_command(MAIN[role], f"{PULSAR_HOME}/lib/*", heap, args, jvm))
 
 
 class PulsarCloud(CloudRecipe[PulsarParams]):

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from brokers import templating
 
@@ -113,7 +114,7 @@ class BrokerConf:
     sizes: Sizes = field(default_factory=Sizes)
 
 
-def _broker_values(conf: BrokerConf) -> dict[str, object]:
+def _broker_values(conf: BrokerConf) -> dict[str, Any]:
     return {
         "version": version(),
         "cluster_name": conf.cluster_name,

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from brokers.base import Endpoints
-from brokers.cloud import CloudRecipe
+from brokers.cloud import CloudRecipe, machine_java_command
 from brokers.rocketmq.config import (
     MAIN,
     POM,
@@ -51,19 +51,8 @@ def broker_name(index: int) -> str:
 
 
 def java_line(role: str, heap: str, direct: str | None, conf: str) -> str:
-    return shlex.join(
-        [
-            "/usr/bin/java",
-            f"-Xmx{heap}",
-            f"-Xms{heap}",
-            "-XX:+UseG1GC",
-            *jvm_options(HOME, direct),
-            "-cp",
-            f"{HOME}/lib/*",
-            MAIN[role],
-            *main_args(role, conf),
-        ]
-    )
+    args, jvm = main_args(role, conf), jvm_options(HOME, direct)
+    return shlex.join(machine_java_command(MAIN[role], f"{HOME}/lib/*", heap, args, jvm))
 
 
 class RocketMQCloud(CloudRecipe[RocketMQParams]):
