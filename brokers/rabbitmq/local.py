@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import (
@@ -68,7 +68,7 @@ def render_config(
     cluster_name: str = "",
 ) -> dict[str, str]:
     """File name → content of one node's configuration (local and AWS)."""
-    values = dict(
+    values: dict[str, Any] = dict(
         node_name=node_name,
         listen_host=listen_host,
         amqp_port=amqp_port,
