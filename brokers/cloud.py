@@ -52,6 +52,20 @@ def machine_java_command(
     return [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm, "-cp", classpath, main, *args]
 
 
+def systemd_unit(description: str, *service: str) -> str:
+    """A systemd unit started at boot and not restarted, with its ``[Service]`` lines
+    (``ExecStart=…`` among them) and a million open files allowed."""
+    return (
+        "[Unit]\n"
+        f"Description={description}\n"
+        "After=network-online.target\n\n"
+        "[Service]\n" + "".join(f"{line}\n" for line in service) + "LimitNOFILE=1000000\n"
+        "Restart=no\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
 #: What clients authenticate with (also read by client machines).
 BROKER_PASSWORD = CloudSecret("password", "BROKERBENCH_PASSWORD")
 #: What only the broker nodes share (Erlang cookie, cluster and replication passwords).

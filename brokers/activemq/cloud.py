@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from brokers.activemq import config
 from brokers.base import Endpoints
-from brokers.cloud import BROKER_PASSWORD, CloudRecipe
+from brokers.cloud import BROKER_PASSWORD, CloudRecipe, systemd_unit
 
 if TYPE_CHECKING:
     from brokers.activemq.params import ActiveMQParams
@@ -52,17 +52,8 @@ class ActiveMQCloud(CloudRecipe["ActiveMQParams"]):
     ) -> dict[str, str]:
         node = _node(cluster, self.heap)
         command = " ".join(config.broker_command(node, java="/usr/bin/java"))
-        unit = (
-            "[Unit]\n"
-            "Description=ActiveMQ Classic (brokerbench)\n"
-            "After=network-online.target\n\n"
-            "[Service]\n"
-            f"WorkingDirectory={BASE}\n"
-            f"ExecStart={command}\n"
-            "LimitNOFILE=1000000\n"
-            "Restart=no\n\n"
-            "[Install]\n"
-            "WantedBy=multi-user.target\n"
+        unit = systemd_unit(
+            "ActiveMQ Classic (brokerbench)", f"WorkingDirectory={BASE}", f"ExecStart={command}"
         )
         return {
             **config.configuration_files(node, BROKER_PASSWORD.placeholder),

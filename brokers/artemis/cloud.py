@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from brokers.artemis import config
 from brokers.base import Endpoints
-from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe
+from brokers.cloud import BROKER_PASSWORD, CLUSTER_SECRET, CloudRecipe, systemd_unit
 
 if TYPE_CHECKING:
     from brokers.artemis.params import ArtemisParams
@@ -75,7 +75,11 @@ class ArtemisCloud(CloudRecipe["ArtemisParams"]):
         node = _node(role, index, cluster, params, self.heap)
         return {
             STAGED_BROKER_XML: config.render_broker_xml(node, CLUSTER_SECRET.placeholder),
-            "/etc/systemd/system/artemis.service": _unit(),
+            "/etc/systemd/system/artemis.service": systemd_unit(
+                "ActiveMQ Artemis (brokerbench)",
+                f"ExecStart={INSTANCE}/bin/artemis run",
+                "Environment=JAVA_ARGS=",
+            ),
         }
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
@@ -106,18 +110,3 @@ class ArtemisCloud(CloudRecipe["ArtemisParams"]):
         roles = ["live"] + (["backup"] if cluster.get("backup") else [])
         nodes = [_node(r, i, cluster) for r in roles for i in range(len(cluster[r]))]
         return config.endpoints_for(nodes, password="")
-
-
-def _unit() -> str:
-    return (
-        "[Unit]\n"
-        "Description=ActiveMQ Artemis (brokerbench)\n"
-        "After=network-online.target\n\n"
-        "[Service]\n"
-        f"ExecStart={INSTANCE}/bin/artemis run\n"
-        "Environment=JAVA_ARGS=\n"
-        "LimitNOFILE=1000000\n"
-        "Restart=no\n\n"
-        "[Install]\n"
-        "WantedBy=multi-user.target\n"
-    )
