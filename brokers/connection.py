@@ -8,10 +8,13 @@ base of every system's parameter model) and the queue/topic/stream/table of a sw
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from brokers.errors import BrokerConnectionError
 
 
 class BrokerParams(BaseModel):
@@ -80,6 +83,17 @@ class Endpoints:
 
     def addresses(self) -> list[tuple[str, int]]:
         return [split_host_port(h) for h in self.hosts]
+
+
+def require_reachable(endpoints: Endpoints, what: str, timeout: float = 10.0) -> None:
+    """Raise :class:`BrokerConnectionError` naming ``what`` at the first host unless that host
+    accepts a TCP connection within ``timeout`` seconds."""
+    host, port = endpoints.first
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise BrokerConnectionError(f"{what} at {host}:{port} is unreachable: {exc}") from None
 
 
 def split_host_port(address: str) -> tuple[str, int]:

@@ -29,7 +29,6 @@ consumer, or the broker would push it messages that nobody processes.
 from __future__ import annotations
 
 import itertools
-import socket
 import threading
 import time
 import zlib
@@ -38,7 +37,8 @@ from typing import Any
 
 from brokers.base import Adapter, Confirmation, Destination, Endpoints, Received
 from brokers.batches import ReceivedBatch, keys_of
-from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.connection import require_reachable
+from brokers.errors import BrokerError
 from brokers.pulsar.admin import SUBSCRIPTION, topic_url
 from brokers.pulsar.params import PulsarParams
 
@@ -299,12 +299,5 @@ def _runs_by_key(
 
 def connect(endpoints: Endpoints, params: PulsarParams, destination: Destination) -> PulsarAdapter:
     """One worker's client; fails within seconds, naming the broker, when it is unreachable."""
-    host, port = endpoints.first
-    try:
-        with socket.create_connection((host, port), timeout=10):
-            pass
-    except OSError as exc:
-        raise BrokerConnectionError(
-            f"Pulsar broker at {host}:{port} is unreachable: {exc}"
-        ) from None
+    require_reachable(endpoints, "Pulsar broker")
     return PulsarAdapter(endpoints, params, destination)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import socket
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -28,7 +27,8 @@ from typing import Any
 
 from brokers.base import Adapter, Destination, Endpoints, Received
 from brokers.batches import keys_of
-from brokers.errors import BrokerConnectionError, BrokerError
+from brokers.connection import require_reachable
+from brokers.errors import BrokerError
 from brokers.rocketmq.admin import group_name, topic_name
 from brokers.rocketmq.params import RocketMQParams
 
@@ -228,12 +228,5 @@ def connect(
     endpoints: Endpoints, params: RocketMQParams, destination: Destination
 ) -> RocketMQAdapter:
     """One worker's client; fails within seconds, naming the proxy, when it is unreachable."""
-    host, port = endpoints.first
-    try:
-        with socket.create_connection((host, port), timeout=10):
-            pass
-    except OSError as exc:
-        raise BrokerConnectionError(
-            f"RocketMQ proxy at {host}:{port} is unreachable: {exc}"
-        ) from None
+    require_reachable(endpoints, "RocketMQ proxy")
     return RocketMQAdapter(endpoints, params, destination)
