@@ -160,17 +160,14 @@ class ManagedProcess:
         if self.proc is None:
             return
         if not self.alive():  # the leader died: end what is left of its group
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            WATCHDOG.release_group(self.proc.pid)
+            self.kill()
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
             os.killpg(self.proc.pid, signal.SIGCONT)  # a paused node must run to stop
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self._reap()
+            self.kill()
             return
         except ProcessLookupError:
             pass
@@ -217,7 +214,7 @@ class ManagedProcess:
         self.kill()  # what may be left of the old group; it is released from the watchdog
         self.start()
         if wait > 0 and self.ready is not None:
-            wait_until(self.ready, f"{self.name} restarting", wait, self.log_path, self)
+            wait_until(self.ready, f"{self.name} restarting", wait, self)
 
 
 @dataclass(frozen=True)
@@ -239,36 +236,28 @@ def wait_until(
     ready: Callable[[], bool],
     what: str,
     timeout: float,
-    log_path: Path | None = None,
     process: ManagedProcess | None = None,
     interval: float = 0.2,
 ) -> None:
-    """Poll ``ready`` until true; a timeout or an exited process raises naming ``what``."""
+    """Poll ``ready`` until true; a timeout or an exited ``process`` raises naming ``what``
+    (and the process's log)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():
             return
         if process is not None and not process.alive():
             code = process.proc.returncode if process.proc else "?"
-            tail = log_tail(log_path) if log_path else ""
             raise BrokerStartError(
-                f"{what} exited with code {code} while starting"
-                + (f"; log {log_path}: {tail}" if log_path else "")
+                f"{what} exited with code {code} while starting; "
+                f"log {process.log_path}: {log_tail(process.log_path)}"
             )
         time.sleep(interval)
-    raise BrokerStartError(
-        f"{what} did not start within {timeout:.0f} s" + (f"; log: {log_path}" if log_path else "")
-    )
+    log = f"; log: {process.log_path}" if process is not None else ""
+    raise BrokerStartError(f"{what} did not start within {timeout:.0f} s{log}")
 
 
 def wait_for_port(process: ManagedProcess, host: str, port: int, timeout: float = 60) -> None:
-    wait_until(
-        lambda: port_open(host, port),
-        f"{process.name} ({host}:{port})",
-        timeout,
-        log_path=process.log_path,
-        process=process,
-    )
+    wait_until(lambda: port_open(host, port), f"{process.name} ({host}:{port})", timeout, process)
 
 
 class ProcessCluster(LocalCluster):
@@ -452,7 +441,7 @@ class ProcessCluster(LocalCluster):
             node.restart()
         for node in nodes:
             if wait > 0 and node.ready is not None:
-                wait_until(node.ready, f"{node.name} restarting", wait, node.log_path, node)
+                wait_until(node.ready, f"{node.name} restarting", wait, node)
 
     def _slot(self, name: str) -> int:
         if name not in self.slots:

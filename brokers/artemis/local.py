@@ -219,11 +219,10 @@ class ArtemisLocal(LocalDeployment["ArtemisParams"]):
         else:
             what = f"Artemis broker {node.name} ({node.address})"
             ready = lambda: port_open(node.host, node.port)  # noqa: E731
-        wait_until(ready, what, START_TIMEOUT, log_path=process.log_path, process=process)
+        wait_until(ready, what, START_TIMEOUT, process)
         wait_until(
             lambda: port_open(node.host, node.http_port),
             f"Artemis management of {node.name} ({node.http_address})",
             START_TIMEOUT,
-            log_path=process.log_path,
             process=process,
         )

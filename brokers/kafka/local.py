@@ -258,7 +258,6 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
                 lambda p=process: _logged(p.log_path, READY_LINE),  # type: ignore[misc]
                 process.name,
                 deadline.left(),
-                log_path=process.log_path,
                 process=process,
                 interval=0.5,
             )

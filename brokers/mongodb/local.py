@@ -179,7 +179,6 @@ def _start_postgres(cluster: ProcessCluster, pg_port: int) -> None:
         lambda: _pg_ready(pg_port),
         f"postgres for FerretDB ({LOOPBACK}:{pg_port})",
         START_TIMEOUT,
-        log_path=postgres.log_path,
         process=postgres,
     )
 
@@ -219,7 +218,6 @@ def _start_ferretdb(cluster: ProcessCluster, pg_port: int, port: int) -> None:
         lambda: port_open(LOOPBACK, port) and _answers(cluster.endpoints),
         f"ferretdb ({LOOPBACK}:{port})",
         START_TIMEOUT,
-        log_path=node.log_path,
         process=node,
         interval=0.5,
     )

@@ -230,7 +230,6 @@ def _build(cluster: NatsCluster, size: int) -> None:
             lambda host=host, port=port: healthy(host, port, size > 1),  # type: ignore[misc]
             f"{node.name} JetStream (/healthz on {host}:{port})",
             timeout=START_TIMEOUT,
-            log_path=node.log_path,
             process=node,
         )
     cluster.endpoints = Endpoints(

@@ -279,7 +279,7 @@ def _wait_accepting(node: ManagedProcess, endpoints: Endpoints, timeout: float =
         except BrokerConnectionError:
             return False
 
-    wait_until(ready, f"{node.name} ({endpoints.hosts[0]})", timeout, node.log_path, node)
+    wait_until(ready, f"{node.name} ({endpoints.hosts[0]})", timeout, node)
 
 
 def _wait_for_sync_standbys(endpoints: Endpoints, count: int, timeout: float = 60) -> None:

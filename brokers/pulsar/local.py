@@ -258,7 +258,6 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
             lambda: _healthy(base),
             f"{broker.name} health check (write and read through the bookies)",
             deadline.left(),
-            log_path=broker.log_path,
             process=broker,
             interval=1.0,
         )

@@ -302,7 +302,6 @@ def _await_brokers(
         lambda: _registered(namesrv, len(brokers)),
         f"{BROKER_NAME} registration with the name server",
         deadline.left(),
-        log_path=master_process.log_path,
         process=master_process,
         interval=0.5,
     )
@@ -312,7 +311,6 @@ def _await_brokers(
             lambda: _slave_in_sync(f"{LOOPBACK}:{master.port}"),
             f"{slave.name} replication (the master reports no slave in sync)",
             deadline.left(),
-            log_path=slave.log_path,
             process=slave,
             interval=0.5,
         )

@@ -135,7 +135,6 @@ class ElasticMQLocal(LocalDeployment["SqsParams"]):
             lambda: port_open(LOOPBACK, port) and _answers(cluster.endpoints),
             f"elasticmq ({LOOPBACK}:{port})",
             START_TIMEOUT,
-            log_path=node.log_path,
             process=node,
             interval=0.5,
         )
