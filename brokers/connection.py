@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from brokers.errors import BrokerConnectionError
 
@@ -25,6 +25,15 @@ class BrokerParams(BaseModel):
     deployment (:meth:`brokers.base.LocalDeployment.param_problems`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: The longest a parameter in seconds may be: an hour.
+MAX_SECONDS = 3600
+
+
+def seconds(default: float, description: str, ge: float = 0.1) -> Any:
+    """A parameter's field in seconds: from ``ge`` (0.1 s unless given) up to an hour."""
+    return Field(default, ge=ge, le=MAX_SECONDS, description=description)
 
 
 #: The smallest and largest JVM heap a parameter may give (MiB): below, no broker starts;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams, Heap
+from brokers.connection import BrokerParams, Heap, seconds
 
 
 class ActiveMQParams(BrokerParams):
@@ -14,7 +14,5 @@ class ActiveMQParams(BrokerParams):
     prefetch: int = Field(
         100, ge=1, le=65535, description="Messages the broker pushes ahead to a consumer (unacked)."
     )
-    send_timeout: float = Field(
-        30.0, ge=0.1, le=3600, description="Seconds to wait for the receipts of one batch."
-    )
+    send_timeout: float = seconds(30.0, "Seconds to wait for the receipts of one batch.")
     heap: Heap = Field("512m", description="Java heap of the local broker.")

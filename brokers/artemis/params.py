@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams, Heap
+from brokers.connection import BrokerParams, Heap, seconds
 
 
 class ArtemisParams(BrokerParams):
@@ -19,9 +19,7 @@ class ArtemisParams(BrokerParams):
         le=2**31 - 1,
         description="STOMP consumer credit in bytes: messages pushed ahead of receive (-1 = unbounded).",
     )
-    send_timeout: float = Field(
-        30.0, ge=0.1, le=3600, description="Seconds to wait for the receipts of one batch."
-    )
+    send_timeout: float = seconds(30.0, "Seconds to wait for the receipts of one batch.")
     pairs: int = Field(
         1, ge=1, le=2, description="Local 'cluster' topology: number of live–backup pairs."
     )

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class EventStoreParams(BrokerParams):
@@ -17,11 +17,8 @@ class EventStoreParams(BrokerParams):
     consumer_strategy: Literal["RoundRobin", "DispatchToSingle", "Pinned"] = Field(
         "RoundRobin", description="How the group spreads events over its consumers."
     )
-    message_timeout: float = Field(
-        30.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds before an unacknowledged event is delivered again.",
+    message_timeout: float = seconds(
+        30.0, "Seconds before an unacknowledged event is delivered again."
     )
     max_retry_count: int = Field(
         1000,
@@ -43,9 +40,7 @@ class EventStoreParams(BrokerParams):
     history_buffer_size: int = Field(
         5000, ge=1, le=1_000_000, description="Server: history events buffered."
     )
-    checkpoint_after: float = Field(
-        2.0, ge=0.1, le=3600, description="Seconds between the group's checkpoints."
-    )
+    checkpoint_after: float = seconds(2.0, "Seconds between the group's checkpoints.")
     event_buffer_size: int = Field(
         1000,
         ge=1,
@@ -59,6 +54,4 @@ class EventStoreParams(BrokerParams):
     receive_wait: float = Field(
         1.0, ge=0.01, le=1, description="Seconds a receive waits for the first event."
     )
-    append_timeout: float = Field(
-        10.0, ge=0.1, le=3600, description="Seconds an append may take before it fails."
-    )
+    append_timeout: float = seconds(10.0, "Seconds an append may take before it fails.")

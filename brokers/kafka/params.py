@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from brokers.connection import BrokerParams, Heap
+from brokers.connection import BrokerParams, Heap, seconds
 
 #: The Python clients a worker may use, by distribution name.
 KafkaClient = Literal["confluent-kafka", "kafka-python"]
@@ -41,11 +41,9 @@ class KafkaClientParams(BrokerParams):
         description="Producer acks: 'all' waits for every in-sync replica (safe); '1' for "
         "the leader alone (the asynchronous-replication variant).",
     )
-    commit_interval: float = Field(
+    commit_interval: float = seconds(
         10.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds between offset commits of a receiver (commits cover only "
+        "Seconds between offset commits of a receiver (commits cover only "
         "acknowledged messages; no receive while committing).",
     )
     request_timeout: float = Field(

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class MongoParams(BrokerParams):
@@ -23,11 +23,8 @@ class MongoParams(BrokerParams):
         le=3_600_000,
         description="wtimeout: a write not replicated within this fails (0 = wait).",
     )
-    visibility_timeout: float = Field(
-        30.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds a received message stays hidden before redelivery.",
+    visibility_timeout: float = seconds(
+        30.0, "Seconds a received message stays hidden before redelivery."
     )
     poll_interval: float = Field(
         0.05, ge=0.001, le=1, description="Seconds to wait after a receive that found nothing."

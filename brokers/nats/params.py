@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class NatsParams(BrokerParams):
@@ -18,23 +18,15 @@ class NatsParams(BrokerParams):
         description="Stream replicas; unset = 3, or 1 when the cluster has fewer servers.",
     )
     storage: Literal["file", "memory"] = Field("file", description="Stream storage.")
-    ack_wait: float = Field(
-        30.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds a delivered, unacked message waits before redelivery.",
-    )
+    ack_wait: float = seconds(30.0, "Seconds a delivered, unacked message waits before redelivery.")
     max_ack_pending: int = Field(
         20_000,
         ge=1,
         le=10_000_000,
         description="Delivered but unacked messages the consumer allows.",
     )
-    publish_timeout: float = Field(
-        10.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds a publish waits for the stream's acknowledgement.",
+    publish_timeout: float = seconds(
+        10.0, "Seconds a publish waits for the stream's acknowledgement."
     )
     max_age: float | None = Field(
         None,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class PostgresParams(BrokerParams):
@@ -22,11 +22,8 @@ class PostgresParams(BrokerParams):
         "(PostgreSQL's asynchronous commit): a commit returns before its WAL is flushed, "
         "so a crash can lose the last confirmed messages.",
     )
-    visibility_timeout: float = Field(
-        30.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds a received message stays hidden before redelivery.",
+    visibility_timeout: float = seconds(
+        30.0, "Seconds a received message stays hidden before redelivery."
     )
     poll_interval: float = Field(
         0.05, ge=0.001, le=1, description="Seconds between polls when the table is empty."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 from brokers.pulsar.config import Quorum
 
 
@@ -57,21 +57,13 @@ class PulsarParams(BrokerParams):
     receiver_queue_size: int = Field(
         100, ge=1, le=1_000_000, description="Messages the broker pushes ahead to each consumer."
     )
-    ack_timeout: float = Field(
-        30.0,
-        ge=10.0,
-        le=3600,
-        description="Seconds before an unacknowledged message is redelivered.",
+    ack_timeout: float = seconds(
+        30.0, "Seconds before an unacknowledged message is redelivered.", ge=10.0
     )
-    negative_ack_delay: float = Field(
-        1.0,
-        ge=0.01,
-        le=3600,
-        description="Seconds before a negatively acknowledged message comes back.",
+    negative_ack_delay: float = seconds(
+        1.0, "Seconds before a negatively acknowledged message comes back.", ge=0.01
     )
-    send_timeout: float = Field(
-        30.0, ge=0.1, le=3600, description="Seconds a send may take before failing."
-    )
+    send_timeout: float = seconds(30.0, "Seconds a send may take before failing.")
     namespace: str = Field(
         "public/brokerbench",
         pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class RabbitMQParams(BrokerParams):
@@ -21,7 +21,5 @@ class RabbitMQParams(BrokerParams):
     )
     persistent: bool = Field(True, description="Publish with delivery_mode 2 (persistent).")
     prefetch: int = Field(100, ge=1, le=65535, description="Consumer prefetch (basic.qos).")
-    confirm_timeout: float = Field(
-        30.0, ge=0.1, le=3600, description="Seconds a batch may wait for its publisher confirms."
-    )
+    confirm_timeout: float = seconds(30.0, "Seconds a batch may wait for its publisher confirms.")
     heartbeat: int = Field(60, ge=0, le=3600, description="AMQP heartbeat in seconds (0 = off).")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class RedisParams(BrokerParams):
@@ -21,11 +21,8 @@ class RedisParams(BrokerParams):
     wait_timeout_ms: int = Field(
         1000, ge=0, le=3_600_000, description="Timeout of WAIT; fewer acks = failure."
     )
-    claim_after: float = Field(
-        30.0,
-        ge=0.1,
-        le=3600,
-        description="Seconds a delivered, unacked message waits before XAUTOCLAIM.",
+    claim_after: float = seconds(
+        30.0, "Seconds a delivered, unacked message waits before XAUTOCLAIM."
     )
     appendfsync: Literal["always", "everysec", "no"] = Field(
         "everysec", description="AOF fsync policy of locally started servers."

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brokers.connection import BrokerParams
+from brokers.connection import BrokerParams, seconds
 
 
 class RocketMQParams(BrokerParams):
@@ -21,11 +21,8 @@ class RocketMQParams(BrokerParams):
     flush: Literal["sync", "async"] = Field(
         "sync", description="SYNC_FLUSH (fsync before a send is confirmed) or ASYNC_FLUSH."
     )
-    invisible_duration: float = Field(
-        30.0,
-        ge=10.0,
-        le=3600,
-        description="Seconds a received message stays hidden before redelivery.",
+    invisible_duration: float = seconds(
+        30.0, "Seconds a received message stays hidden before redelivery.", ge=10.0
     )
     long_polling: int = Field(
         1, ge=1, le=20, description="Seconds a receive call waits for messages."
