@@ -8,6 +8,7 @@ in place of broker machines. Each system's ``brokers/<name>/cloud.py`` implement
 from __future__ import annotations
 
 import abc
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic
@@ -50,6 +51,13 @@ def machine_java_command(
 ) -> list[str]:
     """A broker machine's ``java`` command line: the heap fixed at ``heap``, G1 collector."""
     return [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm, "-cp", classpath, main, *args]
+
+
+def shell_wait(condition: str, timeout_s: int, pause_s: int = 2) -> str:
+    """A shell command that tries ``condition`` every ``pause_s`` seconds until it holds,
+    and fails after ``timeout_s`` seconds."""
+    loop = f"until {condition}; do sleep {pause_s}; done"
+    return f"timeout {timeout_s} bash -c {shlex.quote(loop)}"
 
 
 def systemd_unit(description: str, *service: str) -> str:

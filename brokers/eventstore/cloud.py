@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Endpoints
-from brokers.cloud import CloudFaults, CloudRecipe
+from brokers.cloud import CloudFaults, CloudRecipe, shell_wait
 
 if TYPE_CHECKING:
     from brokers.eventstore.params import EventStoreParams
@@ -70,13 +70,11 @@ class EventStoreCloud(CloudRecipe["EventStoreParams"]):
         return {CONF: render_node_config(index, cluster)}
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
-        ready = (
-            f"until curl -fsS http://127.0.0.1:{HTTP_PORT}/health/live >/dev/null; do sleep 2; done"
-        )
+        ready = f"curl -fsS http://127.0.0.1:{HTTP_PORT}/health/live >/dev/null"
         return [
             f"systemctl enable {SERVICE}",
             f"systemctl restart {SERVICE}",
-            f"timeout 600 bash -c {shlex.quote(ready)}",
+            shell_wait(ready, 600),
         ]
 
     def ports(self) -> list[int]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from brokers import templating
 from brokers.base import Endpoints
-from brokers.cloud import CloudFaults, CloudRecipe
+from brokers.cloud import CloudFaults, CloudRecipe, shell_wait
 
 if TYPE_CHECKING:
     from brokers.mongodb.params import MongoParams
@@ -92,26 +92,23 @@ class MongoCloud(CloudRecipe["MongoParams"]):
         return {CONF: render_node_config(index, cluster)}
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
-        local_ready = f"until {_ping('127.0.0.1')}; do sleep 1; done"
         commands = [
             "systemctl enable mongod",
             "systemctl restart mongod",
-            f"timeout 300 bash -c {shlex.quote(local_ready)}",
+            shell_wait(_ping("127.0.0.1"), 300, pause_s=1),
         ]
         if index != len(cluster[ROLE]) - 1:
             return commands
-        for address in cluster[ROLE][:-1]:
-            peer_ready = f"until {_ping(address)}; do sleep 2; done"
-            commands.append(f"timeout {PEER_WAIT_S} bash -c {shlex.quote(peer_ready)}")
+        commands += [shell_wait(_ping(address), PEER_WAIT_S) for address in cluster[ROLE][:-1]]
         initiate = f"rs.initiate({json.dumps(initiate_document(cluster))})"
-        primary = "until mongosh --quiet --eval 'db.hello().isWritablePrimary' | grep -q true; do sleep 2; done"
+        primary = "mongosh --quiet --eval 'db.hello().isWritablePrimary' | grep -q true"
         default_wc = (
             "db.adminCommand({setDefaultRWConcern: 1, "
             'defaultWriteConcern: {w: "majority", j: true}})'
         )
         commands += [
             f"mongosh --quiet --eval {shlex.quote(initiate)}",
-            f"timeout {PEER_WAIT_S} bash -c {shlex.quote(primary)}",
+            shell_wait(primary, PEER_WAIT_S),
             f"mongosh --quiet --eval {shlex.quote(default_wc)}",
         ]
         return commands

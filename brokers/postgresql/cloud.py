@@ -13,12 +13,11 @@ primary's ``synchronous_standby_names = 'ANY 1 (s1, s2)'`` names.
 from __future__ import annotations
 
 import ipaddress
-import shlex
 from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Endpoints
-from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe
+from brokers.cloud import BROKER_PASSWORD, CloudFaults, CloudRecipe, shell_wait
 from brokers.postgresql import local
 
 if TYPE_CHECKING:
@@ -113,7 +112,7 @@ class PostgresCloud(CloudRecipe["PostgresParams"]):
         }
 
     def start_commands(self, role: str, index: int, cluster: dict[str, list[str]]) -> list[str]:
-        ready_local = f"until pg_isready -q -h 127.0.0.1 -p {PORT}; do sleep 1; done"
+        ready_local = shell_wait(f"pg_isready -q -h 127.0.0.1 -p {PORT}", 300, pause_s=1)
         if role == "primary":
             # Single-user mode needs no connection, so no authentication: the password is
             # read from the script's environment through a pipe, never from a command line.
@@ -126,20 +125,19 @@ class PostgresCloud(CloudRecipe["PostgresParams"]):
                 f"systemctl stop {SERVICE}",
                 set_password,
                 f"systemctl start {SERVICE}",
-                f"timeout 300 bash -c {shlex.quote(ready_local)}",
+                ready_local,
             ]
         primary = cluster["primary"][0]
-        ready_primary = f"until pg_isready -q -h {primary} -p {PORT}; do sleep 2; done"
         return [
             f"systemctl stop {SERVICE}",
-            f"timeout {PRIMARY_WAIT_S} bash -c {shlex.quote(ready_primary)}",
+            shell_wait(f"pg_isready -q -h {primary} -p {PORT}", PRIMARY_WAIT_S),
             f"rm -rf {DATA_DIR}",
             f"runuser -u postgres -- env PGPASSFILE={PASSFILE} pg_basebackup -h {primary}"
             f" -p {PORT} -U postgres -w -D {DATA_DIR} -X stream",
             f"runuser -u postgres -- touch {DATA_DIR}/standby.signal",
             f"runuser -u postgres -- truncate -s 0 {DATA_DIR}/postgresql.auto.conf",
             f"systemctl start {SERVICE}",
-            f"timeout 300 bash -c {shlex.quote(ready_local)}",
+            ready_local,
         ]
 
     def ports(self) -> list[int]:
