@@ -6,7 +6,7 @@ capacity search's result, and for repeated points their medians and ranges."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from analysis import repeats
@@ -36,25 +36,27 @@ def run_summary(context: RunContext | Mapping[str, Any], rows: Sequence[SummaryR
     lines += [f"  note: {caveat}" for caveat in broker.caveats]
     if broker.stand_in:
         lines.append(f"  note: local stand-in: {broker.stand_in}")
-    faulted = [row for row in rows if fault_lines(row)]
-    if faulted:
-        lines += ["", "Faults"]
-    for row in faulted:
-        first, *rest = fault_lines(row)
-        lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
-        lines += [f"    {line}" for line in rest]
-    backlogs = [row for row in rows if backlog_lines(row)]
-    if backlogs:
-        lines += ["", "Backlog"]
-    for row in backlogs:
-        first, *rest = backlog_lines(row)
-        lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
-        lines += [f"    {line}" for line in rest]
+    lines += _by_point("Faults", rows, fault_lines)
+    lines += _by_point("Backlog", rows, backlog_lines)
     if (found := capacity(record, rows)) is not None:
         lines += ["", found.line()]
     if repeats.repeated(rows):
         lines += ["", repeats.text_table(repeats.summarise(rows))]
     return "\n".join(lines)
+
+
+def _by_point(
+    title: str, rows: Sequence[SummaryRow], lines_of: Callable[[SummaryRow], list[str]]
+) -> list[str]:
+    """A titled block of what ``lines_of`` says of each point (nothing when it says nothing
+    of any): the first line beside the point, the rest under it."""
+    lines = []
+    for row in rows:
+        if said := lines_of(row):
+            first, *rest = said
+            lines.append(f"  point {int(row['point'])} ({row.get('label') or ''}): {first}")
+            lines += [f"    {line}" for line in rest]
+    return ["", title, *lines] if lines else []
 
 
 def _ended(record: RunContext) -> str:
