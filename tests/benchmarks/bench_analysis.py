@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from workload.engine.histogram import bucket_of
+from workload.model.layout import LAYOUT
 from workload.model.results import (
     RECEIVED_SCHEMA,
     SECONDS_SCHEMA,
     SENT_RANGES_SCHEMA,
-    node_file,
     raw_dir,
 )
 
@@ -111,7 +111,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                 strict=True,
             ):
                 ranges[name].append(value)
-        name = node_file(0, "sender", node)
+        name = LAYOUT.part_name(0, "sender", node)
         _write(raw_dir(run_dir, "seconds"), name, pa.table(rows, schema=SECONDS_SCHEMA))
         _write(raw_dir(run_dir, "sent_ranges"), name, pa.table(ranges, schema=SENT_RANGES_SCHEMA))
     # Receiver side: sender worker w is read by receiver node w % receivers; one identity
@@ -128,7 +128,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
         directory = raw_dir(run_dir, "received")
         directory.mkdir(parents=True, exist_ok=True)
         with pq.ParquetWriter(
-            directory / f"{node_file(0, 'receiver', node)}.parquet",
+            directory / f"{LAYOUT.part_name(0, 'receiver', node)}.parquet",
             RECEIVED_SCHEMA,
             compression="zstd",
         ) as writer:
@@ -176,7 +176,7 @@ def generate(run_dir: Path, messages: int, senders: int, threads: int, receivers
                     rows[column].append(MESSAGE_SIZE * nbytes)
         _write(
             raw_dir(run_dir, "seconds"),
-            node_file(0, "receiver", node),
+            LAYOUT.part_name(0, "receiver", node),
             pa.table(rows, schema=SECONDS_SCHEMA),
         )
     return per_worker * workers

@@ -212,10 +212,6 @@ def read_point(run_dir: Path, table: str, point: int, columns: list[str] | None 
     return pa.concat_tables(pq.read_table(f, columns=columns, schema=schema) for f in files)
 
 
-def node_file(point: int, role: str, node: int, part: int = 0) -> str:
-    return LAYOUT.part_name(point, role, node, part)
-
-
 def write_table_file(path: Path, table: pa.Table) -> None:
     """Write one Parquet file whole or not at all (:class:`RecordsNotWritten` names it)."""
     write_whole(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))

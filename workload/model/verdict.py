@@ -242,11 +242,6 @@ class Verdict:
     #: Processes outside the run took more than :data:`DISTURBED_SHARE` of the machine.
     disturbed: bool = False
 
-    @property
-    def client_bound(self) -> bool:
-        """The clients or the shared machine set the pace, not the broker."""
-        return self.limit in (CLIENT_CPU, SHARED_HOST)
-
     def label(self) -> str:
         """How a knee or a capacity bracket caused by this is labelled."""
         if self.limit == CLIENT_CPU:
