@@ -34,7 +34,6 @@ agent with one line naming the permission and the object.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from workload.engine.aws.fault_agent import port_open
 from workload.engine.aws.fault_driver import RunFaults
 from workload.engine.aws.fleet import S3Fleet, participants
 from workload.engine.aws.store import Log, RunStore, StoreDenied, Uploader, now
@@ -155,11 +155,7 @@ def wait_for_endpoints(hosts: list[str], timeout: float, log: Log, poll: float =
 
 def _reachable(address: str) -> bool:
     host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=3):
-            return True
-    except OSError:
-        return False
+    return port_open(host.strip("[]"), int(port))
 
 
 @dataclass

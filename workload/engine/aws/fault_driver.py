@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brokers import registry
 from brokers.base import FaultTarget
@@ -61,29 +61,21 @@ class Posted:
     ack: dict[str, object] | None = None
 
 
+@dataclass(eq=False)
 class FaultMarkers:
     """The actuator of an AWS run (:class:`workload.engine.faults.Actuator`): posts a fault's begin
     and end markers to the node it names, and reads the times the node acted from its
     acknowledgements once the point ends."""
 
-    def __init__(
-        self,
-        store: RunStore,
-        point: int,
-        nodes: list[str],
-        leader: Leader | None,
-        ack_timeout: float = 300.0,
-        poll: float = 1.0,
-    ) -> None:
-        self.store = store
-        self.point = point
-        self.nodes = nodes
-        self.leader = leader
-        self.ack_timeout = ack_timeout
-        self.poll = poll
-        #: Fault index → its begin marker, and its end marker.
-        self.begins: dict[int, Posted] = {}
-        self.ends: dict[int, Posted] = {}
+    store: RunStore
+    point: int
+    nodes: list[str]
+    leader: Leader | None
+    ack_timeout: float = 300.0
+    poll: float = 1.0
+    #: Fault index → its begin marker, and its end marker.
+    begins: dict[int, Posted] = field(default_factory=dict, init=False)
+    ends: dict[int, Posted] = field(default_factory=dict, init=False)
 
     def target(self, selector: str | int, down: set[str]) -> FaultTarget:
         """The node the selector names now, and whether it leads."""
