@@ -49,9 +49,10 @@ from workload.engine.aws.agent import (
     RunStore,
     participants,
 )
-from workload.engine.context import build_context, write_context
+from workload.engine.context import build_context
 from workload.engine.node_records import write_node
 from workload.model.layout import LAYOUT
+from workload.model.record import write_context
 from workload.model.results import NodeStatus, write_status
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario

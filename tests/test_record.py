@@ -9,11 +9,11 @@ from pathlib import Path
 from analysis.records import expected_parts
 from brokers import registry
 from infra.plan import plan_fleet
-from workload.engine.context import build_context, point_entry, recorded_scenario, write_context
+from workload.engine.context import build_context, point_entry, recorded_scenario
 from workload.engine.node import processes_for
 from workload.engine.search import CapacitySearch, probe_point
 from workload.model.manifest import RunManifest
-from workload.model.record import CostRecord, RunContext, load_context
+from workload.model.record import CostRecord, RunContext, load_context, write_context
 from workload.model.results import PartKey
 from workload.model.scenario import expand
 from workload.model.scenario_file import load_scenario

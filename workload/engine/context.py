@@ -12,7 +12,7 @@ points are its probes, added as they start (:mod:`workload.engine.search`; its r
 ``search``).
 
 The builders return the typed record (:mod:`workload.model.record`), which the writers fill in
-and :func:`write_context` writes.
+and :func:`workload.model.record.write_context` writes.
 """
 
 from __future__ import annotations
@@ -28,32 +28,9 @@ from brokers.base import BrokerSystem, Endpoints
 from workload.engine.clock import SINGLE_HOST, ClockState
 from workload.engine.node import processes_for
 from workload.model.layout import LAYOUT
-from workload.model.record import (
-    CoordinatorRecord,
-    PointEntry,
-    PointLoad,
-    RunContext,
-    read_raw_context,
-    write_context,
-)
+from workload.model.record import CoordinatorRecord, PointEntry, PointLoad, RunContext
 from workload.model.scenario import Scenario
 from workload.model.sweep import SweepPoint
-
-__all__ = [
-    "broker_entry",
-    "build_context",
-    "clock_entry",
-    "host_info",
-    "now_iso",
-    "package_version",
-    "point_entry",
-    "read_context",
-    "recorded_scenario",
-    "write_context",
-]
-
-#: ``context.json`` as written, untyped (what renders the whole of it, and older callers).
-read_context = read_raw_context
 
 
 def now_iso() -> str:

@@ -38,7 +38,7 @@ from brokers.errors import BrokerError, BrokerUnavailable
 from brokers.netns import Namespaces, NodeHosts
 from brokers.power import data_on
 from brokers.watchdog import WATCHDOG
-from workload.engine.context import broker_entry, build_context, now_iso, point_entry, write_context
+from workload.engine.context import broker_entry, build_context, now_iso, point_entry
 from workload.engine.coordinator import Coordinator, SweepPlace, places
 from workload.engine.cpu_pins import CpuPins, broker_side
 from workload.engine.local_fleet import LocalFleet, RunOutcome
@@ -57,7 +57,7 @@ from workload.engine.search import estimated_seconds as search_seconds
 from workload.engine.signals import signal_name
 from workload.model.errors import RecordsNotWritten, UserError, one_line
 from workload.model.layout import LAYOUT
-from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext
+from workload.model.record import CoordinatorRecord, ProbeRecord, RunContext, write_context
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint, describe_points

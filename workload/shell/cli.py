@@ -105,10 +105,10 @@ def _report(spark: Session, run_dir: Path) -> None:
     from analysis.console import run_summary
     from analysis.job import analyse
     from analysis.report import write_html
-    from workload.engine.context import read_context
+    from workload.model.record import read_raw_context
 
     rows = analyse(spark, run_dir)
-    context = read_context(run_dir)
+    context = read_raw_context(run_dir)
     print()
     print(run_summary(context, rows))
     print()

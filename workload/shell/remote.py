@@ -17,10 +17,10 @@ from pathlib import Path
 
 from brokers import registry
 from workload.engine.clock import read_clock
-from workload.engine.context import broker_entry, build_context, clock_entry, now_iso, write_context
+from workload.engine.context import broker_entry, build_context, clock_entry, now_iso
 from workload.engine.node import NodeSpec, prepare_point, run_node_processes
 from workload.model.errors import UserError
-from workload.model.record import CostRecord
+from workload.model.record import CostRecord, write_context
 from workload.model.scenario import Scenario, expand
 from workload.model.scenario_file import load_scenario
 from workload.model.sweep import SweepPoint
