@@ -62,6 +62,14 @@ class Durability:
             return None
 
 
+def as_int(value: Any) -> int | None:
+    """A setting read back as an integer; None where it is none (missing or not a number)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def not_replicated(nodes: int = 1) -> str:
     """The replication words of a system whose confirmed message is on one node only."""
     return "single node, not replicated" if nodes <= 1 else f"{nodes} nodes, not replicated"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, not_replicated
+from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, as_int, not_replicated
 
 if TYPE_CHECKING:
     from brokers.kafka.params import KafkaParams
@@ -27,22 +27,15 @@ LOST_ON_IN_SYNC_CRASH = "a confirmed message can be lost if the in-sync replicas
 NEVER = 2**63 - 1
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def replication_words(
     described: Mapping[str, Any], acks: str
 ) -> tuple[int | None, int | None, str]:
     """The topics' lowest replication factor, ``min.insync.replicas`` (None where not read
     back) and the words for them."""
     topics = described.get("topics") or []
-    factors = [_int(t.get("replication_factor")) for t in topics]
+    factors = [as_int(t.get("replication_factor")) for t in topics]
     rf = min((f for f in factors if f is not None), default=None)
-    settings = [_int((t.get("configs") or {}).get("min.insync.replicas")) for t in topics]
+    settings = [as_int((t.get("configs") or {}).get("min.insync.replicas")) for t in topics]
     known = [m for m in settings if m is not None]
     min_insync = min(known) if known and len(known) == len(settings) else None
     if rf is None:
@@ -66,7 +59,7 @@ def fsync_words(
 ) -> tuple[bool | None, str]:
     """Whether every replica fsyncs an append before it counts (None: not read back), and
     the words, from the topics' ``flush.messages`` and the brokers' ``log.flush.interval.ms``."""
-    flushes = [_int(c.get("flush.messages")) for c in configs]
+    flushes = [as_int(c.get("flush.messages")) for c in configs]
     if not flushes or None in flushes:
         return None, "fsync: not read back (the topic's flush.messages)"
     if all(f == 1 for f in flushes):

@@ -14,31 +14,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, not_replicated
+from brokers.durability import LOST_ON_CRASH, LOST_ON_FAILOVER, Durability, as_int, not_replicated
 
 if TYPE_CHECKING:
     from brokers.rocketmq.params import RocketMQParams
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def waits_for_slave(masters: list[Mapping[str, Any]]) -> bool | None:
     """Whether every master's send waits for a slave (None: not read back)."""
     if {str(m.get("brokerRole")) for m in masters} != {"SYNC_MASTER"}:
         return False
-    in_sync = [_int(m.get("inSyncReplicas")) for m in masters]
+    in_sync = [as_int(m.get("inSyncReplicas")) for m in masters]
     if None in in_sync:
         return None
     return all(n is not None and n >= 2 for n in in_sync)
 
 
 def replication_words(masters: list[Mapping[str, Any]], brokers: list[Mapping[str, Any]]) -> str:
-    paired = {str(b.get("name")) for b in brokers if _int(b.get("id")) != 0}
+    paired = {str(b.get("name")) for b in brokers if as_int(b.get("id")) != 0}
     alone = [m for m in masters if str(m.get("name")) not in paired]
     if len(alone) == len(masters):
         return not_replicated(len(masters))
@@ -65,9 +58,9 @@ def replication_words(masters: list[Mapping[str, Any]], brokers: list[Mapping[st
 
 def durability(described: Mapping[str, Any], params: RocketMQParams) -> Durability:
     brokers = described.get("brokers") or []
-    masters = [b for b in brokers if _int(b.get("id")) == 0]
+    masters = [b for b in brokers if as_int(b.get("id")) == 0]
     replication = replication_words(masters, brokers)
-    paired = {str(b.get("name")) for b in brokers if _int(b.get("id")) != 0}
+    paired = {str(b.get("name")) for b in brokers if as_int(b.get("id")) != 0}
     replicated = bool(masters) and all(str(m.get("name")) in paired for m in masters)
     flush = sorted({str(m.get("flushDiskType")) for m in masters})
     synced = flush == ["SYNC_FLUSH"]
