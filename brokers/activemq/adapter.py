@@ -21,12 +21,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from brokers.base import Destination, Endpoints
-from brokers.stomp import (
-    StompAdapter,
-    StompConnection,
-    StompFailure,
-    StompOptions,
-)
+from brokers.stomp import StompAdapter, StompConnection, StompFailure, StompOptions, server_header
 
 if TYPE_CHECKING:
     from brokers.activemq.params import ActiveMQParams
@@ -114,11 +109,7 @@ def parse_map_json(body: bytes | str) -> dict[str, Any]:
 
 def describe(endpoints: Endpoints, params: ActiveMQParams) -> dict[str, Any]:
     """Version (CONNECTED frame) and store settings (statistics plugin), read back."""
-    connection = StompConnection(stomp_options(endpoints, STATISTICS))
-    try:
-        server = connection.server
-    finally:
-        connection.close()
+    server = server_header(stomp_options(endpoints, STATISTICS))
     stats = broker_statistics(endpoints)
     return {
         "stomp_server": server,
