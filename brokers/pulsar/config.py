@@ -8,7 +8,7 @@ only addresses, paths and sizes (:class:`Sizes`) differ. The pinned release is t
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -115,19 +115,13 @@ class BrokerConf:
 
 
 def _broker_values(conf: BrokerConf) -> dict[str, Any]:
+    """Every field of ``conf`` (its sizes as they are), the version and the quorum's parts."""
     return {
+        **{f.name: getattr(conf, f.name) for f in fields(conf)},
         "version": version(),
-        "cluster_name": conf.cluster_name,
-        "metadata_store": conf.metadata_store,
-        "broker_port": conf.broker_port,
-        "web_port": conf.web_port,
-        "bind": conf.bind,
-        "advertised": conf.advertised,
         "ensemble": conf.quorum.ensemble,
         "write_quorum": conf.quorum.write,
         "ack_quorum": conf.quorum.ack,
-        "load_balancer": conf.load_balancer,
-        "sizes": conf.sizes,
     }
 
 

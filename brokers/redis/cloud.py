@@ -35,15 +35,11 @@ def is_sharded(cluster: dict[str, list[str]]) -> bool:
     return len(cluster.get("master", [])) > 1
 
 
-def node_address(role: str, index: int, cluster: dict[str, list[str]]) -> str:
-    return cluster[role][index]
-
-
 def render_node_config(
     role: str, index: int, cluster: dict[str, list[str]], appendfsync: str
 ) -> str:
     """``redis.conf`` of one AWS node (the local template, AWS values)."""
-    address = node_address(role, index, cluster)
+    address = cluster[role][index]
     sharded = is_sharded(cluster)
     replica_of = "" if role == "master" or sharded else f"{cluster['master'][0]} {PORT}"
     return templating.render(

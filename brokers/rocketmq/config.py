@@ -8,7 +8,7 @@ release is the one in ``pom.xml`` (name server, broker, proxy and tools, one ver
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -72,17 +72,10 @@ def render_broker(node: BrokerNode, flush: str, namesrv: list[str], sizes: Sizes
         "broker.conf.j2",
         version=version(),
         cluster=CLUSTER,
-        broker_name=node.broker_name,
-        broker_id=node.broker_id,
-        role=node.role,
         flush=flush,
         namesrv=namesrv,
-        ip=node.ip,
-        bind=node.bind,
-        port=node.port,
-        ha_port=node.ha_port,
-        store=node.store,
         sizes=sizes,
+        **asdict(node),
     )
 
 
