@@ -14,9 +14,7 @@ What the stand-in does not do: replicate (one server) or enforce write concerns 
 
 from __future__ import annotations
 
-import glob
 import importlib.util
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -31,7 +29,6 @@ from brokers.local import (
     ManagedProcess,
     NodeHosts,
     ProcessCluster,
-    find_binary,
     free_ports,
     port_open,
     run_checked,
@@ -40,6 +37,7 @@ from brokers.local import (
     wait_until,
 )
 from brokers.mongodb import ferretdb
+from brokers.postgresql.local import as_server_user, server_binary
 
 if TYPE_CHECKING:
     from brokers.mongodb.params import MongoParams
@@ -47,31 +45,6 @@ if TYPE_CHECKING:
 PG_USER = "postgres"
 PG_DATABASE = "ferretdb"
 START_TIMEOUT = 120
-
-
-def _pg_bin_dirs() -> list[str]:
-    return sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-
-
-def _pg_binary(name: str) -> str:
-    return find_binary(name, "postgresql", _pg_bin_dirs())
-
-
-def _as_postgres_user() -> list[str]:
-    """Prefix that runs a PostgreSQL command as ``postgres`` when we are root."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("runuser") is None:
-        raise BrokerUnavailable("runuser not found: install the Debian package util-linux")
-    import pwd
-
-    try:
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        raise BrokerUnavailable(
-            "user 'postgres' does not exist: install the Debian package postgresql"
-        ) from None
-    return ["runuser", "-u", PG_USER, "--"]
 
 
 class FerretDBLocal(LocalDeployment["MongoParams"]):
@@ -86,8 +59,8 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
         if importlib.util.find_spec("pymongo") is None:
             return "the MongoDB client pymongo is not installed: pip install pymongo"
         try:
-            _pg_binary("postgres")
-            _as_postgres_user()
+            server_binary("postgres")
+            as_server_user()
         except BrokerUnavailable as exc:
             return str(exc)
         if not ferretdb.built():
@@ -116,7 +89,7 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
         _start_postgres(cluster, pg_port)
         run_checked(
             [
-                _pg_binary("createdb"),
+                server_binary("createdb"),
                 "-h",
                 LOOPBACK,
                 "-p",
@@ -134,7 +107,7 @@ def _start_postgres(cluster: ProcessCluster, pg_port: int) -> None:
     """A private PostgreSQL server for FerretDB, until it accepts connections. As root
     it runs as ``postgres``, its data in a directory of its own outside the work directory."""
     workdir = cluster.workdir
-    prefix = _as_postgres_user()
+    prefix = as_server_user()
     pg_root = workdir / "postgres"
     if prefix:
         pg_root = cluster.private_dir("brokerbench-mongodb-pg-")
@@ -144,7 +117,7 @@ def _start_postgres(cluster: ProcessCluster, pg_port: int) -> None:
     run_checked(
         [
             *prefix,
-            _pg_binary("initdb"),
+            server_binary("initdb"),
             "-D",
             str(data),
             "-U",
@@ -170,7 +143,7 @@ def _start_postgres(cluster: ProcessCluster, pg_port: int) -> None:
     postgres = cluster.add(
         ManagedProcess(
             name="postgres (FerretDB backend)",
-            cmd=[*prefix, _pg_binary("postgres"), "-D", str(data)],
+            cmd=[*prefix, server_binary("postgres"), "-D", str(data)],
             log_path=workdir / "postgres.log",
         )
     )
@@ -226,7 +199,7 @@ def _start_ferretdb(cluster: ProcessCluster, pg_port: int, port: int) -> None:
 def _pg_ready(port: int) -> bool:
     """True once PostgreSQL accepts connections (not only its port: it may be starting up)."""
     done = subprocess.run(
-        [_pg_binary("pg_isready"), "-q", "-h", LOOPBACK, "-p", str(port), "-U", PG_USER],
+        [server_binary("pg_isready"), "-q", "-h", LOOPBACK, "-p", str(port), "-U", PG_USER],
         capture_output=True,
         check=False,
         timeout=30,

@@ -44,11 +44,13 @@ PRIMARY = "postgres primary"
 AUTH = "scram-sha-256"
 
 
-def _bin_dirs() -> list[str]:
-    return sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+def server_binary(name: str) -> str:
+    """``name`` (``postgres``, ``initdb`` …) of the newest PostgreSQL installed."""
+    newest_first = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    return find_binary(name, "postgresql", newest_first)
 
 
-def _as_server_user() -> list[str]:
+def as_server_user() -> list[str]:
     """Prefix that runs a command as ``postgres`` when we are root."""
     if os.geteuid() != 0:
         return []
@@ -116,14 +118,11 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
 
     def missing(self) -> str | None:
         try:
-            self._binary("postgres")
-            _as_server_user()
+            server_binary("postgres")
+            as_server_user()
         except BrokerUnavailable as exc:
             return str(exc)
         return None
-
-    def _binary(self, name: str) -> str:
-        return find_binary(name, "postgresql", _bin_dirs())
 
     def start(
         self, topology: str, params: PostgresParams, workdir: Path, hosts: NodeHosts | None = None
@@ -134,7 +133,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
     def _build(self, cluster: ProcessCluster, replicated: bool) -> None:
         cluster.workdir.mkdir(parents=True, exist_ok=True)
         workdir = cluster.workdir
-        prefix = _as_server_user()
+        prefix = as_server_user()
         owner = "postgres" if prefix else ""
         if prefix:
             # The server user must reach its data: a private directory it owns, outside
@@ -163,7 +162,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             run_checked(
                 [
                     *prefix,
-                    self._binary("pg_basebackup"),
+                    server_binary("pg_basebackup"),
                     "-h",
                     hosts[0],
                     "-p",
@@ -201,7 +200,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             run_checked(
                 [
                     *prefix,
-                    self._binary("initdb"),
+                    server_binary("initdb"),
                     "-D",
                     str(data),
                     "-U",
@@ -251,7 +250,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
     ) -> ManagedProcess:
         return ManagedProcess(
             name=f"postgres {name}",
-            cmd=[*prefix, self._binary("postgres"), "-D", str(data)],
+            cmd=[*prefix, server_binary("postgres"), "-D", str(data)],
             log_path=workdir / f"{name}.log",
             env=env,
             ready=lambda: port_open(host, port),
