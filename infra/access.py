@@ -148,54 +148,41 @@ def _broker_policies(
     }
 
 
-def _trust(service: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": service},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-    )
+def policy_document(*statements: dict[str, object]) -> str:
+    """An IAM policy document of ``statements``, as JSON text."""
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
-def _list_statement(bucket: str, layout: BucketLayout) -> dict[str, object]:
+def _allow(sid: str, action: str | list[str], resource: str | list[str]) -> dict[str, object]:
+    return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
+
+
+def _list_statement(sid: str, bucket: str, prefixes: list[str]) -> dict[str, object]:
+    """List ``bucket``, but only under ``prefixes``."""
     return {
-        "Sid": "ListThisRun",
-        "Effect": "Allow",
-        "Action": "s3:ListBucket",
-        "Resource": f"arn:aws:s3:::{bucket}",
-        "Condition": {
-            "StringLike": {"s3:prefix": [f"{layout.run_prefix}*", f"{layout.artifacts_prefix}*"]}
-        },
+        **_allow(sid, "s3:ListBucket", f"arn:aws:s3:::{bucket}"),
+        "Condition": {"StringLike": {"s3:prefix": prefixes}},
     }
+
+
+def _trust(service: str) -> str:
+    return policy_document(
+        {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+    )
 
 
 def client_s3_policy(bucket: str, layout: BucketLayout) -> str:
     objects = f"arn:aws:s3:::{bucket}/"
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ReadArtifacts",
-                    "Effect": "Allow",
-                    "Action": "s3:GetObject",
-                    "Resource": f"{objects}{layout.artifacts_prefix}*",
-                },
-                {
-                    "Sid": "WriteResults",
-                    "Effect": "Allow",
-                    "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
-                    "Resource": f"{objects}{layout.run_prefix}*",
-                },
-                _list_statement(bucket, layout),
-            ],
-        }
+    return policy_document(
+        _allow("ReadArtifacts", "s3:GetObject", f"{objects}{layout.artifacts_prefix}*"),
+        _allow(
+            "WriteResults",
+            ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
+            f"{objects}{layout.run_prefix}*",
+        ),
+        _list_statement(
+            "ListThisRun", bucket, [f"{layout.run_prefix}*", f"{layout.artifacts_prefix}*"]
+        ),
     )
 
 
@@ -209,63 +196,32 @@ def broker_s3_policy(bucket: str, layout: BucketLayout, faults: bool = True) -> 
     write (:mod:`workload.engine.aws.telemetry_agent`); with ``faults``, the run's fault markers to
     list and read and acknowledgements to write — nothing else of the bucket."""
     objects = f"arn:aws:s3:::{bucket}/"
-    statements: list[dict[str, object]] = [
-        {
-            "Sid": "ReadWheel",
-            "Effect": "Allow",
-            "Action": "s3:GetObject",
-            "Resource": f"{objects}{layout.wheel_key}",
-        },
-        {
-            "Sid": "WriteTelemetryAndLogs",
-            "Effect": "Allow",
-            "Action": "s3:PutObject",
-            "Resource": [
+    statements = [
+        _allow("ReadWheel", "s3:GetObject", f"{objects}{layout.wheel_key}"),
+        _allow(
+            "WriteTelemetryAndLogs",
+            "s3:PutObject",
+            [
                 f"{objects}{layout.run_prefix}{LAYOUT.telemetry_stream}/*.jsonl",
                 f"{objects}{layout.run_prefix}{LAYOUT.boot_logs}*",
             ],
-        },
-        {
-            "Sid": "SeeTheRunsEnd",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": f"arn:aws:s3:::{bucket}",
-            "Condition": {"StringLike": {"s3:prefix": [f"{layout.run_prefix}{LAYOUT.ended}"]}},
-        },
+        ),
+        _list_statement("SeeTheRunsEnd", bucket, [f"{layout.run_prefix}{LAYOUT.ended}"]),
     ]
     if faults:
         statements += fault_statements(bucket, layout)
-    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+    return policy_document(*statements)
 
 
 def fault_statements(bucket: str, layout: BucketLayout) -> list[dict[str, object]]:
     """A broker machine's fault agent: the run's fault markers to list and read,
     acknowledgements to write."""
-    objects = f"arn:aws:s3:::{bucket}/"
     faults = fault_markers_prefix(layout)
+    markers = f"arn:aws:s3:::{bucket}/{faults}*"
     return [
-        {
-            "Sid": "ReadFaultMarkers",
-            "Effect": "Allow",
-            "Action": "s3:GetObject",
-            "Resource": [
-                f"{objects}{faults}*{BEGIN_SUFFIX}",
-                f"{objects}{faults}*{END_SUFFIX}",
-            ],
-        },
-        {
-            "Sid": "WriteFaultAcks",
-            "Effect": "Allow",
-            "Action": "s3:PutObject",
-            "Resource": f"{objects}{faults}*{LAYOUT.ack_suffix}",
-        },
-        {
-            "Sid": "ListFaultMarkers",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": f"arn:aws:s3:::{bucket}",
-            "Condition": {"StringLike": {"s3:prefix": [f"{faults}*"]}},
-        },
+        _allow("ReadFaultMarkers", "s3:GetObject", [markers + BEGIN_SUFFIX, markers + END_SUFFIX]),
+        _allow("WriteFaultAcks", "s3:PutObject", markers + LAYOUT.ack_suffix),
+        _list_statement("ListFaultMarkers", bucket, [f"{faults}*"]),
     ]
 
 
@@ -274,63 +230,22 @@ def analysis_s3_policy(bucket: str) -> str:
     write only their analyses."""
     objects = f"arn:aws:s3:::{bucket}/"
     runs, artifacts = f"{LAYOUT.runs}/", "artifacts/"
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ReadRuns",
-                    "Effect": "Allow",
-                    "Action": "s3:GetObject",
-                    "Resource": [f"{objects}{runs}*", f"{objects}{artifacts}*"],
-                },
-                {
-                    "Sid": "WriteAnalyses",
-                    "Effect": "Allow",
-                    "Action": ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                    "Resource": f"{objects}{runs}*/{LAYOUT.analysis}/*",
-                },
-                {
-                    "Sid": "ListRuns",
-                    "Effect": "Allow",
-                    "Action": "s3:ListBucket",
-                    "Resource": f"arn:aws:s3:::{bucket}",
-                    "Condition": {"StringLike": {"s3:prefix": [f"{runs}*", f"{artifacts}*"]}},
-                },
-            ],
-        }
+    return policy_document(
+        _allow("ReadRuns", "s3:GetObject", [f"{objects}{runs}*", f"{objects}{artifacts}*"]),
+        _allow(
+            "WriteAnalyses",
+            ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            f"{objects}{runs}*/{LAYOUT.analysis}/*",
+        ),
+        _list_statement("ListRuns", bucket, [f"{runs}*", f"{artifacts}*"]),
     )
 
 
 def read_parameters_policy(arns: Sequence[str]) -> str:
     """Read (and decrypt) exactly these parameters."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ReadStackSecrets",
-                    "Effect": "Allow",
-                    "Action": "ssm:GetParameter",
-                    "Resource": sorted(arns),
-                }
-            ],
-        }
-    )
+    return policy_document(_allow("ReadStackSecrets", "ssm:GetParameter", sorted(arns)))
 
 
 def client_managed_policy(arn: str, actions: Sequence[str]) -> str:
     """Call ``actions`` on the run's managed service and the resources named after it."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "UseRunManagedService",
-                    "Effect": "Allow",
-                    "Action": list(actions),
-                    "Resource": f"{arn}*",
-                }
-            ],
-        }
-    )
+    return policy_document(_allow("UseRunManagedService", list(actions), f"{arn}*"))

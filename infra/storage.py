@@ -13,7 +13,6 @@ so an earlier run stays analysable with the code it ran (``cloud analyze --run-i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.access import policy_document
 from infra.constraints import Constraints
 from infra.plan import BucketLayout
 
@@ -91,19 +91,14 @@ class ResultsBucket(pulumi.ComponentResource):
 
 
 def _tls_only_policy(arn: str) -> str:
-    return json.dumps(
+    return policy_document(
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [arn, f"{arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ],
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [arn, f"{arn}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
         }
     )
 
