@@ -21,10 +21,6 @@ from brokers.kafka.params import KafkaClientParams
 BOOTSTRAP_TIMEOUT = 10.0
 
 
-def bootstrap(endpoints: Endpoints) -> list[str]:
-    return list(endpoints.hosts)
-
-
 def where(endpoints: Endpoints) -> str:
     return ", ".join(endpoints.hosts)
 
@@ -53,7 +49,7 @@ def connection_error(endpoints: Endpoints, exc: BaseException) -> BrokerConnecti
 
 def _common(endpoints: Endpoints, params: KafkaClientParams) -> dict[str, Any]:
     return {
-        "bootstrap_servers": bootstrap(endpoints),
+        "bootstrap_servers": list(endpoints.hosts),
         "request_timeout_ms": int(params.request_timeout * 1000),
         "bootstrap_timeout_ms": int(BOOTSTRAP_TIMEOUT * 1000),
     }
@@ -132,7 +128,7 @@ def admin(endpoints: Endpoints, timeout: float = 30.0) -> Any:
     probe(endpoints)
     try:
         return KafkaAdminClient(
-            bootstrap_servers=bootstrap(endpoints),
+            bootstrap_servers=list(endpoints.hosts),
             request_timeout_ms=int(timeout * 1000),
             bootstrap_timeout_ms=int(BOOTSTRAP_TIMEOUT * 1000),
         )

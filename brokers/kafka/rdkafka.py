@@ -84,7 +84,7 @@ class ErrorLatch:
 
 def _common(endpoints: Endpoints, latch: ErrorLatch) -> dict[str, Any]:
     return {
-        "bootstrap.servers": ",".join(client.bootstrap(endpoints)),
+        "bootstrap.servers": ",".join(endpoints.hosts),
         "socket.connection.setup.timeout.ms": int(client.BOOTSTRAP_TIMEOUT * 1000),
         "error_cb": latch,
         "logger": log,
