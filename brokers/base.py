@@ -188,10 +188,6 @@ class Topology:
     roles: dict[str, int]
     replication: str = ""
 
-    @property
-    def node_count(self) -> int:
-        return sum(self.roles.values())
-
 
 #: The node selectors a fault may name besides a node index.
 FAULT_ROLES = ("leader", "follower")
