@@ -378,7 +378,7 @@ def test_the_backlog_and_its_drain_from_synthetic_records(spark) -> None:
     backlog_left is the exact count."""
     from analysis.backlog import backlogs, point_series
     from analysis.raw_tables import spark_schema
-    from workload.engine.histogram import bucket_of
+    from tests.buckets import bucket_of
     from workload.model.results import SECONDS_SCHEMA
 
     slow, fast = bucket_of(2_000_000), bucket_of(5_000)  # 2 s, 5 ms

@@ -19,9 +19,10 @@ import pytest
 
 from brokers import registry
 from brokers.base import Adapter, Received
+from tests.buckets import bucket_of
 from tests.support import memory_system, node_spec
 from workload.engine import message
-from workload.engine.histogram import bucket_of, bucket_value, percentile_of
+from workload.engine.histogram import bucket_value, percentile_of
 from workload.engine.node import run_node
 from workload.engine.node_progress import Interval, Progress
 from workload.engine.progress import ProgressView, clock_text, latency_text

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.buckets import bucket_of
 from tests.conftest import SCENARIOS
-from workload.engine.histogram import bucket_of
 from workload.engine.search import (
     CapacitySearch,
     ProbeRecord,

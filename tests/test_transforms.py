@@ -8,7 +8,8 @@ import pytest
 
 from analysis import transforms as tf
 from analysis.raw_tables import spark_schema
-from workload.engine.histogram import bucket_of, bucket_value
+from tests.buckets import bucket_of
+from workload.engine.histogram import bucket_value
 from workload.model.buckets import CLIPPED, MAX_US, NEGATIVE
 from workload.model.results import RECEIVED_SCHEMA, SECONDS_SCHEMA, SENT_RANGES_SCHEMA
 

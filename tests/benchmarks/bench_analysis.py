@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from workload.engine.histogram import bucket_of
+from tests.buckets import bucket_of
 from workload.model.layout import LAYOUT
 from workload.model.results import (
     RECEIVED_SCHEMA,

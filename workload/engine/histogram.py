@@ -27,14 +27,6 @@ from workload.model.buckets import CLIPPED, GAMMA, MAX_BUCKET, MAX_US, NEGATIVE
 _INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
 
 
-def bucket_of(us: float) -> int:
-    """The bucket of a latency in microseconds."""
-    if us <= 1.0:
-        return 0 if us >= 0.0 else NEGATIVE
-    i = math.ceil(math.log(us) * _INV_LOG_GAMMA)
-    return i if i <= MAX_BUCKET else CLIPPED
-
-
 def bucket_value(i: int) -> float:
     """The representative latency (µs) of bucket ``i`` (0 for :data:`NEGATIVE`, :data:`MAX_US`
     for :data:`CLIPPED`)."""
@@ -95,19 +87,6 @@ class Histogram:
         get = mine.get
         for index, n in zip(found.tolist(), counts[found].tolist(), strict=True):
             mine[index - 1] = get(index - 1, 0) + n
-
-    def merge(self, other: Histogram) -> Histogram:
-        for i, n in other.counts.items():
-            self.counts[i] = self.counts.get(i, 0) + n
-        return self
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def percentile(self, q: float) -> float | None:
-        """The value (µs) below or at which a fraction ``q`` of the samples lie; None if empty."""
-        return percentile_of(self.counts.items(), q)
 
     def __bool__(self) -> bool:
         return bool(self.counts)
