@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,12 @@ from workload.model.sweep import SweepPoint
 #: Host numbers inside the subnet: brokers from 10, clients from 100.
 BROKER_HOST_BASE = 10
 CLIENT_HOST_BASE = 100
-CLIENT_ROLES = ("sender", "receiver")
 
 
 @dataclass(frozen=True)
-class BrokerNode:
+class Node:
+    """A machine of the stack: its role, its index among the role's machines, its address."""
+
     role: str
     index: int
     address: str
@@ -43,15 +45,12 @@ class BrokerNode:
         return f"{self.role}-{self.index}"
 
 
-@dataclass(frozen=True)
-class ClientNode:
-    role: str  # "sender" | "receiver"
-    index: int
-    address: str
+class BrokerNode(Node):
+    """A broker machine, in a role of the system's topology."""
 
-    @property
-    def name(self) -> str:
-        return f"{self.role}-{self.index}"
+
+class ClientNode(Node):
+    """A client machine: role "sender" or "receiver"."""
 
 
 @dataclass(frozen=True)
@@ -234,11 +233,6 @@ def stack_fleet(settings: StackSettings, scenario_file: Path | None = None) -> S
 
 def fleet_composition(plan: FleetPlan, broker_type: str, client_type: str) -> dict[str, int]:
     """Instance type → count over the broker cluster and the client fleet."""
-    fleet: dict[str, int] = {}
-    for instance_type, count in (
-        (broker_type, len(plan.brokers)),
-        (client_type, len(plan.clients)),
-    ):
-        if count:
-            fleet[instance_type] = fleet.get(instance_type, 0) + count
-    return fleet
+    # Counter's sum leaves out the types of no machine.
+    fleet = Counter({broker_type: len(plan.brokers)}) + Counter({client_type: len(plan.clients)})
+    return dict(fleet)
