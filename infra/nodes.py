@@ -47,18 +47,15 @@ class MachineDefaults:
     placement_group: pulumi.Input[str] | None = None
 
 
-def _machine(
+def _machines(
     name: str,
-    role: str,
-    address: str,
-    instance_type: str,
-    user_data: pulumi.Input[str],
-    defaults: MachineDefaults,
     parent: pulumi.Resource,
+    args: BrokerClusterArgs | ClientFleetArgs,
     data_volume: DataVolume | None = None,
-    profile: pulumi.Input[str] | None = None,
     depends_on: list[pulumi.Resource] | None = None,
-) -> aws.ec2.Instance:
+) -> dict[str, aws.ec2.Instance]:
+    """Node name → its machine ``<name>-<node name>``, one for each of ``args.nodes``."""
+    defaults = args.defaults
     volumes = []
     if data_volume is not None:
         volumes.append(
@@ -72,36 +69,39 @@ def _machine(
                 delete_on_termination=True,
             )
         )
-    return aws.ec2.Instance(
-        name,
-        ami=defaults.ami,
-        instance_type=instance_type,
-        subnet_id=defaults.subnet_id,
-        vpc_security_group_ids=[defaults.security_group_id],
-        private_ip=address,
-        placement_group=defaults.placement_group,
-        associate_public_ip_address=defaults.public_ip,
-        key_name=defaults.key_name,
-        iam_instance_profile=profile,
-        user_data=user_data,
-        user_data_replace_on_change=True,
-        # A machine that powers itself off (its time to live) stops; it is not terminated.
-        instance_initiated_shutdown_behavior="stop",
-        metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-        ),
-        root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-            volume_size=defaults.root_volume_gib,
-            volume_type="gp3",
-            encrypted=True,
-            delete_on_termination=True,
-        ),
-        ebs_block_devices=volumes,
-        tags={**defaults.tags, "Name": name, "brokerbench:role": role},
-        opts=pulumi.ResourceOptions(
-            parent=parent, depends_on=depends_on or [], delete_before_replace=True
-        ),
-    )
+    machines = {}
+    for node in args.nodes:
+        machines[node.name] = aws.ec2.Instance(
+            f"{name}-{node.name}",
+            ami=defaults.ami,
+            instance_type=args.instance_type,
+            subnet_id=defaults.subnet_id,
+            vpc_security_group_ids=[defaults.security_group_id],
+            private_ip=node.address,
+            placement_group=defaults.placement_group,
+            associate_public_ip_address=defaults.public_ip,
+            key_name=defaults.key_name,
+            iam_instance_profile=args.profile,
+            user_data=args.user_data[node.name],
+            user_data_replace_on_change=True,
+            # A machine that powers itself off (its time to live) stops; it is not terminated.
+            instance_initiated_shutdown_behavior="stop",
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
+            ),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_size=defaults.root_volume_gib,
+                volume_type="gp3",
+                encrypted=True,
+                delete_on_termination=True,
+            ),
+            ebs_block_devices=volumes,
+            tags={**defaults.tags, "Name": f"{name}-{node.name}", "brokerbench:role": node.role},
+            opts=pulumi.ResourceOptions(
+                parent=parent, depends_on=depends_on or [], delete_before_replace=True
+            ),
+        )
+    return machines
 
 
 def cluster_placement_group(name: str, tags: dict[str, str]) -> aws.ec2.PlacementGroup:
@@ -132,20 +132,7 @@ class BrokerCluster(pulumi.ComponentResource):
         self, name: str, args: BrokerClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("brokerbench:infra:BrokerCluster", name, None, opts)
-        self.instances = {
-            node.name: _machine(
-                f"{name}-{node.name}",
-                node.role,
-                node.address,
-                args.instance_type,
-                args.user_data[node.name],
-                args.defaults,
-                self,
-                data_volume=args.data_volume,
-                profile=args.profile,
-            )
-            for node in args.nodes
-        }
+        self.instances = _machines(name, self, args, data_volume=args.data_volume)
         self.private_ips = pulumi.Output.all(
             **{n: i.private_ip for n, i in self.instances.items()}
         ).apply(dict)
@@ -170,18 +157,5 @@ class ClientFleet(pulumi.ComponentResource):
         self, name: str, args: ClientFleetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("brokerbench:infra:ClientFleet", name, None, opts)
-        self.instances = {
-            node.name: _machine(
-                f"{name}-{node.name}",
-                node.role,
-                node.address,
-                args.instance_type,
-                args.user_data[node.name],
-                args.defaults,
-                self,
-                profile=args.profile,
-                depends_on=list(args.after),
-            )
-            for node in args.nodes
-        }
+        self.instances = _machines(name, self, args, depends_on=list(args.after))
         self.register_outputs({"nodes": sorted(self.instances)})
