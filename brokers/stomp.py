@@ -18,6 +18,7 @@ Used by ActiveMQ Artemis and ActiveMQ Classic, which differ only in the headers 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -233,16 +234,12 @@ class StompConnection:
         self._stop_transport()
 
     def _disconnect(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.conn.disconnect(receipt=f"bye-{self.generation}")
-        except Exception:
-            pass
 
     def _stop_transport(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.conn.transport.disconnect_socket()
-        except Exception:
-            pass
 
 
 #: A received message's receipt: the generation of its connection and its ack id.

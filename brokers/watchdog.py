@@ -27,6 +27,7 @@ so the guard then has nothing to do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -158,10 +159,8 @@ def guard(lines: IO[str]) -> None:
             (named[kind].add if op[0] == "+" else named[kind].discard)(value)
     doomed = processes_of(groups)
     for pid in doomed:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(_running(pid) for pid in doomed):
         time.sleep(0.02)

@@ -23,6 +23,7 @@ leader through gossip. Extras: ``tls`` (``true``/``false``, default ``false``),
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -233,10 +234,8 @@ class EventStoreAdapter(Adapter[UUID]):
         subscription, self.subscription = self.subscription, None
         self.outstanding.clear()
         self.failure = None
-        try:
+        with contextlib.suppress(Exception):
             subscription.stop()
-        except Exception:
-            pass
 
     def receive(self, max_n: int) -> list[Received[UUID]]:
         if self.failure is not None:

@@ -9,6 +9,7 @@ What the operations do is :class:`~brokers.kafka.base.KafkaAdapterBase`'s.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -209,10 +210,8 @@ class KafkaPythonAdapter(KafkaAdapterBase):
         points = self.revoked(partitions)
         if not points or self._consumer is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # a refused commit means redeliveries, never loss
             await self._consumer.commit_async(self.offsets(points))
-        except Exception:
-            pass  # a refused commit means redeliveries, never loss
 
     def close_clients(self) -> None:
         try:

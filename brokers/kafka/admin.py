@@ -8,6 +8,7 @@ replication factor, in-sync replicas and topic configs of the topics prepared la
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -272,8 +273,6 @@ def describe(
         return result
     finally:
         if probed:
-            try:
+            with contextlib.suppress(Exception):
                 admin.delete_topics(list(probed), timeout_ms=30_000)
-            except Exception:
-                pass
         admin.close()

@@ -14,6 +14,7 @@ and position handling are the ones its hand-over logic was written against.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -119,15 +120,11 @@ class RedeliveryTracker:
             self._consumer = None
             for kafka_client in (consumer, fetcher):
                 if kafka_client is not None:
-                    try:
+                    with contextlib.suppress(Exception):
                         kafka_client.close(autocommit=False)
-                    except Exception:
-                        pass
             if producer is not None:
-                try:
+                with contextlib.suppress(Exception):
                     producer.close(timeout=10)
-                except Exception:
-                    pass
 
     def _listener(self) -> Any:
         from kafka import AsyncConsumerRebalanceListener
@@ -142,10 +139,8 @@ class RedeliveryTracker:
             async def on_partitions_revoked(self, revoked: Any) -> None:
                 offsets = tracker._commit_offsets([tp.partition for tp in revoked])
                 if offsets and tracker._consumer is not None:
-                    try:
+                    with contextlib.suppress(Exception):  # the next owner redelivers a little more
                         await tracker._consumer.commit_async(offsets)
-                    except Exception:
-                        pass  # the next owner redelivers a little more
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 kept = {tp.partition for tp in assigned}

@@ -28,6 +28,7 @@ consumer, or the broker would push it messages that nobody processes.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -122,10 +123,8 @@ class _SharedClients:
                 return
             self._clients.pop(url, None)
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):
                 client.close()
-            except Exception:
-                pass
 
 
 _CLIENTS = _SharedClients()
@@ -276,11 +275,9 @@ class PulsarAdapter(Adapter[int]):
     def close(self) -> None:
         self._unacked.clear()
         for handle in [*self._producers, self._consumer]:
-            try:
+            with contextlib.suppress(Exception):
                 if handle is not None:
                     handle.close()
-            except Exception:
-                pass
         _CLIENTS.give_back(self._url)
 
 

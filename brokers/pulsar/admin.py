@@ -8,6 +8,7 @@ ledger, which also names the bookies the ledger is striped over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
@@ -78,10 +79,8 @@ def call(
     text = raw.decode("utf-8", errors="replace")
     if status not in ok:
         detail = text
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             detail = json.loads(text).get("reason", text)
-        except (ValueError, AttributeError):
-            pass
         raise BrokerError(f"Pulsar {method} {path} failed ({status}): {detail.strip()[:300]}")
     if not text:
         return None

@@ -19,6 +19,7 @@ imported lazily, so the package loads without it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -203,10 +204,8 @@ class RabbitMQAdapter(Adapter[DeliveryReceipt]):
         self._wakeup_pending = False  # a timer of the old connection never fires
         self.generation += 1
         if connection is not None and connection.is_open:
-            try:
+            with contextlib.suppress(Exception):
                 connection.close()
-            except Exception:
-                pass
 
     def _guard(self, action: Callable[[], Any], what: str) -> Any:
         import pika.exceptions
@@ -384,18 +383,14 @@ class RabbitMQAdapter(Adapter[DeliveryReceipt]):
 
     def close(self) -> None:
         if self._acks_due and self.connection is not None and self.connection.is_open:
-            try:
+            with contextlib.suppress(Exception):  # not acknowledged: redelivered
                 self._send_acks()
                 self.connection.process_data_events(time_limit=0)
-            except Exception:
-                pass  # not acknowledged: redelivered
         self._buffer.clear()
         connection, self.connection = self.connection, None
         if connection is not None and connection.is_open:
-            try:
+            with contextlib.suppress(Exception):
                 connection.close()
-            except Exception:
-                pass
 
 
 def connect(

@@ -21,6 +21,7 @@ batch at a time, as do ``prepare`` and ``describe``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import uuid
@@ -281,10 +282,9 @@ class RedisAdapter(_StreamsAdapter):
 
     def close(self) -> None:
         if self._acking is not None and self._receiving is not None:
-            try:  # the last acknowledgement reaches the server before the connection goes
+            # The last acknowledgement reaches the server before the connection goes.
+            with contextlib.suppress(Exception):
                 self._receiving.settle(self._acking, 5.0)
-            except Exception:
-                pass
         for channel in (self._sending, self._receiving):
             if channel is not None:
                 channel.connection.close()

@@ -18,6 +18,7 @@ Producer and consumer are created on first use, so a sender worker never joins t
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import time
@@ -159,18 +160,14 @@ class RocketMQAdapter(Adapter[int]):
         consumer, self._consumer = self._consumer, None
         self._unacked.clear()
         if consumer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 consumer.shutdown()
-            except Exception:
-                pass
 
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 producer.shutdown()
-            except Exception:
-                pass
 
     def receive(self, max_n: int) -> list[Received[int]]:
         consumer = self._consumer_for_receive()
@@ -214,10 +211,8 @@ class RocketMQAdapter(Adapter[int]):
                 pool.shutdown(wait=True)
         for client in (self._producer, self._consumer):
             if client is not None:
-                try:
+                with contextlib.suppress(Exception):
                     client.shutdown()
-                except Exception:
-                    pass
 
 
 def _one_line(error: BaseException | None) -> str:
