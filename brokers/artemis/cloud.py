@@ -42,12 +42,10 @@ def _node(
 
 
 def _sizes(params: Any) -> dict[str, Any]:
-    if params is None:
-        return {"journal_type": "ASYNCIO"}
-    return {
-        "journal_type": "ASYNCIO",
-        "stomp_consumer_credit": max(params.consumer_window_size, 1024),
-    }
+    sizes: dict[str, Any] = {"journal_type": "ASYNCIO"}
+    if params is not None:
+        sizes["stomp_consumer_credit"] = max(params.consumer_window_size, 1024)
+    return sizes
 
 
 class ArtemisCloud(CloudRecipe["ArtemisParams"]):
