@@ -32,17 +32,6 @@ NETWORK = "network"
 SHARED_HOST = "shared host"
 NONE = "none saturated"
 UNKNOWN = "unknown"
-#: Every verdict, in the order the rules try them.
-LIMITS = (
-    BROKER_CPU,
-    BROKER_DISK,
-    NETWORK,
-    CLIENT_CPU,
-    BACK_PRESSURE,
-    SHARED_HOST,
-    NONE,
-    UNKNOWN,
-)
 
 RULES = (
     "What set the pace of a point is judged from the resource telemetry of its measurement "
