@@ -130,9 +130,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     run = resolve_run(args)
     s3 = aws_client("s3", run.region)
     progress = run_progress(s3, run)
-    _print_progress(run, progress)
-    for line in boot_failures(s3, run):
-        print(line)
+    _print_progress(s3, run, progress)
     ended = run_end(s3, run)
     if ended is not None:
         print(f"the run ended at {ended.get('at')}: every machine stops itself")
@@ -158,9 +156,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
             break
         polls += 1
         time.sleep(args.poll)
-    _print_progress(run, progress)
-    for line in boot_failures(s3, run):
-        print(line)
+    _print_progress(s3, run, progress)
     if not progress.complete:
         reason = over or f"gave up waiting after {args.timeout:.0f} s"
         print(f"brokerbench: {reason}", file=sys.stderr)
@@ -182,7 +178,8 @@ def _over(s3: Any, run: CloudRun, polls: int) -> str:
     return ""
 
 
-def _print_progress(run: CloudRun, progress: Progress) -> None:
+def _print_progress(s3: Any, run: CloudRun, progress: Progress) -> None:
+    """How the run's nodes stand, and the last lines of each machine whose set-up failed."""
     print(f"run {run.run_id} ({run.run_uri}): {progress.done}/{progress.expected} node results")
     for line in progress.failed:
         print(f"  failed: {line}")
@@ -192,3 +189,5 @@ def _print_progress(run: CloudRun, progress: Progress) -> None:
         print(f"  waiting for: {line}")
     if len(progress.missing) > 20:
         print(f"  … and {len(progress.missing) - 20} more")
+    for line in boot_failures(s3, run):
+        print(line)
