@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TextIO, cast
 
@@ -170,7 +170,7 @@ class ProgressView:
         """The figures at ``now``; the interval ones are worked out afresh when reports came
         in since they last were (a tick between two reports keeps them), or when none came
         for :data:`STALE_AFTER` seconds."""
-        sent, received, errors = self.totals()
+        sent, received, _ = self.totals()
         last_sent, last_received, last_t = self.last_totals
         if self.fresh or now - last_t >= STALE_AFTER:
             # Rates over the time between the reports' arrivals: a report says how far its
@@ -183,43 +183,40 @@ class ProgressView:
             self.last_totals = (sent, received, as_of)
             self.fresh = False
         elapsed = now - self.start
+        eta = max(0.0, self.estimate - elapsed) + self.remaining_s
+        return self._figures(elapsed, self.rates, self.latency, eta)
+
+    def summary(self, now: float) -> Figures:
+        """The whole point at ``now``: rates averaged over the time messages flowed (from
+        the report before the first that counted any to the last that counted more)."""
+        spans = [max(REPORT_EVERY, last - first + REPORT_EVERY) for _, first, last in self.flowing]
+        rates = [
+            total / span if total else 0.0
+            for (total, _, _), span in zip(self.flowing, spans, strict=True)
+        ]
+        whole = self._figures(now - self.start, rates, _percentiles(self.whole), self.remaining_s)
+        return replace(whole, final=True, send_span_s=spans[0], receive_span_s=spans[1])
+
+    def _figures(
+        self,
+        elapsed: float,
+        rates: Sequence[float],
+        latency: tuple[float | None, float | None],
+        eta: float,
+    ) -> Figures:
+        """The figures of these rates and latencies, with the totals reported so far."""
+        sent, received, errors = self.totals()
         return Figures(
             elapsed=elapsed,
             sent=sent,
             received=received,
             redelivered=self.redelivered,
             errors=errors,
-            send_rate=self.rates[0],
-            receive_rate=self.rates[1],
-            p50_us=self.latency[0],
-            p99_us=self.latency[1],
-            eta=max(0.0, self.estimate - elapsed) + self.remaining_s,
-        )
-
-    def summary(self, now: float) -> Figures:
-        """The whole point at ``now``: rates averaged over the time messages flowed (from
-        the report before the first that counted any to the last that counted more)."""
-        sent, received, errors = self.totals()
-        spans = [max(REPORT_EVERY, last - first + REPORT_EVERY) for _, first, last in self.flowing]
-        rates = [
-            total / span if total else 0.0
-            for (total, _, _), span in zip(self.flowing, spans, strict=True)
-        ]
-        p50, p99 = _percentiles(self.whole)
-        return Figures(
-            elapsed=now - self.start,
-            sent=sent,
-            received=received,
-            redelivered=self.redelivered,
-            errors=errors,
             send_rate=rates[0],
             receive_rate=rates[1],
-            p50_us=p50,
-            p99_us=p99,
-            eta=self.remaining_s,
-            final=True,
-            send_span_s=spans[0],
-            receive_span_s=spans[1],
+            p50_us=latency[0],
+            p99_us=latency[1],
+            eta=eta,
         )
 
     def line(self, f: Figures) -> str:
