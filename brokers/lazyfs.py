@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from typing import Any, Literal
 from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from brokers.golang import go_binary
 from brokers.jvm import cache_dir
-from brokers.local import run_checked
+from brokers.local import log_tail, run_checked
 from brokers.watchdog import WATCHDOG
 
 #: The Go program's source (its own module: go.mod, go.sum, *.go).
@@ -125,15 +126,7 @@ def install(console: Callable[[str], None] = print) -> bool:
 
 def _unescape(field: str) -> str:
     """mountinfo's octal escapes (``\\040`` for a space) undone."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and field[i + 1 : i + 4].isdigit() and i + 3 < len(field):
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _where(path: Path) -> Path:
@@ -255,35 +248,26 @@ class LazyMount:
         WATCHDOG.watch_group(self._proc.pid)
         WATCHDOG.watch_mount(self.mount)  # detached should this process be killed
         deadline = time.monotonic() + self.timeout
-        while not (mounted(self.mount) and self._status().get("pid") == self._proc.pid):
+        while not (mounted(self.mount) and self.status().get("pid") == self._proc.pid):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.unmount()
                 raise BrokerStartError(
-                    f"the lazy filesystem did not mount {self.mount}: {self._last_log_line()} "
+                    f"the lazy filesystem did not mount {self.mount}: "
+                    f"{log_tail(self.log_file, lines=1) or 'no output'} "
                     f"(log: {self.log_file})"
                 )
             time.sleep(0.02)
-
-    def _status(self) -> dict[str, Any]:
-        try:
-            found = json.loads(self.status_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        return found if isinstance(found, dict) else {}
 
     def status(self) -> dict[str, Any]:
         """The filesystem's state and counters (written once a second and at its end):
         ``state`` (mounted, cut, unmounted), ``dirty_bytes``, ``pending_metadata``,
         ``written_through_bytes`` and ``written_through_times`` (the memory bound was
         reached: what was lost is a lower bound), ``dropped_bytes``, ``undone_metadata``…"""
-        return self._status()
-
-    def _last_log_line(self) -> str:
         try:
-            lines = self.log_file.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no log"
-        return lines[-1] if lines else "no output"
+            found = json.loads(self.status_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
 
     def _signal(self, sig: signal.Signals) -> None:
         proc = self._proc
@@ -308,7 +292,7 @@ class LazyMount:
             self._proc = None
         detach(self.mount)
         WATCHDOG.release_mount(self.mount)
-        return self._status()
+        return self.status()
 
     def cut(self) -> dict[str, Any]:
         """The power cut: every unsynced byte and metadata change not committed is dropped
