@@ -19,7 +19,7 @@ and ack quorum 2 on three bookies, a send is confirmed by the two that remain.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,19 +208,14 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
             "--no-functions-worker",
             "--no-stream-storage",
         ]
-        jvm = [
-            *jvm_options(home(), LOCAL_SIZES.standalone_direct, workdir),
-            f"-Dpulsar.config.file={conf}",
-        ]
-        node = cluster.add(
-            ManagedProcess(
-                "standalone",
-                java_command(
-                    MAIN["standalone"], classpath(), LOCAL_SIZES.standalone_heap, args, jvm
-                ),
-                workdir / "standalone.log",
-                cwd=workdir,
-            )
+        node = _launch(
+            cluster,
+            "standalone",
+            LOCAL_SIZES.standalone_heap,
+            args,
+            workdir,
+            LOCAL_SIZES.standalone_direct,
+            jvm=[f"-Dpulsar.config.file={conf}"],
         )
         self._wait_for_broker(cluster, node, web_port)
         cluster.endpoints = _endpoints(broker_port, web_port)
@@ -266,27 +261,33 @@ class PulsarLocal(LocalDeployment[PulsarParams]):
             raise BrokerStartError(f"Pulsar node(s) {', '.join(dead)} exited while starting")
 
 
+def _launch(
+    cluster: PulsarCluster,
+    name: str,
+    heap: str,
+    args: list[str],
+    node_dir: Path,
+    direct: str | None = None,
+    *,
+    main: str = "",
+    jvm: Sequence[str] = (),
+    ready: Callable[[], bool] | None = None,
+) -> ManagedProcess:
+    """Start the JVM of node ``name`` in ``node_dir`` (its Pulsar logs there, its output in
+    ``<name>.log``), with the main class of ``main`` (by default of ``name``)."""
+    options = [*jvm_options(home(), direct, node_dir), *jvm]
+    command = java_command(MAIN[main or name], classpath(), heap, args, options)
+    log = cluster.workdir / f"{name}.log"
+    return cluster.add(ManagedProcess(name, command, log, cwd=node_dir, ready=ready))
+
+
 def _start_zookeeper(cluster: PulsarCluster, port: int) -> ManagedProcess:
     """The metadata store: one ZooKeeper server."""
     zk_dir = cluster.workdir / "zookeeper"
     zk_dir.mkdir(parents=True, exist_ok=True)
-    (zk_dir / "zookeeper.conf").write_text(
-        render_zookeeper(str(zk_dir / "data"), port, LOOPBACK, servers=[])
-    )
-    return cluster.add(
-        ManagedProcess(
-            "zookeeper",
-            java_command(
-                MAIN["zookeeper"],
-                classpath(),
-                LOCAL_SIZES.zookeeper_heap,
-                [str(zk_dir / "zookeeper.conf")],
-                jvm_options(home(), log_dir=zk_dir),
-            ),
-            cluster.workdir / "zookeeper.log",
-            cwd=zk_dir,
-        )
-    )
+    conf = zk_dir / "zookeeper.conf"
+    conf.write_text(render_zookeeper(str(zk_dir / "data"), port, LOOPBACK, servers=[]))
+    return _launch(cluster, "zookeeper", LOCAL_SIZES.zookeeper_heap, [str(conf)], zk_dir)
 
 
 def _set_up_metadata(
@@ -318,21 +319,15 @@ def _start_bookie(
     bookie_dir.mkdir(parents=True, exist_ok=True)
     conf = bookie_dir / "bookkeeper.conf"
     conf.write_text(render_bookie(index, port, LOOPBACK, zookeeper, str(bookie_dir), sizes, "lo"))
-    command = java_command(
-        MAIN["bookie"],
-        classpath(),
+    return _launch(
+        cluster,
+        f"bookie-{index}",
         sizes.bookie_heap,
         ["--conf", str(conf)],
-        jvm_options(home(), sizes.bookie_direct, bookie_dir),
-    )
-    return cluster.add(
-        ManagedProcess(
-            f"bookie-{index}",
-            command,
-            cluster.workdir / f"bookie-{index}.log",
-            cwd=bookie_dir,
-            ready=lambda: port_open(LOOPBACK, port),
-        )
+        bookie_dir,
+        sizes.bookie_direct,
+        main="bookie",
+        ready=lambda: port_open(LOOPBACK, port),
     )
 
 
@@ -348,20 +343,14 @@ def _start_broker(
             _broker_conf("local", "zk:" + ",".join(zookeeper), broker_port, web_port, quorum)
         )
     )
-    broker = cluster.add(
-        ManagedProcess(
-            "broker",
-            java_command(
-                MAIN["broker"],
-                classpath(),
-                sizes.broker_heap,
-                ["--broker-conf", str(broker_dir / "broker.conf")],
-                jvm_options(home(), sizes.broker_direct, broker_dir),
-            ),
-            cluster.workdir / "broker.log",
-            cwd=broker_dir,
-            ready=lambda: _healthy(f"http://{LOOPBACK}:{web_port}"),
-        )
+    broker = _launch(
+        cluster,
+        "broker",
+        sizes.broker_heap,
+        ["--broker-conf", str(broker_dir / "broker.conf")],
+        broker_dir,
+        sizes.broker_direct,
+        ready=lambda: _healthy(f"http://{LOOPBACK}:{web_port}"),
     )
     cluster.broker_ports[broker.name] = broker_port
     return broker
