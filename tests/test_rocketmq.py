@@ -258,15 +258,23 @@ def test_every_process_listens_on_loopback_only(cluster: ProcessCluster) -> None
 # -- keys: message groups on a FIFO topic, and the per-key order check (tests/keyed.py) ------
 
 
+def topic_config(address: str, topic: str) -> dict[str, object]:
+    """A topic's settings as its broker reads them back (the remoting request
+    GET_TOPIC_CONFIG, 351)."""
+    reply = remoting.call(address, 351, {"topic": topic, "lo": "false"})
+    data = remoting.lenient_json(reply.body)
+    return dict(data.get("topicConfig", data))
+
+
 @pytest.mark.slow
 def test_a_keyed_destination_is_a_fifo_topic_and_group(cluster: ProcessCluster) -> None:
     params = RocketMQParams(queues=2)
     SYSTEM.prepare(cluster.endpoints, params, Destination("bb_keyed_fifo", keyed=True))
     SYSTEM.prepare(cluster.endpoints, params, Destination("bb_keyless_normal"))
     (master,) = admin.masters(admin.namesrv_address(cluster.endpoints)).values()
-    fifo = remoting.topic_config(master, "bb_keyed_fifo")
+    fifo = topic_config(master, "bb_keyed_fifo")
     assert fifo["attributes"] == {"message.type": "FIFO"} and fifo["order"] is True
-    normal = remoting.topic_config(master, "bb_keyless_normal")
+    normal = topic_config(master, "bb_keyless_normal")
     assert normal["attributes"] == {"message.type": "NORMAL"} and normal["order"] is False
 
 

@@ -28,7 +28,6 @@ GET_BROKER_RUNTIME_INFO = 28
 GET_BROKER_CLUSTER_INFO = 106
 GET_BROKER_HA_STATUS = 907
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
-GET_TOPIC_CONFIG = 351
 
 _RESPONSE_FLAG = 1
 _opaque = itertools.count(1)
@@ -164,11 +163,6 @@ def create_topic(address: str, topic: str, queues: int, fifo: bool = False) -> N
             "attributes": f"+message.type={'FIFO' if fifo else 'NORMAL'}",
         },
     )
-
-
-def topic_config(address: str, topic: str) -> dict[str, Any]:
-    data = lenient_json(call(address, GET_TOPIC_CONFIG, {"topic": topic, "lo": "false"}).body)
-    return dict(data.get("topicConfig", data))
 
 
 def create_consumer_group(
