@@ -56,19 +56,20 @@ class Network(pulumi.ComponentResource):
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("brokerbench:infra:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags or {})
+        # Every resource of the network is named ``<name>-<suffix>``, a child of it.
+        self._prefix, self._base_tags = name, dict(args.tags or {})
+        self._child = pulumi.ResourceOptions(parent=self)
 
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=args.vpc_cidr,
             enable_dns_hostnames=True,
             enable_dns_support=True,
-            tags={**tags, "Name": f"{name}-vpc"},
-            opts=child,
+            tags=self._tags("vpc"),
+            opts=self._child,
         )
         gateway = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": f"{name}-igw"}, opts=child
+            f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=self._child
         )
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
@@ -76,25 +77,22 @@ class Network(pulumi.ComponentResource):
             cidr_block=args.subnet_cidr,
             availability_zone=args.availability_zone,
             map_public_ip_on_launch=args.public_nodes,
-            tags={**tags, "Name": f"{name}-subnet"},
-            opts=child,
+            tags=self._tags("subnet"),
+            opts=self._child,
         )
         if args.public_nodes:
-            default_route = aws.ec2.RouteTableRouteArgs(
-                cidr_block="0.0.0.0/0", gateway_id=gateway.id
-            )
             self.nat_gateway_id = None
+            way_out = aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)
         else:
-            nat = self._nat_gateway(name, args, vpc, gateway, tags, child)
-            default_route = aws.ec2.RouteTableRouteArgs(
-                cidr_block="0.0.0.0/0", nat_gateway_id=nat.id
+            self.nat_gateway_id = self._nat_gateway(args, vpc, gateway).id
+            way_out = aws.ec2.RouteTableRouteArgs(
+                cidr_block="0.0.0.0/0", nat_gateway_id=self.nat_gateway_id
             )
-            self.nat_gateway_id = nat.id
         self.vpc_id = vpc.id
         # Machines take the subnet from here: they wait for its routes (with the NAT
         # gateway) and the S3 endpoint, so that they never boot without a way out.
-        self.subnet_id = self._routed_subnet(name, args, vpc, subnet, default_route, tags, child)
-        self.security_group_id = self._security_group(name, args, vpc, tags, child).id
+        self.subnet_id = self._routed_subnet(args, vpc, subnet, way_out)
+        self.security_group_id = self._security_group(args, vpc).id
         self.availability_zone = subnet.availability_zone
         self.public_nodes = args.public_nodes
         self.register_outputs(
@@ -107,56 +105,66 @@ class Network(pulumi.ComponentResource):
             }
         )
 
-    @staticmethod
+    def _tags(self, suffix: str) -> dict[str, str]:
+        """The stack's tags, with the ``Name`` of the resource ``<name>-<suffix>``."""
+        return {**self._base_tags, "Name": f"{self._prefix}-{suffix}"}
+
+    def _route_table(
+        self,
+        suffix: str,
+        vpc: aws.ec2.Vpc,
+        subnet: aws.ec2.Subnet,
+        route: aws.ec2.RouteTableRouteArgs,
+    ) -> tuple[aws.ec2.RouteTable, aws.ec2.RouteTableAssociation]:
+        """The route table ``<name>-<suffix>`` with ``route``, and its association with
+        ``subnet``."""
+        routes = aws.ec2.RouteTable(
+            f"{self._prefix}-{suffix}",
+            vpc_id=vpc.id,
+            routes=[route],
+            tags=self._tags(suffix),
+            opts=self._child,
+        )
+        association = aws.ec2.RouteTableAssociation(
+            f"{self._prefix}-{suffix}-subnet",
+            subnet_id=subnet.id,
+            route_table_id=routes.id,
+            opts=self._child,
+        )
+        return routes, association
+
     def _routed_subnet(
-        name: str,
+        self,
         args: NetworkArgs,
         vpc: aws.ec2.Vpc,
         subnet: aws.ec2.Subnet,
-        default_route: aws.ec2.RouteTableRouteArgs,
-        tags: dict[str, str],
-        child: pulumi.ResourceOptions,
+        way_out: aws.ec2.RouteTableRouteArgs,
     ) -> pulumi.Output[str]:
-        """The nodes' routes: ``default_route`` out (internet or NAT gateway) and the S3
-        gateway endpoint; the subnet's id, known once both are in place."""
-        routes = aws.ec2.RouteTable(
-            f"{name}-routes",
-            vpc_id=vpc.id,
-            routes=[default_route],
-            tags={**tags, "Name": f"{name}-routes"},
-            opts=child,
-        )
-        association = aws.ec2.RouteTableAssociation(
-            f"{name}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
-        )
+        """The nodes' routes: ``way_out`` (internet or NAT gateway) and the S3 gateway
+        endpoint; the subnet's id, known once both are in place."""
+        routes, association = self._route_table("routes", vpc, subnet, way_out)
         endpoint = aws.ec2.VpcEndpoint(
-            f"{name}-s3",
+            f"{self._prefix}-s3",
             vpc_id=vpc.id,
             service_name=f"com.amazonaws.{args.region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=[routes.id],
-            tags={**tags, "Name": f"{name}-s3"},
-            opts=child,
+            tags=self._tags("s3"),
+            opts=self._child,
         )
         return pulumi.Output.all(subnet.id, association.id, endpoint.id).apply(
             lambda ids: str(ids[0])
         )
 
-    @staticmethod
-    def _security_group(
-        name: str,
-        args: NetworkArgs,
-        vpc: aws.ec2.Vpc,
-        tags: dict[str, str],
-        child: pulumi.ResourceOptions,
-    ) -> aws.ec2.SecurityGroup:
+    def _security_group(self, args: NetworkArgs, vpc: aws.ec2.Vpc) -> aws.ec2.SecurityGroup:
         """The nodes' group: any traffic inside it, SSH from the admin CIDR (if any), any
         egress."""
+        name, child = self._prefix, self._child
         group = aws.ec2.SecurityGroup(
             f"{name}-nodes",
             vpc_id=vpc.id,
             description="brokerbench nodes: all traffic inside the group only",
-            tags={**tags, "Name": f"{name}-nodes"},
+            tags=self._tags("nodes"),
             opts=child,
         )
         aws.vpc.SecurityGroupIngressRule(
@@ -188,47 +196,33 @@ class Network(pulumi.ComponentResource):
         )
         return group
 
-    @staticmethod
     def _nat_gateway(
-        name: str,
-        args: NetworkArgs,
-        vpc: aws.ec2.Vpc,
-        gateway: aws.ec2.InternetGateway,
-        tags: dict[str, str],
-        child: pulumi.ResourceOptions,
+        self, args: NetworkArgs, vpc: aws.ec2.Vpc, gateway: aws.ec2.InternetGateway
     ) -> aws.ec2.NatGateway:
         """A NAT gateway with an Elastic IP in a /28 public subnet routed to the internet
         gateway (a CIDR of the VPC that does not overlap the nodes' subnet)."""
+        name, child = self._prefix, self._child
         public = aws.ec2.Subnet(
             f"{name}-public",
             vpc_id=vpc.id,
             cidr_block=nat_subnet_cidr(args.vpc_cidr, args.subnet_cidr),
             availability_zone=args.availability_zone,
             map_public_ip_on_launch=False,
-            tags={**tags, "Name": f"{name}-public"},
+            tags=self._tags("public"),
             opts=child,
         )
-        public_routes = aws.ec2.RouteTable(
-            f"{name}-public-routes",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
-            tags={**tags, "Name": f"{name}-public-routes"},
-            opts=child,
+        self._route_table(
+            "public-routes",
+            vpc,
+            public,
+            aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id),
         )
-        aws.ec2.RouteTableAssociation(
-            f"{name}-public-routes-subnet",
-            subnet_id=public.id,
-            route_table_id=public_routes.id,
-            opts=child,
-        )
-        address = aws.ec2.Eip(
-            f"{name}-nat-ip", domain="vpc", tags={**tags, "Name": f"{name}-nat-ip"}, opts=child
-        )
+        address = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=self._tags("nat-ip"), opts=child)
         return aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=address.allocation_id,
             subnet_id=public.id,
             connectivity_type="public",
-            tags={**tags, "Name": f"{name}-nat"},
+            tags=self._tags("nat"),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gateway])),
         )
