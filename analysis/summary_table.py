@@ -106,18 +106,12 @@ def notes(row: SummaryRow) -> list[str]:
     found = [] if kept_up(row) else ["receivers did not keep up"]
     if delivery(row) not in ("", "drained"):
         found.append(delivery(row))
-    found.extend(note for note in (negative_note(row), clipped_note(row)) if note)
-    if fault := fault_note(row):
-        found.append(fault)
-    if lost := lost_note(row):
-        found.append(lost)
-    if slo := slo_note(row):
-        found.append(slo)
-    if label := bound_label(row):
-        found.append(f"{label} ({row.get('limited_reason')})")
-    if stall := stall_note(row):
-        found.append(stall)
-    found.extend(trend_notes(row))
+    label = bound_label(row)
+    bound = f"{label} ({row.get('limited_reason')})" if label else ""
+    # In this order; a note with nothing to say is "".
+    said = [negative_note(row), clipped_note(row), fault_note(row), lost_note(row)]
+    said += [slo_note(row), bound, stall_note(row), *trend_notes(row)]
+    found.extend(note for note in said if note)
     return found
 
 
