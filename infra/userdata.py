@@ -30,8 +30,8 @@ from typing import Any
 
 import jinja2
 
-from brokers.cloud import BROKER_PASSWORD, CLOUD_SECRETS, CloudRecipe
-from infra.plan import BrokerNode, BucketLayout, ClientNode
+from brokers.cloud import BROKER_PASSWORD, CLOUD_SECRETS, CloudFaults, CloudRecipe
+from infra.plan import BrokerNode, BucketLayout, ClientNode, Node
 from workload.model.layout import LAYOUT
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -228,18 +228,13 @@ def broker_user_data(
     if secret_files and len(secrets) < len(CLOUD_SECRETS):
         raise ValueError(f"{context.system} recipe: {secret_files[0]} needs the stack's secrets")
     values: dict[str, Any] = {
-        "title": context.title,
-        "run_id": context.run_id,
-        "scenario_name": context.scenario_name,
-        "node": node,
+        **_node_values(context, node),
         "data_dir": data_dir(recipe),
         "staging": STAGING,
         "files": files,
         "install_commands": install,
         "start_commands": start,
         "placeholder": placeholder,
-        "time_server": TIME_SERVER,
-        "region": context.region,
         "secrets": secrets,
         "secret_files": secret_files,
         "service_user": recipe.service_user if recipe is not None else "root",
@@ -251,7 +246,6 @@ def broker_user_data(
         if not placeholder
         else "",
         "telemetry_agent_name": TELEMETRY_AGENT_UNIT,
-        **boot_logs(context, node.name),
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -290,9 +284,9 @@ def telemetry_agent_unit(
     every broker machine of a stack with a results bucket runs one."""
     if not context.bucket:
         return ""
-    roles = {role: len(addresses) for role, addresses in cluster.items()}
-    faults = recipe.faults_for(roles) if recipe is not None else None
-    command = _agent_command(
+    faults = _faults(recipe, cluster)
+    return _agent_unit(
+        "brokerbench-telemetry.service.j2",
         context,
         node,
         "workload.engine.aws.telemetry_agent",
@@ -301,20 +295,46 @@ def telemetry_agent_unit(
         "--stop-at-end",
         *(["--unit", faults.unit] if faults is not None else []),
     )
-    return render(
-        "brokerbench-telemetry.service.j2",
-        node=node,
-        run_id=context.run_id,
-        wheel=FAULT_AGENT_WHEEL,
-        fetch=" ".join(shlex.quote(a) for a in _fetch_wheel(context)),
-        command=" ".join(shlex.quote(a) for a in command),
+
+
+def fault_agent_unit(
+    context: RunContext, node: BrokerNode, recipe: CloudRecipe | None, cluster: dict[str, list[str]]
+) -> str:
+    """The systemd unit of the node's fault agent; "" where no fault acts on this node."""
+    faults = _faults(recipe, cluster) if context.faults else None
+    if faults is None or node.role not in faults.roles:
+        return ""
+    if not context.bucket:
+        raise ValueError(f"{context.system}: faults on AWS need the results bucket in user-data")
+    assert recipe is not None
+    return _agent_unit(
+        "brokerbench-faults.service.j2",
+        context,
+        node,
+        "workload.engine.aws.fault_agent",
+        "--unit",
+        faults.unit,
+        "--ports",
+        ",".join(str(port) for port in recipe.ports()),
+        "--address",
+        node.address,
+        unit=faults.unit,
     )
 
 
-def _agent_command(context: RunContext, node: BrokerNode, module: str, *more: str) -> list[str]:
-    """How a broker machine's agent starts: the system's Python on ``module`` (from the
-    wheel), with the run's bucket, id and region and the node's name, then ``more``."""
-    return [
+def _faults(recipe: CloudRecipe | None, cluster: dict[str, list[str]]) -> CloudFaults | None:
+    """The faults the recipe takes on a cluster of these nodes (None without a recipe)."""
+    roles = {role: len(addresses) for role, addresses in cluster.items()}
+    return recipe.faults_for(roles) if recipe is not None else None
+
+
+def _agent_unit(
+    template: str, context: RunContext, node: BrokerNode, module: str, *more: str, **values: Any
+) -> str:
+    """The systemd unit ``template`` of a broker machine's agent: the system's Python on
+    ``module`` from the run's wheel (fetched before every start), with the run's bucket, id
+    and region and the node's name, then ``more``."""
+    command = [
         "/usr/bin/python3",
         "-m",
         module,
@@ -328,11 +348,7 @@ def _agent_command(context: RunContext, node: BrokerNode, module: str, *more: st
         node.name,
         *more,
     ]
-
-
-def _fetch_wheel(context: RunContext) -> list[str]:
-    """The command that copies the run's wheel to where the agents run it from."""
-    return [
+    fetch = [
         "/usr/bin/aws",
         "s3",
         "cp",
@@ -342,39 +358,14 @@ def _fetch_wheel(context: RunContext) -> list[str]:
         f"s3://{context.bucket}/{context.wheel_key}",
         FAULT_AGENT_WHEEL,
     ]
-
-
-def fault_agent_unit(
-    context: RunContext, node: BrokerNode, recipe: CloudRecipe | None, cluster: dict[str, list[str]]
-) -> str:
-    """The systemd unit of the node's fault agent; "" where no fault acts on this node."""
-    roles = {role: len(addresses) for role, addresses in cluster.items()}
-    faults = recipe.faults_for(roles) if recipe is not None and context.faults else None
-    if faults is None or node.role not in faults.roles:
-        return ""
-    if not context.bucket:
-        raise ValueError(f"{context.system}: faults on AWS need the results bucket in user-data")
-    assert recipe is not None
-    command = _agent_command(
-        context,
-        node,
-        "workload.engine.aws.fault_agent",
-        "--unit",
-        faults.unit,
-        "--ports",
-        ",".join(str(port) for port in recipe.ports()),
-        "--address",
-        node.address,
-    )
-    fetch = _fetch_wheel(context)
     return render(
-        "brokerbench-faults.service.j2",
+        template,
         node=node,
         run_id=context.run_id,
-        unit=faults.unit,
         wheel=FAULT_AGENT_WHEEL,
-        fetch=" ".join(shlex.quote(a) for a in fetch),
-        command=" ".join(shlex.quote(a) for a in command),
+        fetch=shlex.join(fetch),
+        command=shlex.join(command),
+        **values,
     )
 
 
@@ -400,26 +391,20 @@ def agent_command(context: RunContext, node: ClientNode) -> str:
         f"{context.broker_wait_minutes}m",
         SCENARIO_PATH,
     ]
-    return " ".join(shlex.quote(a) for a in args)
+    return shlex.join(args)
 
 
 def client_user_data(context: RunContext, node: ClientNode) -> str:
     """The ``#cloud-config`` of one sender or receiver machine."""
     values: dict[str, Any] = {
-        "title": context.title,
-        "run_id": context.run_id,
-        "scenario_name": context.scenario_name,
-        "node": node,
-        "region": context.region,
+        **_node_values(context, node),
         "wheel_uri": f"s3://{context.bucket}/{context.wheel_key}",
         "wheel_name": context.wheel_name,
         "constraints_uri": f"s3://{context.bucket}/{context.constraints_key}",
         "constraints_name": context.constraints_key.rsplit("/", 1)[-1],
         "extras": context.client_extras,
         "placeholder": context.placeholder,
-        "time_server": TIME_SERVER,
         "agent_command": agent_command(context, node),
-        **boot_logs(context, node.name),
     }
     env = _env_file(
         BROKERBENCH_SYSTEM=context.system,
@@ -448,6 +433,20 @@ def client_user_data(context: RunContext, node: ClientNode) -> str:
 def analysis_entry(run_id: str, module: str) -> str:
     """The small script EMR runs: the analysis module as ``__main__``."""
     return render("analysis_entry.py.j2", run_id=run_id, module=module)
+
+
+def _node_values(context: RunContext, node: Node) -> dict[str, Any]:
+    """What the templates of every machine's user-data take: the run, the node, its region
+    and time server, and the upload of its logs."""
+    return {
+        "title": context.title,
+        "run_id": context.run_id,
+        "scenario_name": context.scenario_name,
+        "node": node,
+        "region": context.region,
+        "time_server": TIME_SERVER,
+        **boot_logs(context, node.name),
+    }
 
 
 def _env_file(**values: str) -> str:
