@@ -20,6 +20,19 @@ from analysis.column_model import (
 )
 from analysis.resource_columns import RESOURCE_COLUMNS
 
+
+def _fewer_messages(name: str, doc: str, scope: Scope, *, long: str, title: str = "") -> Column:
+    """A count of messages where fewer is better (lost, duplicated, redelivered, …)."""
+    return Column(name, doc, scope, unit="msgs", title=title, long=long, better=Better.LOWER)
+
+
+def _backlog_ms(name: str, doc: str, *, long: str, fmt: str, title: str = "") -> Column:
+    """A processing latency of the backlog's phases, in ms: the lower, the better."""
+    return Column(
+        name, doc, Scope.BACKLOG, unit="ms", title=title, long=long, fmt=fmt, better=Better.LOWER
+    )
+
+
 #: Every column of ``summary.csv``, in the file's order.
 COLUMNS = Columns(
     Column("broker", "the system (as `brokerbench brokers` names it)", Scope.POINT),
@@ -90,23 +103,19 @@ COLUMNS = Columns(
         fmt="{:,.2f}",
         better=Better.HIGHER,
     ),
-    Column(
+    _fewer_messages(
         "lost",
         "confirmed and never received although receivers drained the point (empty: incomplete)",
         Scope.TOTAL,
-        unit="msgs",
         title="lost",
         long="lost messages",
-        better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "not_drained",
         "confirmed and still queued when the run was stopped early",
         Scope.TOTAL,
-        unit="msgs",
         title="not drained",
         long="not drained (run stopped early)",
-        better=Better.LOWER,
     ),
     Column(
         "lost_on_power_loss",
@@ -120,32 +129,26 @@ COLUMNS = Columns(
         fmt="{:,.0f}",
         better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "duplicated",
         "copies received beyond a message's first",
         Scope.TOTAL,
-        unit="msgs",
         title="dup",
         long="duplicated messages",
-        better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "reordered",
         "messages of a key received after a later one of the same sender and key, by the "
         "same receiver, and received once (empty: no keys, or no per-key order promised)",
         Scope.TOTAL,
-        unit="msgs",
         title="reord",
         long="reordered messages",
-        better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "redelivered",
         "messages the broker marked as delivered again",
         Scope.TOTAL,
-        unit="msgs",
         long="redelivered messages",
-        better=Better.LOWER,
     ),
     Column(
         "unconfirmed_received",
@@ -235,29 +238,23 @@ COLUMNS = Columns(
         long="errors through the faults",
         better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "fault_duplicated",
         "copies received from the first fault's action on",
         Scope.FAULT,
-        unit="msgs",
         long="duplicated through the faults",
-        better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "fault_redelivered",
         "redeliveries from the first fault's action on",
         Scope.FAULT,
-        unit="msgs",
         long="redelivered through the faults",
-        better=Better.LOWER,
     ),
-    Column(
+    _fewer_messages(
         "unavailable",
         "confirmed and never received, left on a node a fault took down for good",
         Scope.FAULT,
-        unit="msgs",
         long="unavailable messages",
-        better=Better.LOWER,
     ),
     # A backlog built and drained ([backlog]; empty without): see analysis.backlog.
     Column(
@@ -305,43 +302,31 @@ COLUMNS = Columns(
         "drained, not lost)",
         Scope.BACKLOG,
     ),
-    Column(
+    _backlog_ms(
         "drain_processing_p50_ms",
         "processing latency p50 over the drain's seconds (its start to the catch-up)",
-        Scope.BACKLOG,
-        unit="ms",
         long="processing p50, drain",
         fmt="{:,.2f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _backlog_ms(
         "drain_processing_p99_ms",
         "processing latency p99 over the drain's seconds",
-        Scope.BACKLOG,
-        unit="ms",
         title="drain proc p99 ms",
         long="processing p99, drain",
         fmt="{:,.1f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _backlog_ms(
         "steady_processing_p50_ms",
         "processing latency p50 over the steady seconds: the latency span's before the "
         "backlog began and after the catch-up (empty: none)",
-        Scope.BACKLOG,
-        unit="ms",
         long="processing p50, steady",
         fmt="{:,.2f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _backlog_ms(
         "steady_processing_p99_ms",
         "processing latency p99 over the steady seconds",
-        Scope.BACKLOG,
-        unit="ms",
         long="processing p99, steady",
         fmt="{:,.1f}",
-        better=Better.LOWER,
     ),
     # Probes of a capacity search (empty for a sweep): see analysis.capacity.
     Column(

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from analysis.column_model import Better, Column, Scope
 
+
+def _core_pct(name: str, doc: str, *, title: str = "", long: str = "") -> Column:
+    """A CPU figure of the run in % of one core (100 = a core busy), shown in whole numbers."""
+    return Column(name, doc, Scope.RUN, unit="% of a core", title=title, long=long, fmt="{:,.0f}")
+
+
 #: In the file's order, where :data:`analysis.columns.COLUMNS` places them.
 RESOURCE_COLUMNS = (
     Column(
@@ -25,45 +31,23 @@ RESOURCE_COLUMNS = (
         "point's figures are not the benchmark's alone",
         Scope.RUN,
     ),
-    Column(
+    _core_pct(
         "broker_cpu_pct",
         "the busiest broker node's CPU, mean (100 = one core busy)",
-        Scope.RUN,
-        unit="% of a core",
         title="broker CPU %",
         long="broker CPU, busiest node",
-        fmt="{:,.0f}",
     ),
-    Column(
-        "broker_cpu_max_pct",
-        "that node's busiest second",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
-    ),
-    Column(
+    _core_pct("broker_cpu_max_pct", "that node's busiest second"),
+    _core_pct(
         "broker_thread_max_pct",
         "a broker node's busiest thread each second, mean (at 90 % a part of the broker that "
         "runs on one thread is saturated)",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
     ),
-    Column(
-        "client_cpu_pct",
-        "the busiest client node's CPU, mean",
-        Scope.RUN,
-        unit="% of a core",
-        title="client CPU %",
-        fmt="{:,.0f}",
-    ),
-    Column(
+    _core_pct("client_cpu_pct", "the busiest client node's CPU, mean", title="client CPU %"),
+    _core_pct(
         "client_process_cpu_pct",
         "the busiest client process's CPU, mean (a Python process runs on about one core)",
-        Scope.RUN,
-        unit="% of a core",
         title="client proc CPU %",
-        fmt="{:,.0f}",
     ),
     Column(
         "host_cpu_pct",
@@ -73,27 +57,12 @@ RESOURCE_COLUMNS = (
         title="host CPU %",
         fmt="{:,.0f}",
     ),
-    Column(
-        "broker_nodes_cpu_pct",
-        "every broker node's CPU summed, mean",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
-    ),
-    Column(
-        "clients_cpu_pct",
-        "every client node's CPU summed, mean",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
-    ),
-    Column(
+    _core_pct("broker_nodes_cpu_pct", "every broker node's CPU summed, mean"),
+    _core_pct("clients_cpu_pct", "every client node's CPU summed, mean"),
+    _core_pct(
         "other_cpu_pct",
         "on a shared machine: the CPU of everything outside the run (the machine's use less the "
         "broker's and the clients'), mean",
-        Scope.RUN,
-        unit="% of a core",
-        fmt="{:,.0f}",
     ),
     Column(
         "steal_pct",
