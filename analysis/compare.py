@@ -456,19 +456,17 @@ def text_report(comparison: Comparison) -> str:
             out.append("")
         previous = row[0]
         out.append(line(row))
-    for point, was, now in comparison.limits:
-        out.append(
-            f"what set the pace differs at {point}: {was} (baseline) vs {now} (contender) — "
-            "the figures measure different limits"
-        )
-    for point in comparison.disturbed:
-        out.append(
-            f"disturbed: {point} — processes outside the run took over a tenth of the machine"
-        )
-    for name in comparison.only_baseline:
-        out.append(f"only in baseline:  {name}")
-    for name in comparison.only_contender:
-        out.append(f"only in contender: {name}")
+    out += [
+        f"what set the pace differs at {point}: {was} (baseline) vs {now} (contender) — "
+        "the figures measure different limits"
+        for point, was, now in comparison.limits
+    ]
+    out += [
+        f"disturbed: {point} — processes outside the run took over a tenth of the machine"
+        for point in comparison.disturbed
+    ]
+    out += [f"only in baseline:  {name}" for name in comparison.only_baseline]
+    out += [f"only in contender: {name}" for name in comparison.only_contender]
     if not rows:
         out.append(
             "no sweep point in common (points are matched by threads, nodes, size and label)"
