@@ -39,6 +39,7 @@ workload.engine.aws.fault_agent``), without installing the project.
 from __future__ import annotations
 
 import argparse
+import functools
 import socket
 import subprocess
 import sys
@@ -273,10 +274,7 @@ def arguments() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``python3 -m workload.engine.aws.fault_agent``: the service a broker machine runs with faults."""
     args = arguments().parse_args(argv)
-
-    def log(line: str) -> None:
-        print(line, flush=True)
-
+    log = functools.partial(print, flush=True)
     ports = [int(p) for p in args.ports.split(",") if p]
     host = args.address or "127.0.0.1"
     store = agent_store(args)

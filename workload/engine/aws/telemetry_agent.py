@@ -26,6 +26,7 @@ agent uploads what is left — all the analysis needs of a broker machine — an
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -174,10 +175,7 @@ def power_off() -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python3 -m workload.engine.aws.telemetry_agent``: the service every broker machine runs."""
     args = arguments().parse_args(argv)
-
-    def log(line: str) -> None:
-        print(line, flush=True)
-
+    log = functools.partial(print, flush=True)
     store = agent_store(args)
     agent = TelemetryAgent(
         store,
