@@ -75,6 +75,14 @@ def log_tail(path: Path, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in text[-lines:])
 
 
+def log_contains(path: Path, text: str) -> bool:
+    """Whether the log at ``path`` holds ``text`` (False while there is no log)."""
+    try:
+        return text in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def run_checked(cmd: Sequence[str], what: str, timeout: float = 120, **kwargs: object) -> str:
     """Run a helper command (initdb, rabbitmqctl …); a failure names ``what`` and its output.
 

@@ -36,6 +36,7 @@ from brokers.local import (
     NodeHosts,
     ProcessCluster,
     free_ports,
+    log_contains,
     port_open,
     run_checked,
     start_cluster,
@@ -60,13 +61,6 @@ SETTLE_TIMEOUT = 60.0
 
 def distribution_home() -> Path:
     return cache_dir("artemis") / config.DISTRIBUTION
-
-
-def _log_contains(path: Path, marker: str) -> bool:
-    try:
-        return marker in path.read_text(errors="replace")
-    except OSError:
-        return False
 
 
 class ArtemisCluster(ProcessCluster):
@@ -213,7 +207,7 @@ class ArtemisLocal(LocalDeployment["ArtemisParams"]):
     def _wait_ready(node: config.NodeConfig, process: ManagedProcess) -> None:
         if node.role == "backup":
             what = f"Artemis backup {node.name} (replica of {node.group})"
-            ready: Callable[[], bool] = lambda: _log_contains(  # noqa: E731
+            ready: Callable[[], bool] = lambda: log_contains(  # noqa: E731
                 process.log_path, BACKUP_SYNCHRONIZED
             )
         else:

@@ -10,7 +10,7 @@ import importlib.util
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from brokers.local import (
     NodeHosts,
     ProcessCluster,
     free_ports,
+    log_contains,
     port_open,
     run_checked,
     start_cluster,
@@ -98,27 +99,18 @@ def render_server_properties(
     sizes: ClusterSizes,
     flush_messages: int | None = None,
 ) -> str:
-    """server.properties of one node; used locally and (with other addresses) on AWS."""
+    """server.properties of one node; used locally and (with other addresses) on AWS. The
+    template takes the fields of ``node`` and ``sizes`` as they are named."""
     return templating.render(
         __file__,
         "server.properties.j2",
         kafka_version=KAFKA_VERSION,
-        node_id=node.node_id,
         voters=quorum,
-        bind=node.bind,
-        advertised_host=node.advertised_host,
-        port=node.port,
-        controller_port=node.controller_port,
-        log_dir=node.log_dir,
         replication=replication,
         min_insync=min_insync,
         flush_messages=flush_messages,
-        network_threads=sizes.network_threads,
-        io_threads=sizes.io_threads,
-        replica_fetchers=sizes.replica_fetchers,
-        segment_bytes=sizes.segment_bytes,
-        offsets_partitions=sizes.offsets_partitions,
-        rebalance_delay_ms=sizes.rebalance_delay_ms,
+        **asdict(node),
+        **asdict(sizes),
     )
 
 
@@ -255,7 +247,7 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
         deadline = Deadline.after(START_TIMEOUT)
         for process in started:
             wait_until(
-                lambda p=process: _logged(p.log_path, READY_LINE),  # type: ignore[misc]
+                lambda p=process: log_contains(p.log_path, READY_LINE),  # type: ignore[misc]
                 process.name,
                 deadline.left(),
                 process=process,
@@ -333,11 +325,3 @@ def _wait_for_brokers(endpoints: Endpoints, count: int, timeout: float) -> None:
         wait_until(registered, f"{count} Kafka brokers registering", timeout, interval=0.5)
     finally:
         admin.close()
-
-
-def _logged(path: Path, line: str) -> bool:
-    try:
-        with path.open("rb") as f:
-            return line.encode() in f.read()
-    except OSError:
-        return False
