@@ -184,9 +184,7 @@ def _build(cluster: NatsCluster, size: int) -> None:
     binary = find_binary("nats-server", PACKAGE)
     ports = free_ports(3 * size)
     client_ports, cluster_ports, monitor_ports = (
-        ports[:size],
-        ports[size : 2 * size],
-        ports[2 * size :],
+        ports[i * size : (i + 1) * size] for i in range(3)
     )
     names = [f"n{i + 1}" for i in range(size)]
     hosts = [cluster.host(i) for i in range(size)]
@@ -195,9 +193,7 @@ def _build(cluster: NatsCluster, size: int) -> None:
     for i, name in enumerate(names):
         node_dir = cluster.workdir / name
         (node_dir / "jetstream").mkdir(parents=True)
-        routes = (
-            [f"{hosts[j]}:{p}" for j, p in enumerate(cluster_ports) if j != i] if size > 1 else []
-        )
+        routes = [f"{hosts[j]}:{p}" for j, p in enumerate(cluster_ports) if j != i]
         text = render_config(
             name,
             hosts[i],
