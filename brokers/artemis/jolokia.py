@@ -95,15 +95,3 @@ class Jolokia:
             }
         )
         return dict(json.loads(value)) if isinstance(value, str) else {}
-
-    def queue(self, name: str) -> dict[str, Any]:
-        """Durability and routing of a queue, read back from the broker."""
-        broker = self.broker()["Name"]
-        mbean = (
-            f'org.apache.activemq.artemis:broker="{broker}",component=addresses,'
-            f'address="{name}",subcomponent=queues,routing-type="anycast",queue="{name}"'
-        )
-        value = self.request(
-            {"type": "read", "mbean": mbean, "attribute": ["Durable", "RoutingType"]}
-        )
-        return dict(value)
