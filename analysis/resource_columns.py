@@ -14,6 +14,15 @@ def _core_pct(name: str, doc: str, *, title: str = "", long: str = "") -> Column
     return Column(name, doc, Scope.RUN, unit="% of a core", title=title, long=long, fmt="{:,.0f}")
 
 
+def _lower_is_better(
+    name: str, doc: str, *, unit: str, long: str, fmt: str, title: str = ""
+) -> Column:
+    """A figure of the run where lower is better: what a message costs, a pause, a trend."""
+    return Column(
+        name, doc, Scope.RUN, unit=unit, title=title, long=long, fmt=fmt, better=Better.LOWER
+    )
+
+
 #: In the file's order, where :data:`analysis.columns.COLUMNS` places them.
 RESOURCE_COLUMNS = (
     Column(
@@ -79,15 +88,13 @@ RESOURCE_COLUMNS = (
         unit="MB",
         fmt="{:,.0f}",
     ),
-    Column(
+    _lower_is_better(
         "broker_gc_ms_per_s",
         "the busiest broker node's GC pause time per second (JVM brokers)",
-        Scope.RUN,
         unit="ms/s",
         title="GC ms/s",
         long="broker GC pause time",
         fmt="{:,.1f}",
-        better=Better.LOWER,
     ),
     Column(
         "broker_disk_write_mb_s",
@@ -128,58 +135,48 @@ RESOURCE_COLUMNS = (
         unit="MB/s",
         fmt="{:,.2f}",
     ),
-    Column(
+    _lower_is_better(
         "broker_cpu_us_per_msg",
         "broker CPU time per confirmed message, all broker nodes",
-        Scope.RUN,
         unit="µs",
         title="broker CPU µs/msg",
         long="broker CPU per message",
         fmt="{:,.1f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _lower_is_better(
         "client_cpu_us_per_msg",
         "client CPU time per confirmed message, all sender and receiver nodes (what sending "
         "and receiving one message cost the harness and its client library)",
-        Scope.RUN,
         unit="µs",
         title="client CPU µs/msg",
         long="client CPU per message",
         fmt="{:,.1f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _lower_is_better(
         "broker_disk_bytes_per_msg",
         "bytes written to the broker's data devices per confirmed message, all broker nodes",
-        Scope.RUN,
         unit="bytes",
         title="disk bytes/msg",
         long="broker disk bytes per message",
         fmt="{:,.0f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _lower_is_better(
         "broker_cpu_trend",
         "broker CPU per confirmed message in the last third of the measurement period over "
         "the first third, all broker nodes (1: steady; from 1.5 the verdict's reason notes it; "
         "empty for a period under 9 s)",
-        Scope.RUN,
         unit="×",
         title="broker CPU/msg trend",
         long="broker CPU per message, last third over first",
         fmt="{:,.2f}",
-        better=Better.LOWER,
     ),
-    Column(
+    _lower_is_better(
         "client_cpu_trend",
         "client CPU per confirmed message in the last third of the measurement period over the "
         "first third, all sender and receiver nodes (as broker_cpu_trend)",
-        Scope.RUN,
         unit="×",
         long="client CPU per message, last third over first",
         fmt="{:,.2f}",
-        better=Better.LOWER,
     ),
     Column(
         "stall_s",
