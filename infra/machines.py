@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from brokers.base import BrokerSystem, Endpoints
+from brokers.base import Endpoints
 from brokers.cloud import CloudRecipe
 from infra.access import RunAccess
 from infra.constraints import read_lock
@@ -92,8 +92,11 @@ def machine_zone(settings: StackSettings, types: list[str]) -> str:
         if set(types) <= by_zone.get(zone, set()):
             return zone
     where = ", ".join(sorted(z for z, kinds in by_zone.items() if set(types) <= kinds))
-    fix = f"set brokerbench:availabilityZone to one of {where}" if where else "no zone of the "
-    fix += "" if where else "region offers them all; choose other instance types"
+    fix = (
+        f"set brokerbench:availabilityZone to one of {where}"
+        if where
+        else "no zone of the region offers them all; choose other instance types"
+    )
     raise StackConfigError([f"{' and '.join(types)} not offered in {', '.join(zones)}: {fix}"])
 
 
@@ -125,13 +128,13 @@ def run_context(
 
 def deploy_machines(settings: StackSettings, target: StackPlan, run: RunMachines) -> None:
     """The broker cluster, the run's artifacts and the client fleet (see the module)."""
-    system, plan, layout = target.system, target.plan, target.layout
+    plan, layout = target.plan, target.layout
     brokers = BrokerCluster(
         "brokers",
         BrokerClusterArgs(
             nodes=plan.brokers,
             user_data=_broker_user_data(
-                run.context, system, target.recipe, plan, target.scenario, run.bucket
+                run.context, target.recipe, plan, target.scenario, run.bucket
             ),
             instance_type=settings.broker_instance_type,
             data_volume=DataVolume(
@@ -188,7 +191,6 @@ def broker_endpoints(recipe: CloudRecipe | None, plan: FleetPlan) -> Endpoints:
 
 def _broker_user_data(
     context: RunContext,
-    system: BrokerSystem[Any],
     recipe: CloudRecipe | None,
     plan: FleetPlan,
     scenario: Scenario,
