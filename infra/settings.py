@@ -326,11 +326,6 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def load_stack_file(path: Path) -> StackSettings:
-    """Settings of a ``Pulumi.<stack>.yaml`` file (for tests and tooling)."""
-    return load_stack_config(path).settings
-
-
 #: Where ``Pulumi.yaml`` keeps the stack files (``stackConfigDir``).
 STACKS_DIR = ROOT / "stacks"
 

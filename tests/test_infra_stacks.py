@@ -31,7 +31,7 @@ from infra.settings import (
     StackConfigError,
     StackSettings,
     deprecations,
-    load_stack_file,
+    load_stack_config,
     nat_subnet_cidr,
     settings_from_config,
 )
@@ -85,7 +85,7 @@ def _get(systems: dict[str, Any], name: str) -> Any:
 
 def deployable(name: str) -> StackSettings:
     """The stack's settings, its machine image pinned (as ``brokerbench cloud ami`` would)."""
-    settings = load_stack_file(STACKS[name]).model_copy(update={"ami": AMI})
+    settings = load_stack_config(STACKS[name]).settings.model_copy(update={"ami": AMI})
     if settings.system not in registry.systems():
         pytest.skip(f"stack {name}: system {settings.system!r} is not in the registry yet")
     if not settings.scenario_path().exists():
@@ -120,7 +120,7 @@ def test_there_is_a_stack_per_system() -> None:
 
 @pytest.mark.parametrize("name", sorted(STACKS))
 def test_stack_config_parses(name: str) -> None:
-    settings = load_stack_file(STACKS[name])
+    settings = load_stack_config(STACKS[name]).settings
     assert settings.scenario.as_posix() == f"workload/scenarios/{name}-sweep.toml"
     assert settings.broker_instance_type == "r6i.8xlarge"
     assert settings.client_instance_type == "c6i.8xlarge"
@@ -307,7 +307,7 @@ def test_admin_cidr_opens_ssh_only_from_there(wheel: Path, monkeypatch: pytest.M
 
 def test_redis_cluster_stack_shards(wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with_recipes(monkeypatch)
-    settings = load_stack_file(STACKS["redis-cluster"]).model_copy(
+    settings = load_stack_config(STACKS["redis-cluster"]).settings.model_copy(
         update={"scenario": ROOT / "workload/scenarios/redis-sweep.toml", "ami": AMI}
     )
     if not settings.scenario_path().exists():
