@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.plan import BucketLayout
 from infra.settings import NAMESPACE, StackConfigError, StackSettings
 from workload.model.layout import LAYOUT
 
@@ -110,8 +111,8 @@ def refuse_reuse(bucket: pulumi.Output[str], run_id: str, digest: str) -> pulumi
     run whose control markers are in the bucket and whose kept manifest has another
     fingerprint fails the deployment with one line (everything the run's machines and
     artifacts take waits for this name)."""
-    prefix = LAYOUT.prefix(run_id)
-    manifest_key = f"{prefix}{MANIFEST}"
+    layout = BucketLayout(run_id, wheel_name="")
+    prefix, manifest_key = layout.run_prefix, layout.manifest_key
 
     def begun(name: str) -> pulumi.Output[str]:
         markers = aws.s3.get_objects_output(bucket=name, prefix=prefix + LAYOUT.markers, max_keys=1)
@@ -128,10 +129,6 @@ def refuse_reuse(bucket: pulumi.Output[str], run_id: str, digest: str) -> pulumi
             name, run_id, _digest_of(text)))  # fmt: skip
 
     return bucket.apply(begun)
-
-
-#: The kept manifest's name in the run's prefix (:attr:`infra.plan.BucketLayout.manifest_key`).
-MANIFEST = "manifest.json"
 
 
 def _digest_of(text: str) -> str:
