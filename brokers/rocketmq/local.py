@@ -182,7 +182,7 @@ class RocketMQLocal(LocalDeployment[RocketMQParams]):
         deadline = Deadline.after(START_TIMEOUT)
 
         conf = render_namesrv(namesrv_port, LOOPBACK)
-        ns = _launch(cluster, library, "namesrv", "namesrv", LOCAL_SIZES.namesrv_heap, None, conf)
+        ns = _launch(cluster, library, "namesrv", "namesrv", conf)
         wait_for_port(ns, LOOPBACK, namesrv_port, timeout=deadline.left())
 
         nodes = _broker_nodes(params, with_slave, listen_ports, ha_ports, cluster.workdir)
@@ -190,15 +190,7 @@ class RocketMQLocal(LocalDeployment[RocketMQParams]):
         _await_brokers(brokers, namesrv[0], deadline)
 
         conf = render_proxy(namesrv, grpc_port, proxy_remoting_port)
-        proxy = _launch(
-            cluster,
-            library,
-            "proxy",
-            "proxy",
-            LOCAL_SIZES.proxy_heap,
-            LOCAL_SIZES.proxy_direct,
-            conf,
-        )
+        proxy = _launch(cluster, library, "proxy", "proxy", conf)
         wait_for_port(proxy, LOOPBACK, grpc_port, timeout=deadline.left())
         dead = cluster.dead_nodes()
         if dead:
@@ -214,13 +206,17 @@ def _launch(
     library: Path,
     name: str,
     role: str,
-    heap: str,
-    direct: str | None,
     conf: str,
     data_dir: Path | None = None,
 ) -> ManagedProcess:
-    """Write one node's configuration into its home and start its JVM there, bound to
-    loopback by ``library``; ``data_dir`` is what a power cut may take."""
+    """Write one node's configuration into its home and start its JVM there with the local
+    memory of its ``role``, bound to loopback by ``library``; ``data_dir`` is what a power
+    cut may take."""
+    heap, direct = {
+        "namesrv": (LOCAL_SIZES.namesrv_heap, None),
+        "broker": (LOCAL_SIZES.broker_heap, LOCAL_SIZES.broker_direct),
+        "proxy": (LOCAL_SIZES.proxy_heap, LOCAL_SIZES.proxy_direct),
+    }[role]
     home = cluster.workdir / name
     (home / "conf").mkdir(parents=True, exist_ok=True)
     path = home / ("proxy.json" if role == "proxy" else f"{role}.conf")
@@ -279,8 +275,6 @@ def _launch_broker(
         library,
         name,
         "broker",
-        LOCAL_SIZES.broker_heap,
-        LOCAL_SIZES.broker_direct,
         conf,
         # Its store: the commit log, the consume queues, the topics' and offsets' files.
         data_dir=Path(node.store),
