@@ -120,9 +120,7 @@ def _client_policies(
 ) -> dict[str, pulumi.Input[str] | None]:
     """What client machines may do: the run's objects, the managed service (if any), the
     broker password."""
-    client_secrets = [
-        arn for secret, arn in args.secret_arns.items() if secret == BROKER_PASSWORD.name
-    ]
+    password = args.secret_arns.get(BROKER_PASSWORD.name)
     return {
         "s3": bucket.apply(lambda b: client_s3_policy(b, args.layout)),
         "managed": None
@@ -130,8 +128,8 @@ def _client_policies(
         else pulumi.Output.from_input(args.managed_arn).apply(
             lambda arn: client_managed_policy(arn, args.managed_actions)
         ),
-        "secrets": pulumi.Output.all(*client_secrets).apply(read_parameters_policy)
-        if client_secrets
+        "secrets": password.apply(lambda arn: read_parameters_policy([arn]))
+        if password is not None
         else None,
     }
 
