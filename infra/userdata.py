@@ -137,7 +137,6 @@ class RunContext:
     placeholder: str = ""
     #: Secret name → its parameter-store name (:mod:`infra.secrets`); values never come here.
     secret_parameters: dict[str, str] = field(default_factory=dict)
-    notes: dict[str, str] = field(default_factory=dict)
     #: The scenario declares faults: broker nodes run the fault agent (needs ``bucket``).
     faults: bool = False
     #: Hours after boot when every machine stops itself (``brokerbench:ttlHours``); 0: never.
