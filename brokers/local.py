@@ -32,16 +32,11 @@ __all__ = ["LOOPBACK", "NodeHosts"]
 
 def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
     """``count`` distinct TCP ports that are free on ``host`` right now."""
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
         for s in sockets:
-            s.close()
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -65,6 +60,17 @@ def find_binary(name: str, package: str, search: Sequence[str] = ()) -> str:
         f"{name} not found: install the Debian package {package} "
         f"(apt-get install {package}) or run 'make setup'"
     )
+
+
+def unavailable(*checks: Callable[[], object]) -> str | None:
+    """What the first of ``checks`` to raise :class:`BrokerUnavailable` says (the one line a
+    ``missing`` returns), or None when none does."""
+    try:
+        for check in checks:
+            check()
+    except BrokerUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def log_tail(path: Path, lines: int = 3) -> str:
@@ -109,15 +115,14 @@ def run_checked(cmd: Sequence[str], what: str, timeout: float = 120, **kwargs: o
                 raise
             finally:
                 WATCHDOG.release_group(proc.pid)
-        done = subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
     except subprocess.TimeoutExpired:
         raise BrokerStartError(f"{what} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError as exc:
         raise BrokerStartError(f"{what}: {exc.filename} not found") from None
-    if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        raise BrokerStartError(f"{what} failed: {detail[-1] if detail else done.returncode}")
-    return str(done.stdout)
+    if proc.returncode != 0:
+        detail = (stderr or stdout).strip().splitlines()
+        raise BrokerStartError(f"{what} failed: {detail[-1] if detail else proc.returncode}")
+    return str(stdout)
 
 
 @dataclass
@@ -143,21 +148,19 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        try:
-            self.proc = subprocess.Popen(
-                self.cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **(self.env or {})},
-                cwd=self.cwd,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise BrokerStartError(f"{self.name}: {self.cmd[0]} not found") from None
-        finally:
-            log.close()
+        with self.log_path.open("ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    self.cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **(self.env or {})},
+                    cwd=self.cwd,
+                    start_new_session=True,
+                )
+            except FileNotFoundError:
+                raise BrokerStartError(f"{self.name}: {self.cmd[0]} not found") from None
         WATCHDOG.watch_group(self.proc.pid)
         return self
 

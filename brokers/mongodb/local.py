@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from brokers import templating
 from brokers.base import Endpoints, LocalDeployment
-from brokers.errors import BrokerStartError, BrokerUnavailable
+from brokers.errors import BrokerStartError
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
@@ -33,6 +33,7 @@ from brokers.local import (
     port_open,
     run_checked,
     start_cluster,
+    unavailable,
     wait_for_port,
     wait_until,
 )
@@ -58,11 +59,9 @@ class FerretDBLocal(LocalDeployment["MongoParams"]):
     def missing(self) -> str | None:
         if importlib.util.find_spec("pymongo") is None:
             return "the MongoDB client pymongo is not installed: pip install pymongo"
-        try:
-            server_binary("postgres")
-            as_server_user()
-        except BrokerUnavailable as exc:
-            return str(exc)
+        problem = unavailable(lambda: server_binary("postgres"), as_server_user)
+        if problem:
+            return problem
         if not ferretdb.built():
             if ferretdb.go_binary() is None:
                 return "FerretDB not built and go not found: install Go ≥ 1.22 (https://go.dev/dl)"

@@ -11,7 +11,6 @@ and, in a cluster, ``/jsz`` names the JetStream meta leader.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from brokers.base import (
     more_than_nodes,
 )
 from brokers.credentials import generate, write_private
-from brokers.errors import BrokerError, BrokerUnavailable
+from brokers.errors import BrokerError
 from brokers.local import (
     ManagedProcess,
     NodeHosts,
@@ -34,6 +33,7 @@ from brokers.local import (
     find_binary,
     free_ports,
     start_cluster,
+    unavailable,
     wait_for_port,
     wait_until,
 )
@@ -102,7 +102,7 @@ def healthy(host: str, monitor_port: int, clustered: bool) -> bool:
             meta = _monitor(host, monitor_port, "/jsz").get("meta_cluster") or {}
             return bool(meta.get("leader"))
         return True
-    except (OSError, urllib.error.URLError, ValueError):
+    except (OSError, ValueError):  # a URLError is an OSError
         return False
 
 
@@ -134,7 +134,7 @@ class NatsCluster(ProcessCluster):
                 continue
             try:
                 leader = jetstream_leader(host, port, stream_name(destination))
-            except (OSError, urllib.error.URLError, ValueError):
+            except (OSError, ValueError):  # a URLError is an OSError
                 continue
             if leader:
                 return process_name(leader)
@@ -166,11 +166,7 @@ class NatsLocal(LocalDeployment["NatsParams"]):
         )
 
     def missing(self) -> str | None:
-        try:
-            find_binary("nats-server", PACKAGE)
-        except BrokerUnavailable as exc:
-            return str(exc)
-        return None
+        return unavailable(lambda: find_binary("nats-server", PACKAGE))
 
     def start(
         self, topology: str, params: NatsParams, workdir: Path, hosts: NodeHosts | None = None

@@ -31,6 +31,7 @@ from brokers.local import (
     port_open,
     run_checked,
     start_cluster,
+    unavailable,
     wait_until,
 )
 
@@ -117,12 +118,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
         )
 
     def missing(self) -> str | None:
-        try:
-            server_binary("postgres")
-            as_server_user()
-        except BrokerUnavailable as exc:
-            return str(exc)
-        return None
+        return unavailable(lambda: server_binary("postgres"), as_server_user)
 
     def start(
         self, topology: str, params: PostgresParams, workdir: Path, hosts: NodeHosts | None = None
@@ -147,18 +143,38 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
         pgpass = f"*:*:*:{credentials.user}:{credentials.password}\n"
         # libpq reads the password from here: pg_basebackup, and each standby's WAL receiver.
         passfile = {"PGPASSFILE": str(write_private(workdir / "pgpass", pgpass, owner))}
-        primary_dir = workdir / "primary"
-        self._initdb(primary_dir, credentials, workdir, prefix, owner)
-        self._configure(
-            cluster, 0, primary_dir, "primary", "primary", ports[0], workdir, standbys, ""
-        )
-        primary = cluster.add(
-            self._server("primary", primary_dir, workdir, prefix, passfile, hosts[0], ports[0]),
-            slot=0,
-        )
-        _wait_accepting(primary, _endpoints(hosts[:1], ports[:1], credentials))
-        for slot, (name, port) in enumerate(zip(standbys, ports[1:], strict=True), start=1):
+
+        def start_server(
+            slot: int, name: str, role: str, sync_standbys: tuple[str, ...] = (), conninfo: str = ""
+        ) -> None:
+            """Configure the server whose data is ``workdir / name``, start it and wait until
+            it accepts connections."""
             data = workdir / name
+            (data / "postgresql.auto.conf").write_text("")
+            (data / "postgresql.conf").write_text(
+                render_config(
+                    name, role, ports[slot], str(workdir), sync_standbys, conninfo, hosts[slot]
+                )
+            )
+            (data / "pg_hba.conf").write_text(
+                templating.render(
+                    __file__, "pg_hba.conf.j2", client_cidr=cluster.hosts.network(), auth=AUTH
+                )
+            )
+            server = ManagedProcess(
+                name=f"postgres {name}",
+                cmd=[*prefix, server_binary("postgres"), "-D", str(data)],
+                log_path=workdir / f"{name}.log",
+                env=passfile,
+                ready=lambda: port_open(hosts[slot], ports[slot]),
+                data_dir=data,
+            )
+            cluster.add(server, slot=slot)
+            _wait_accepting(server, _endpoints([hosts[slot]], [ports[slot]], credentials))
+
+        self._initdb(workdir / "primary", credentials, workdir, prefix, owner)
+        start_server(0, "primary", "primary", standbys)
+        for slot, name in enumerate(standbys, start=1):
             run_checked(
                 [
                     *prefix,
@@ -171,7 +187,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
                     credentials.user,
                     "-w",
                     "-D",
-                    str(data),
+                    str(workdir / name),
                     "-X",
                     "stream",
                     "-R",
@@ -182,11 +198,7 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             conninfo = (
                 f"host={hosts[0]} port={ports[0]} user={credentials.user} application_name={name}"
             )
-            self._configure(cluster, slot, data, name, "standby", port, workdir, (), conninfo)
-            node = cluster.add(
-                self._server(name, data, workdir, prefix, passfile, hosts[slot], port), slot=slot
-            )
-            _wait_accepting(node, _endpoints([hosts[slot]], [port], credentials))
+            start_server(slot, name, "standby", conninfo=conninfo)
         cluster.endpoints = _endpoints(hosts, ports, credentials)
         if standbys:
             _wait_for_sync_standbys(cluster.endpoints, len(standbys))
@@ -215,47 +227,6 @@ class PostgresLocal(LocalDeployment["PostgresParams"]):
             )
         finally:
             pwfile.unlink(missing_ok=True)
-
-    def _configure(
-        self,
-        cluster: ProcessCluster,
-        slot: int,
-        data: Path,
-        name: str,
-        role: str,
-        port: int,
-        workdir: Path,
-        standbys: tuple[str, ...],
-        conninfo: str,
-    ) -> None:
-        (data / "postgresql.auto.conf").write_text("")
-        (data / "postgresql.conf").write_text(
-            render_config(name, role, port, str(workdir), standbys, conninfo, cluster.host(slot))
-        )
-        (data / "pg_hba.conf").write_text(
-            templating.render(
-                __file__, "pg_hba.conf.j2", client_cidr=cluster.hosts.network(), auth=AUTH
-            )
-        )
-
-    def _server(
-        self,
-        name: str,
-        data: Path,
-        workdir: Path,
-        prefix: list[str],
-        env: dict[str, str],
-        host: str,
-        port: int,
-    ) -> ManagedProcess:
-        return ManagedProcess(
-            name=f"postgres {name}",
-            cmd=[*prefix, server_binary("postgres"), "-D", str(data)],
-            log_path=workdir / f"{name}.log",
-            env=env,
-            ready=lambda: port_open(host, port),
-            data_dir=data,
-        )
 
 
 def _endpoints(hosts: list[str], ports: list[int], credentials: Credentials) -> Endpoints:

@@ -29,7 +29,7 @@ from brokers.base import (
     more_than_nodes,
 )
 from brokers.credentials import Credentials, generate, write_private
-from brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
+from brokers.errors import BrokerError, BrokerStartError
 from brokers.local import (
     LOOPBACK,
     ManagedProcess,
@@ -39,6 +39,7 @@ from brokers.local import (
     free_ports,
     port_open,
     start_cluster,
+    unavailable,
     wait_for_port,
     wait_until,
 )
@@ -125,11 +126,7 @@ class RabbitMQLocal(LocalDeployment["RabbitMQParams"]):
     debian_packages = (PACKAGE,)
 
     def missing(self) -> str | None:
-        try:
-            _binaries()
-        except BrokerUnavailable as exc:
-            return str(exc)
-        return None
+        return unavailable(_binaries)
 
     def param_problems(self, topology: str, params: RabbitMQParams) -> list[ParamProblem]:
         """A quorum queue's members are cluster nodes."""

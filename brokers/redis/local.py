@@ -22,7 +22,6 @@ from brokers.base import (
     ParamProblem,
 )
 from brokers.credentials import Credentials, generate, write_private
-from brokers.errors import BrokerUnavailable
 from brokers.local import (
     ManagedProcess,
     NodeHosts,
@@ -32,6 +31,7 @@ from brokers.local import (
     port_open,
     run_checked,
     start_cluster,
+    unavailable,
     wait_for_port,
     wait_until,
 )
@@ -119,11 +119,7 @@ class RedisLocal(LocalDeployment["RedisParams"]):
         )
 
     def missing(self) -> str | None:
-        try:
-            find_binary("redis-server", "redis-server")
-        except BrokerUnavailable as exc:
-            return str(exc)
-        return None
+        return unavailable(lambda: find_binary("redis-server", "redis-server"))
 
     def start(
         self, topology: str, params: RedisParams, workdir: Path, hosts: NodeHosts | None = None
@@ -235,13 +231,18 @@ class RedisLocal(LocalDeployment["RedisParams"]):
             _wait_for_replicas(cluster.endpoints, len(names) - 1)
 
 
-def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
+def _first_server(endpoints: Endpoints) -> Any:
+    """A client of the first server, with the run's password."""
     import redis
 
     from brokers.redis.adapter import auth_options
 
     host, port = endpoints.first
-    client = redis.Redis(host=host, port=port, **auth_options(endpoints))
+    return redis.Redis(host=host, port=port, **auth_options(endpoints))
+
+
+def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
+    client = _first_server(endpoints)
 
     def ready() -> bool:
         info = client.info("replication")
@@ -252,12 +253,7 @@ def _wait_for_replicas(endpoints: Endpoints, count: int) -> None:
 
 
 def _wait_for_cluster(endpoints: Endpoints, nodes: int) -> None:
-    import redis
-
-    from brokers.redis.adapter import auth_options
-
-    host, port = endpoints.first
-    client = redis.Redis(host=host, port=port, **auth_options(endpoints))
+    client = _first_server(endpoints)
 
     def ready() -> bool:
         info = client.cluster("info")
