@@ -22,7 +22,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -343,20 +343,12 @@ class LazyDisks:
 
     def describe(self) -> dict[str, Any]:
         """The model, as the run records it."""
-        return {
-            "writeback": self.writeback,
-            "metadata": self.metadata,
-            "max_dirty_bytes": self.max_dirty_bytes,
-        }
+        return asdict(self)
 
     def mount(self, directory: Path) -> LazyMount:
-        mount = LazyMount(
-            directory,
-            directory,
-            writeback=self.writeback,
-            metadata=self.metadata,
-            max_dirty_bytes=self.max_dirty_bytes,
-        )
+        """``directory`` mounted over itself; the model's fields are :class:`LazyMount`'s
+        keywords of the same names."""
+        mount = LazyMount(directory, directory, **asdict(self))
         mount.start()
         return mount
 

@@ -16,6 +16,7 @@ again (the backup's ``allow-failback``); a restarted backup synchronises again.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tarfile
@@ -207,12 +208,10 @@ class ArtemisLocal(LocalDeployment["ArtemisParams"]):
     def _wait_ready(node: config.NodeConfig, process: ManagedProcess) -> None:
         if node.role == "backup":
             what = f"Artemis backup {node.name} (replica of {node.group})"
-            ready: Callable[[], bool] = lambda: log_contains(  # noqa: E731
-                process.log_path, BACKUP_SYNCHRONIZED
-            )
+            ready = functools.partial(log_contains, process.log_path, BACKUP_SYNCHRONIZED)
         else:
             what = f"Artemis broker {node.name} ({node.address})"
-            ready = lambda: port_open(node.host, node.port)  # noqa: E731
+            ready = functools.partial(port_open, node.host, node.port)
         wait_until(ready, what, START_TIMEOUT, process)
         wait_until(
             lambda: port_open(node.host, node.http_port),

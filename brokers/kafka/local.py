@@ -83,12 +83,9 @@ def new_cluster_id(seed: str | None = None) -> str:
     return text if not text.startswith("-") else "A" + text[1:]
 
 
-def voters(nodes: list[NodeConfig], hosts: list[str] | None = None) -> str:
+def voters(nodes: list[NodeConfig]) -> str:
     """``controller.quorum.voters``: ``id@host:controller_port`` of every node."""
-    return ",".join(
-        f"{n.node_id}@{(hosts[i] if hosts else n.advertised_host)}:{n.controller_port}"
-        for i, n in enumerate(nodes)
-    )
+    return ",".join(f"{n.node_id}@{n.advertised_host}:{n.controller_port}" for n in nodes)
 
 
 def render_server_properties(
@@ -162,9 +159,6 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
     topologies = ("single", "cluster")
     debian_packages = ("openjdk-17-jre-headless", "maven")
 
-    def __init__(self, heap_of: Callable[[Any], str] | None = None) -> None:
-        self._heap_of = heap_of or (lambda params: getattr(params, "heap", "512m"))
-
     def missing(self) -> str | None:
         if importlib.util.find_spec("confluent_kafka") is None:
             return "confluent-kafka is not installed: pip install 'brokerbench[brokers]'"
@@ -210,9 +204,8 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
             raise BrokerStartError(
                 f"Kafka {KAFKA_VERSION} jars are missing from {jar_dir()}: run 'brokerbench setup'"
             )
-        count = 3 if topology == "cluster" else 1
         cluster = KafkaCluster(topology, workdir, hosts=hosts)
-        return start_cluster(cluster, lambda c: self._build(c, params, count))
+        return start_cluster(cluster, lambda c: self._build(c, params, BROKERS[topology]))
 
     def _build(self, cluster: ProcessCluster, params: Any, count: int) -> None:
         """Render every node's configuration, format their storage, start them and wait
@@ -229,7 +222,7 @@ class KafkaLocal(LocalDeployment["KafkaParams"]):
         flush = getattr(params, "log_flush_interval_messages", None)
         configs = [_write_config(node, nodes, flush) for node in nodes]
         _format_storage(configs, new_cluster_id(), jvm)
-        heap = self._heap_of(params)
+        heap = getattr(params, "heap", "512m")
         started = [
             cluster.add(
                 ManagedProcess(
