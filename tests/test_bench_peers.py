@@ -431,7 +431,7 @@ def test_a_system_measured_again_replaces_its_entry_and_the_page_keeps_its_prose
     page = f"# Peers\n\nprose\n\n{peers_doc.BEGIN}\nstale\n{peers_doc.END}\n\nmore prose\n"
     updated = peers_doc.update_page(page, merged)
     assert updated.startswith("# Peers\n\nprose\n\n") and updated.endswith("\n\nmore prose\n")
-    assert peers_doc.generated_part(updated) == peers_doc.render(merged)
+    assert peers_doc.MARKERS.part(updated) == peers_doc.render(merged)
     with pytest.raises(ValueError, match="markers"):
         peers_doc.update_page("# Peers\n", merged)
 
@@ -492,7 +492,7 @@ def test_write_results_updates_the_docs_only_when_asked(
     docs = peers_doc.load(doc_results)
     # Redis replaced; NATS, without figures of both tools, not written to the docs.
     assert [(e["system"], e["label"]) for e in docs["systems"]] == [("redis", "Redis Streams")]
-    assert peers_doc.generated_part(page.read_text()) == peers_doc.render(docs)
+    assert peers_doc.MARKERS.part(page.read_text()) == peers_doc.render(docs)
     assert "| Redis Streams | brokerbench | 100 |" in page.read_text()
 
 

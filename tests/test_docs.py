@@ -188,7 +188,7 @@ def test_the_columns_page_is_the_declared_glossary() -> None:
 def test_the_peer_table_is_rendered_from_its_results_file() -> None:
     page = (DOCS_DIR / "peers.md").read_text(encoding="utf-8")
     results = peers_doc.load(peers_doc.RESULTS)
-    assert peers_doc.generated_part(page) == peers_doc.render(results), (
+    assert peers_doc.MARKERS.part(page) == peers_doc.render(results), (
         "docs/peers.md's table differs from docs/peers-results.json: run "
         "`python tests/benchmarks/peers_doc.py`"
     )
@@ -201,7 +201,7 @@ def test_the_peer_table_is_rendered_from_its_results_file() -> None:
 def test_the_power_loss_table_is_rendered_from_its_results_file() -> None:
     page = (DOCS_DIR / "durability.md").read_text(encoding="utf-8")
     results = durability_doc.load(durability_doc.RESULTS)
-    assert durability_doc.generated_part(page) == durability_doc.render(results), (
+    assert durability_doc.MARKERS.part(page) == durability_doc.render(results), (
         "docs/durability.md's table differs from docs/durability-results.json: run "
         "`python tests/benchmarks/durability_doc.py`"
     )

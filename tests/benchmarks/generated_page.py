@@ -68,6 +68,13 @@ class ResultsFile:
         return {**results, "format": self.format, self.entries: kept}
 
 
+def commit_words(entry: Mapping[str, Any]) -> str:
+    """The commit an entry was run at (and whether tracked files differed from it), or "an
+    unknown commit"."""
+    commit = f"commit `{entry['commit']}`" if entry.get("commit") else "an unknown commit"
+    return commit + (" (with changes not committed)" if entry.get("dirty") else "")
+
+
 def write(results: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -94,3 +101,8 @@ class Markers:
         head, _, rest = page.partition(self.begin)
         _, _, tail = rest.partition(self.end)
         return f"{head}{self.begin}\n{body}\n{self.end}{tail}"
+
+    def rewrite(self, path: Path, body: str) -> Path:
+        """The page at ``path`` written again with ``body`` between its markers."""
+        path.write_text(self.replace(path.read_text(encoding="utf-8"), body), encoding="utf-8")
+        return path

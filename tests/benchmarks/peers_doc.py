@@ -178,9 +178,7 @@ def ratio_table(results: Mapping[str, Any]) -> str:
 
 
 def _run_line(entry: Entry) -> str:
-    commit = f"commit `{entry['commit']}`" if entry.get("commit") else "an unknown commit"
-    if entry.get("dirty"):
-        commit += " (with changes not committed)"
+    commit = generated_page.commit_words(entry)
     note = f"; {entry['date_note']}" if entry.get("date_note") else ""
     date = f"on {entry['date']} (UTC{note})" if entry.get("date") else "on an unknown date"
     where = f", on {entry['machine']}" if entry.get("machine") else ""
@@ -217,21 +215,13 @@ def render(results: Mapping[str, Any]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def generated_part(page: str) -> str:
-    """The text between the markers of a page (without them)."""
-    return MARKERS.part(page)
-
-
 def update_page(page: str, results: Mapping[str, Any]) -> str:
     """``page`` with its generated part rendered again from ``results``."""
     return MARKERS.replace(page, render(results))
 
 
 def render_page(results_path: Path = RESULTS, page_path: Path = PAGE) -> Path:
-    page_path.write_text(
-        update_page(page_path.read_text(encoding="utf-8"), load(results_path)), encoding="utf-8"
-    )
-    return page_path
+    return MARKERS.rewrite(page_path, render(load(results_path)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
