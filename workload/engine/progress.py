@@ -170,7 +170,8 @@ class ProgressView:
         """The figures at ``now``; the interval ones are worked out afresh when reports came
         in since they last were (a tick between two reports keeps them), or when none came
         for :data:`STALE_AFTER` seconds."""
-        sent, received, _ = self.totals()
+        totals = self.totals()
+        sent, received, _ = totals
         last_sent, last_received, last_t = self.last_totals
         if self.fresh or now - last_t >= STALE_AFTER:
             # Rates over the time between the reports' arrivals: a report says how far its
@@ -184,7 +185,7 @@ class ProgressView:
             self.fresh = False
         elapsed = now - self.start
         eta = max(0.0, self.estimate - elapsed) + self.remaining_s
-        return self._figures(elapsed, self.rates, self.latency, eta)
+        return self._figures(totals, elapsed, self.rates, self.latency, eta)
 
     def summary(self, now: float) -> Figures:
         """The whole point at ``now``: rates averaged over the time messages flowed (from
@@ -194,18 +195,21 @@ class ProgressView:
             total / span if total else 0.0
             for (total, _, _), span in zip(self.flowing, spans, strict=True)
         ]
-        whole = self._figures(now - self.start, rates, _percentiles(self.whole), self.remaining_s)
+        whole = self._figures(
+            self.totals(), now - self.start, rates, _percentiles(self.whole), self.remaining_s
+        )
         return replace(whole, final=True, send_span_s=spans[0], receive_span_s=spans[1])
 
     def _figures(
         self,
+        totals: tuple[int, int, int],
         elapsed: float,
         rates: Sequence[float],
         latency: tuple[float | None, float | None],
         eta: float,
     ) -> Figures:
-        """The figures of these rates and latencies, with the totals reported so far."""
-        sent, received, errors = self.totals()
+        """The figures of these totals (sent, received, errors), rates and latencies."""
+        sent, received, errors = totals
         return Figures(
             elapsed=elapsed,
             sent=sent,
